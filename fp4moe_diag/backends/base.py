@@ -1,0 +1,129 @@
+"""The backend interface every kernel implementation follows.
+
+A backend says which devices it supports (with the reason when not), lists the real tactics of
+its kernels for a case, prepares a case's tensors once (weight re-layout, workspaces: never
+timed) and runs one tactic.  The device-safe tuner (:mod:`fp4moe_diag.autotuning`) drives it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import torch
+
+from ..case import MoECase
+from ..inputs import MoEInputs
+
+
+@dataclass(frozen=True)
+class Support:
+    ok: bool
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+@dataclass(frozen=True)
+class Tactic:
+    """One kernel configuration. ``id`` is what the kernel takes (int or tuple); ``label`` is for humans."""
+
+    id: Any
+    label: str
+    params: dict = field(default_factory=dict)
+    is_default: bool = False
+
+
+def device_capability(device: Any) -> Optional[tuple[int, int]]:
+    dev = torch.device(device)
+    if dev.type != "cuda" or not torch.cuda.is_available():
+        return None
+    return torch.cuda.get_device_capability(dev)
+
+
+class Backend(ABC):
+    """Base class. Subclasses set ``name`` and ``capabilities`` (None = any device incl. CPU)."""
+
+    name: str = "?"
+    #: compute capabilities (major, minor) the kernels are built for; None means any device
+    capabilities: Optional[Sequence[tuple[int, int]]] = None
+    #: device types accepted
+    device_types: Sequence[str] = ("cuda",)
+
+    def supports(self, device: Any) -> Support:
+        dev = torch.device(device)
+        if dev.type not in self.device_types:
+            return Support(False, f"{self.name} runs on {'/'.join(self.device_types)} devices, not {dev.type}")
+        if dev.type == "cuda":
+            if not torch.cuda.is_available():
+                return Support(False, "no CUDA device is available")
+            cc = device_capability(dev)
+            if self.capabilities is not None and cc not in self.capabilities:
+                want = ", ".join(f"SM{a}{b}" for a, b in self.capabilities)
+                name = torch.cuda.get_device_name(dev)
+                return Support(False, f"{self.name} needs {want}; {name} is SM{cc[0]}{cc[1]}")
+        return self.extra_support(dev)
+
+    def extra_support(self, device: torch.device) -> Support:
+        """Hook for library checks (e.g. flashinfer importable)."""
+        return Support(True)
+
+    def check_case(self, case: MoECase) -> Support:
+        """Whether this backend implements the case's formats (weights, activations, routing)."""
+        return Support(True)
+
+    @abstractmethod
+    def tactics(self, case: MoECase) -> list[Tactic]:
+        """The kernel's own tactic list for ``case``."""
+
+    def prepare(self, inputs: MoEInputs) -> Any:
+        """Per-case preparation (weight re-layout, workspaces); not timed. Default: the inputs."""
+        return inputs
+
+    @abstractmethod
+    def run(self, prepared: Any, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """Launch one tactic; returns the ``[T, H]`` output (bf16 for kernels)."""
+
+    def default_tactic(self, case: MoECase) -> Optional[Tactic]:
+        """What the library picks with no tuning (tactic -1 / fallback), if it is one of ours."""
+        for t in self.tactics(case):
+            if t.is_default:
+                return t
+        return None
+
+    def versions(self) -> dict[str, str]:
+        """Library versions relevant to this backend (recorded in results)."""
+        return {}
+
+
+_REGISTRY: dict[str, type[Backend]] = {}
+
+
+def register(cls: type[Backend]) -> type[Backend]:
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def get_backend(name: str, **kwargs: Any) -> Backend:
+    # import built-ins lazily so CPU machines never import flashinfer/triton here
+    from . import cutlass, reference, trtllm  # noqa: F401
+
+    try:
+        from . import triton_mxfp4  # noqa: F401
+    except ImportError:  # pragma: no cover
+        pass
+    if name not in _REGISTRY:
+        raise ValueError(f"backend: unknown backend {name!r}; expected one of {sorted(_REGISTRY)}")
+    return _REGISTRY[name](**kwargs)
+
+
+def available_backends() -> list[str]:
+    from . import cutlass, reference, trtllm  # noqa: F401
+
+    try:
+        from . import triton_mxfp4  # noqa: F401
+    except ImportError:  # pragma: no cover
+        pass
+    return sorted(_REGISTRY)

@@ -1,0 +1,29 @@
+"""The torch reference as a backend: any device, one tactic per precision."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ..case import MoECase
+from ..inputs import MoEInputs
+from ..reference import reference_moe
+from .base import Backend, Tactic, register
+
+
+@register
+class ReferenceBackend(Backend):
+    name = "reference"
+    capabilities = None
+    device_types = ("cpu", "cuda")
+
+    def tactics(self, case: MoECase) -> list[Tactic]:
+        return [Tactic(id="fp32", label="torch fp32", params={"dtype": "float32"}, is_default=True)]
+
+    def run(self, prepared: MoEInputs, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
+        y = reference_moe(prepared, torch.float32)
+        if output is not None:
+            output.copy_(y.to(output.dtype))
+            return output
+        return y

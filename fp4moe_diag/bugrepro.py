@@ -1,0 +1,226 @@
+"""Reproduce the upstream bug: routed FP4 MoE + ``autotune(True)`` -> ``Cannot pack tensors on meta``.
+
+Two levels:
+
+* :func:`reproduce_meta_bug` -- the seed's exact call, ``with autotune(True):
+  trtllm_fp4_block_scale_routed_moe(**kwargs)``, on a GPU that runs trtllm-gen (SM100/SM103).
+  Verdict ``reproduced`` (with the traceback), ``fixed-upstream`` (the call succeeded) or
+  ``not-applicable`` (why).  Anything else that goes wrong is ``inconclusive``.
+* :func:`static_meta_check` -- on any machine (H200, CPU): the same call with FlashInfer's
+  trtllm-gen JIT module replaced by a TVM-FFI packing stub
+  (:class:`fp4moe_diag.flashinfer_hooks.TvmFfiPackingStub`), recording what the stock
+  ``AutoTuner.choose_one`` receives.  It shows *which* argument is on ``meta`` and whether the
+  stock profiling path dies on it in TVM-FFI's own packer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+from .case import MoECase
+from .flashinfer_hooks import (
+    TRTLLM_FP4_OP,
+    InputInfo,
+    call_with_supported_kwargs,
+    find_meta_tensors,
+    flashinfer_status,
+    intercept_choose_one,
+    routed_moe_function,
+    stub_trtllm_gen_module,
+)
+from .inputs import build_inputs
+
+META_ERROR = "Cannot pack tensors on meta"
+TRTLLM_GEN_CCS = ((10, 0), (10, 3))
+
+SEED_CASE = MoECase(
+    num_tokens=16,
+    hidden_size=3072,
+    intermediate_size=3072,
+    num_experts=16,
+    top_k=4,
+    local_num_experts=16,
+    routing_method=1,
+    model="seed-repro",
+)
+"""The seed's minimal repro (M=16, 16 experts, top-4, hidden/intermediate 3072, Renormalize)."""
+
+
+@dataclass
+class BugVerdict:
+    status: str  # reproduced | fixed-upstream | not-applicable | inconclusive
+    reason: str
+    mode: str  # "kernel" (real trtllm-gen) or "stub" (TVM-FFI packing stub)
+    flashinfer_version: Optional[str]
+    device: str
+    traceback: str = ""
+    tuner_inputs: list = field(default_factory=list)  # list[InputInfo]
+    meta_inputs: list = field(default_factory=list)  # list[InputInfo]
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        return d
+
+    def summary(self) -> str:
+        meta = ", ".join(f"{i.name}{list(i.shape)}" for i in self.meta_inputs) or "none"
+        return (
+            f"[{self.status}] flashinfer {self.flashinfer_version} on {self.device} ({self.mode}): "
+            f"{self.reason}; meta tuner inputs: {meta}"
+        )
+
+
+def device_label(device: Any) -> str:
+    dev = torch.device(device)
+    if dev.type == "cuda" and torch.cuda.is_available():
+        cc = torch.cuda.get_device_capability(dev)
+        return f"{torch.cuda.get_device_name(dev)} (SM{cc[0]}{cc[1]})"
+    return dev.type
+
+
+def _routed_kwargs(case: MoECase, device: Any) -> dict:
+    inputs = build_inputs(case, device)
+    out = torch.empty_like(inputs.hidden_states).normal_()  # poisoned-ish, real memory
+    kwargs = inputs.trtllm_kwargs(output=out, tune_max_num_tokens=max(1, case.num_tokens))
+    kwargs["enable_pdl"] = False if torch.device(device).type != "cuda" else None
+    return kwargs
+
+
+def _classify(exc: BaseException) -> tuple[str, str]:
+    msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if META_ERROR in str(exc):
+        return "reproduced", f"{type(exc).__name__}: {msg}"
+    return "inconclusive", f"different failure: {type(exc).__name__}: {msg}"
+
+
+def static_meta_check(case: MoECase = SEED_CASE, device: Any = "cpu", tune: bool = True) -> BugVerdict:
+    """Run the stock routed op over a TVM-FFI packing stub (no Blackwell needed)."""
+    st = flashinfer_status()
+    dev_label = device_label(device)
+    if not st.importable:
+        return BugVerdict("not-applicable", st.reason, "stub", None, dev_label)
+    if not st.has_routed_moe:
+        return BugVerdict("not-applicable", "this flashinfer has no trtllm_fp4_block_scale_routed_moe",
+                          "stub", st.version, dev_label)
+    from flashinfer import autotune
+
+    kwargs = _routed_kwargs(case, device)
+    fn = routed_moe_function()
+    with stub_trtllm_gen_module(), intercept_choose_one("record", ops=[TRTLLM_FP4_OP]) as rec:
+        try:
+            with autotune(tune):
+                call_with_supported_kwargs(fn, kwargs)
+            status, reason, tb = "fixed-upstream", "the stock call went through the tuner without a meta tensor reaching TVM-FFI", ""
+        except Exception as e:  # noqa: BLE001 - we report whatever happened
+            status, reason = _classify(e)
+            tb = traceback.format_exc()
+    call = rec.last
+    infos = call.describe_inputs() if call else []
+    meta = find_meta_tensors(call) if call else []
+    if status == "fixed-upstream" and meta:
+        reason += f" (but the tuner still received meta input(s): {[m.name for m in meta]})"
+    return BugVerdict(status, reason, "stub", st.version, dev_label, tb, infos, meta)
+
+
+def reproduce_meta_bug(case: MoECase = SEED_CASE, device: Any = None) -> BugVerdict:
+    """The seed's call on real hardware; ``not-applicable`` (with the static check attached) elsewhere."""
+    st = flashinfer_status()
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    dev = torch.device(device)
+    dev_label = device_label(dev)
+    if not st.importable:
+        return BugVerdict("not-applicable", st.reason, "kernel", None, dev_label)
+    if not st.has_routed_moe:
+        return BugVerdict("not-applicable", f"flashinfer {st.version} has no trtllm_fp4_block_scale_routed_moe",
+                          "kernel", st.version, dev_label)
+    cc = torch.cuda.get_device_capability(dev) if dev.type == "cuda" and torch.cuda.is_available() else None
+    if cc not in TRTLLM_GEN_CCS:
+        static = static_meta_check(case, dev if dev.type == "cuda" else "cpu")
+        where = f"SM{cc[0]}{cc[1]}" if cc else "no CUDA GPU"
+        reason = (
+            f"trtllm-gen FP4 MoE kernels need SM100/SM103 (B200/GB200/B300); this device is {dev_label} "
+            f"({where}). Static check with the stock op over a TVM-FFI stub: {static.status} ({static.reason})"
+        )
+        return BugVerdict("not-applicable", reason, "kernel", st.version, dev_label, static.traceback,
+                          static.tuner_inputs, static.meta_inputs)
+    from flashinfer import autotune
+
+    kwargs = _routed_kwargs(case, dev)
+    from .backends.trtllm import prepare_trtllm_weights
+
+    kwargs = prepare_trtllm_weights(kwargs, case)
+    fn = routed_moe_function()
+    with intercept_choose_one("record", ops=[TRTLLM_FP4_OP]) as rec:
+        try:
+            with autotune(True):
+                call_with_supported_kwargs(fn, kwargs)
+            torch.cuda.synchronize(dev)
+            status, reason, tb = "fixed-upstream", "autotune(True) + routed call succeeded", ""
+        except Exception as e:  # noqa: BLE001
+            status, reason = _classify(e)
+            tb = traceback.format_exc()
+    call = rec.last
+    return BugVerdict(status, reason, "kernel", st.version, dev_label, tb,
+                      call.describe_inputs() if call else [], find_meta_tensors(call) if call else [])
+
+
+# --------------------------------------------------------------------------- version matrix
+_PROBE = r"""
+import json, re, sys, inspect
+out = {"path": sys.argv[1]}
+try:
+    import flashinfer, flashinfer.fused_moe.core as core
+    out["version"] = getattr(flashinfer, "__version__", None)
+    src = inspect.getsource(core)
+    out["meta_placeholder_in_source"] = bool(re.search(r'device\s*=\s*"meta"', src))
+    from fp4moe_diag.flashinfer_hooks import flashinfer_status
+    st = flashinfer_status()
+    out["has_routed_moe"] = st.has_routed_moe
+    out["routed_signature"] = st.routed_signature
+    out["has_sm90_interleave"] = st.has_sm90_interleave
+    from fp4moe_diag.bugrepro import static_meta_check
+    v = static_meta_check()
+    out["static_status"] = v.status
+    out["static_reason"] = v.reason
+    out["meta_inputs"] = [m.name for m in v.meta_inputs]
+except Exception as e:
+    out["error"] = f"{type(e).__name__}: {e}"
+print("FP4MOE_JSON" + json.dumps(out))
+"""
+
+
+def version_matrix(site_dirs: list[str], timeout: float = 300.0) -> "Any":
+    """For each ``--target`` dir holding a flashinfer install, probe it in a subprocess.
+
+    Returns a DataFrame: version, meta placeholder still in source, routed API signature,
+    whether it changed from the first row, and the static check's verdict.
+    """
+    import pandas as pd
+
+    rows = []
+    pkg_root = str(Path(__file__).resolve().parent.parent)
+    for d in site_dirs:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(d), pkg_root] + [p for p in sys.path if p])
+        try:
+            cp = subprocess.run([sys.executable, "-c", _PROBE, str(d)], capture_output=True, text=True,
+                                timeout=timeout, env=env)
+            line = next((ln for ln in cp.stdout.splitlines() if ln.startswith("FP4MOE_JSON")), None)
+            row = json.loads(line[len("FP4MOE_JSON"):]) if line else {"path": str(d), "error": cp.stderr[-500:]}
+        except subprocess.TimeoutExpired:
+            row = {"path": str(d), "error": f"timed out after {timeout}s"}
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if "routed_signature" in df and len(df):
+        first = df["routed_signature"].iloc[0]
+        df["signature_changed"] = df["routed_signature"] != first
+    return df

@@ -1,0 +1,315 @@
+"""Hooks into FlashInfer's Python layer: see what its AutoTuner would hand a kernel.
+
+* :func:`flashinfer_status` -- is flashinfer importable, which version, which MoE APIs.
+* :func:`intercept_choose_one` -- patch ``flashinfer.autotuner.AutoTuner.choose_one`` to record
+  every call (op name, runners, the input tensors and their devices) and, on request, stop before
+  any kernel runs, or force a tactic without profiling.
+* :func:`stub_trtllm_gen_module` -- run the *real* Python of the trtllm-gen MoE ops on a machine
+  without Blackwell (H200, CPU): the JIT module is replaced by a stand-in whose entry points pack
+  their arguments through TVM-FFI's own argument packer (``testing.nop``) and do nothing else.
+  So the stock op, the stock AutoTuner and the stock TVM-FFI argument setter all run; only the
+  kernel is missing.  A meta tensor then fails exactly as on a B200:
+  ``RuntimeError: Cannot pack tensors on meta``.
+* :func:`find_meta_tensors` -- which argument of a recorded call is on ``meta`` (or elsewhere).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+import torch
+
+#: Names of the AutoTuner input list for the ops we know (FlashInfer's order).
+INPUT_NAMES: dict[str, list[str]] = {
+    "flashinfer::trtllm_fp4_block_scale_moe": [
+        "output",
+        "routing_logits",
+        "topk_ids",
+        "expert_weights",
+        "hidden_states",
+        "hidden_states_scale",
+    ],
+    "flashinfer::cutlass_fused_moe": [
+        "input",
+        "fc1_expert_weights",
+        "fc1_expert_biases",
+        "fc2_expert_weights",
+        "fc2_expert_biases",
+    ],
+}
+
+TRTLLM_FP4_OP = "flashinfer::trtllm_fp4_block_scale_moe"
+
+
+@dataclass(frozen=True)
+class FlashInferStatus:
+    importable: bool
+    version: Optional[str]
+    reason: str = ""
+    has_routed_moe: bool = False
+    has_cutlass_fused_moe: bool = False
+    has_sm90_interleave: bool = False
+    routed_signature: Optional[str] = None
+
+
+def flashinfer_status() -> FlashInferStatus:
+    """Import flashinfer lazily and describe what it offers; never raises."""
+    try:
+        fi = importlib.import_module("flashinfer")
+    except Exception as e:  # ImportError, or a CUDA/torch mismatch at import
+        return FlashInferStatus(False, None, f"flashinfer not importable: {type(e).__name__}: {e}")
+    version = getattr(fi, "__version__", None)
+    try:
+        fm = importlib.import_module("flashinfer.fused_moe")
+    except Exception as e:
+        return FlashInferStatus(True, version, f"flashinfer.fused_moe not importable: {e}")
+    routed = getattr(fm, "trtllm_fp4_block_scale_routed_moe", None) or getattr(
+        fi, "trtllm_fp4_block_scale_routed_moe", None
+    )
+    sig = None
+    if routed is not None:
+        try:
+            sig = str(inspect.signature(routed))
+        except (TypeError, ValueError):
+            sig = None
+    return FlashInferStatus(
+        True,
+        version,
+        "",
+        has_routed_moe=routed is not None,
+        has_cutlass_fused_moe=hasattr(fm, "cutlass_fused_moe"),
+        has_sm90_interleave=hasattr(fm, "interleave_moe_weights_for_sm90_mixed_gemm"),
+        routed_signature=sig,
+    )
+
+
+# --------------------------------------------------------------------------- recording
+@dataclass(frozen=True)
+class InputInfo:
+    """One entry of a tuner input list, as the kernel would receive it."""
+
+    index: int
+    name: str
+    kind: str  # "tensor", "none", or a type name
+    device: Optional[str]
+    dtype: Optional[str]
+    shape: Optional[tuple]
+
+    @property
+    def is_meta(self) -> bool:
+        return self.device == "meta"
+
+
+@dataclass
+class ChooseOneCall:
+    """One ``AutoTuner.choose_one`` call as FlashInfer made it."""
+
+    custom_op: str
+    runners: list
+    tuning_config: Any
+    inputs: list
+    kwargs: dict
+    tuning_mode: bool
+
+    @property
+    def input_names(self) -> list[str]:
+        names = INPUT_NAMES.get(self.custom_op, [])
+        return [names[i] if i < len(names) else f"inputs[{i}]" for i in range(len(self.inputs))]
+
+    def describe_inputs(self) -> list[InputInfo]:
+        return [_describe(i, n, t) for i, (n, t) in enumerate(zip(self.input_names, self.inputs))]
+
+
+def _describe(index: int, name: str, t: Any) -> InputInfo:
+    if isinstance(t, torch.Tensor):
+        return InputInfo(index, name, "tensor", str(t.device.type if t.device.type == "meta" else t.device),
+                         str(t.dtype).replace("torch.", ""), tuple(t.shape))
+    if t is None:
+        return InputInfo(index, name, "none", None, None, None)
+    return InputInfo(index, name, type(t).__name__, None, None, None)
+
+
+class TunerCallStopped(Exception):
+    """Raised by :func:`intercept_choose_one` in ``stop`` mode, carrying the recorded call."""
+
+    def __init__(self, call: ChooseOneCall):
+        super().__init__(f"stopped at AutoTuner.choose_one({call.custom_op!r}) before any kernel ran")
+        self.call = call
+
+
+@dataclass
+class ChooseOneRecorder:
+    calls: list = field(default_factory=list)
+
+    @property
+    def last(self) -> Optional[ChooseOneCall]:
+        return self.calls[-1] if self.calls else None
+
+
+@contextlib.contextmanager
+def intercept_choose_one(
+    mode: str = "record",
+    tactic: Any = None,
+    ops: Optional[Sequence[str]] = None,
+) -> Iterator[ChooseOneRecorder]:
+    """Patch ``AutoTuner.choose_one`` for the duration of the block.
+
+    ``mode``: ``"record"`` (record, then call the stock method), ``"stop"`` (record, then raise
+    :class:`TunerCallStopped` so no kernel runs), ``"force"`` (record, then return
+    ``(runners[0], tactic)`` without profiling: the kernel call that follows uses ``tactic``).
+    ``ops`` limits the interception to those op names (others pass through).
+    """
+    if mode not in ("record", "stop", "force"):
+        raise ValueError(f"mode: expected 'record', 'stop' or 'force', got {mode!r}")
+    from flashinfer.autotuner import AutoTuner
+
+    original = AutoTuner.choose_one
+    rec = ChooseOneRecorder()
+
+    @functools.wraps(original)
+    def patched(self, custom_op, runners, tuning_config, inputs, **kwargs):
+        if ops is not None and custom_op not in ops:
+            return original(self, custom_op, runners, tuning_config, inputs, **kwargs)
+        call = ChooseOneCall(custom_op, list(runners), tuning_config, list(inputs), dict(kwargs), self.is_tuning_mode)
+        rec.calls.append(call)
+        if mode == "stop":
+            raise TunerCallStopped(call)
+        if mode == "force":
+            return runners[0], tactic
+        return original(self, custom_op, runners, tuning_config, inputs, **kwargs)
+
+    AutoTuner.choose_one = patched
+    try:
+        yield rec
+    finally:
+        AutoTuner.choose_one = original
+
+
+def find_meta_tensors(call_or_inputs: Any, expected_device: Optional[Any] = None) -> list[InputInfo]:
+    """Entries of a tuner input list that no kernel can take.
+
+    Accepts a :class:`ChooseOneCall`, a list of tensors, or a dict name -> tensor.  Returns the
+    entries on ``meta``, plus (when ``expected_device`` is given) tensors on another device.
+    """
+    if isinstance(call_or_inputs, ChooseOneCall):
+        infos = call_or_inputs.describe_inputs()
+    elif isinstance(call_or_inputs, dict):
+        infos = [_describe(i, str(k), v) for i, (k, v) in enumerate(call_or_inputs.items())]
+    else:
+        infos = [_describe(i, f"inputs[{i}]", v) for i, v in enumerate(call_or_inputs)]
+    bad = []
+    exp = None if expected_device is None else str(torch.device(expected_device))
+    for info in infos:
+        if info.kind != "tensor":
+            continue
+        if info.is_meta:
+            bad.append(info)
+        elif exp is not None and not _same_device(info.device, exp):
+            bad.append(info)
+    return bad
+
+
+def _same_device(a: Optional[str], b: str) -> bool:
+    if a is None:
+        return False
+    da, db = torch.device(a), torch.device(b)
+    if da.type != db.type:
+        return False
+    if da.type == "cuda":
+        ia = da.index if da.index is not None else torch.cuda.current_device()
+        ib = db.index if db.index is not None else torch.cuda.current_device()
+        return ia == ib
+    return True
+
+
+# --------------------------------------------------------------------------- stub module
+class TvmFfiPackingStub:
+    """Stands in for FlashInfer's trtllm-gen JIT module on machines without SM100.
+
+    Every entry point passes all its arguments through TVM-FFI's real argument packer
+    (``tvm_ffi.get_global_func("testing.nop")``), so tensors are converted exactly as for the
+    real kernel (DLPack exchange): meta tensors fail with TVM-FFI's own error.  Nothing is
+    computed; calls are recorded in ``self.calls`` as ``(name, [InputInfo...])``.
+    """
+
+    #: tactics reported by the stub's ``trtllm_get_valid_moe_configs``: [tile_tokens_dim, config]
+    STUB_TACTICS = [[8, 0], [16, 0], [32, 0], [64, 0]]
+
+    def __init__(self) -> None:
+        import tvm_ffi
+
+        self._nop: Callable = tvm_ffi.get_global_func("testing.nop")
+        self.calls: list[tuple[str, list[InputInfo]]] = []
+
+    def _pack(self, name: str, args: tuple) -> None:
+        self.calls.append((name, [_describe(i, f"arg{i}", a) for i, a in enumerate(args)]))
+        self._nop(*args)
+
+    def trtllm_get_valid_moe_configs(self, *args: Any) -> list:
+        self.calls.append(("trtllm_get_valid_moe_configs", [_describe(i, f"arg{i}", a) for i, a in enumerate(args)]))
+        return [list(t) for t in self.STUB_TACTICS]
+
+    def __getattr__(self, name: str) -> Callable:
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def entry(*args: Any) -> None:
+            self._pack(name, args)
+            return None
+
+        return entry
+
+
+class _StubSpec:
+    def __init__(self, module: TvmFfiPackingStub):
+        self._module = module
+
+    def build_and_load(self) -> TvmFfiPackingStub:
+        return self._module
+
+    def get_library_path(self) -> str:
+        return "<fp4moe_diag stub: no trtllm-gen library>"
+
+
+@contextlib.contextmanager
+def stub_trtllm_gen_module() -> Iterator[TvmFfiPackingStub]:
+    """Run FlashInfer's trtllm-gen MoE Python with :class:`TvmFfiPackingStub` as its module."""
+    core = importlib.import_module("flashinfer.fused_moe.core")
+    stub = TvmFfiPackingStub()
+    getter = core.get_trtllm_moe_sm100_module
+    saved = {n: getattr(core, n) for n in ("gen_trtllm_gen_fused_moe_sm100_module", "setup_cubin_loader") if hasattr(core, n)}
+    if "gen_trtllm_gen_fused_moe_sm100_module" not in saved:
+        raise RuntimeError("this flashinfer has no gen_trtllm_gen_fused_moe_sm100_module to stub")
+    if hasattr(getter, "cache_clear"):
+        getter.cache_clear()
+    core.gen_trtllm_gen_fused_moe_sm100_module = lambda *a, **k: _StubSpec(stub)
+    if "setup_cubin_loader" in saved:
+        core.setup_cubin_loader = lambda *a, **k: None
+    try:
+        yield stub
+    finally:
+        for n, v in saved.items():
+            setattr(core, n, v)
+        if hasattr(getter, "cache_clear"):
+            getter.cache_clear()  # never leave the stub cached for a real call
+
+
+def routed_moe_function() -> Callable:
+    fm = importlib.import_module("flashinfer.fused_moe")
+    fn = getattr(fm, "trtllm_fp4_block_scale_routed_moe", None)
+    if fn is None:
+        fn = getattr(importlib.import_module("flashinfer"), "trtllm_fp4_block_scale_routed_moe")
+    return fn
+
+
+def call_with_supported_kwargs(fn: Callable, kwargs: dict) -> Any:
+    """Call ``fn`` with the subset of ``kwargs`` its signature takes (API drift across versions)."""
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return fn(**kwargs)
+    return fn(**{k: v for k, v in kwargs.items() if k in params})
