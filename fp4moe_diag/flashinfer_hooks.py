@@ -161,7 +161,8 @@ def intercept_choose_one(
 
     ``mode``: ``"record"`` (record, then call the stock method), ``"stop"`` (record, then raise
     :class:`TunerCallStopped` so no kernel runs), ``"force"`` (record, then return
-    ``(runners[0], tactic)`` without profiling: the kernel call that follows uses ``tactic``).
+    ``(runners[0], tactic)`` without profiling: the kernel call that follows uses ``tactic``;
+    ``tactic`` may be a dict op name -> tactic, ops missing from it get -1, the fallback).
     ``ops`` limits the interception to those op names (others pass through).
     """
     if mode not in ("record", "stop", "force"):
@@ -180,7 +181,8 @@ def intercept_choose_one(
         if mode == "stop":
             raise TunerCallStopped(call)
         if mode == "force":
-            return runners[0], tactic
+            chosen = tactic.get(custom_op, -1) if isinstance(tactic, dict) else tactic
+            return runners[0], chosen
         return original(self, custom_op, runners, tuning_config, inputs, **kwargs)
 
     AutoTuner.choose_one = patched

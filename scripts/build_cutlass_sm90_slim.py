@@ -130,7 +130,7 @@ def _setup_env(args) -> None:
     # link-time stub libcuda.so (build host has no driver); see _write_libcuda_stub
     old = os.environ.get("FLASHINFER_EXTRA_LDFLAGS", "")
     os.environ["FLASHINFER_EXTRA_LDFLAGS"] = (
-        f"{old} -L{args.out / 'linkstubs'} -Wl,--as-needed".strip()
+        f"{old} -L{args.out / 'linkstubs'}".strip()
     )
 
 
@@ -340,6 +340,22 @@ def verify(so: Path, jit_dir: Path):
         groups.setdefault(key, []).append(u)
     for k, v in sorted(groups.items()):
         print(f"  {k}: {len(v)}  e.g. {v[:4]}")
+    # everything not from the project must be provided by the runtime libraries
+    provided = set()
+    libs = [_find_lib(n) for n in ("libstdc++.so.6", "libc.so.6", "libm.so.6", "libgcc_s.so.1")]
+    try:
+        import tvm_ffi.libinfo as _li
+        libs.append(_li.find_libtvm_ffi())
+    except Exception as e:  # pragma: no cover
+        print("  (could not locate libtvm_ffi:", e, ")")
+    libs.append(os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "lib64/libcudart.so"))
+    for lib in libs:
+        if lib and os.path.exists(lib):
+            provided |= {x.split("@")[0] for x in _nm([lib], "-D", "--defined-only").split()}
+    residual = [u for u in und if u.split("@")[0] not in provided and not re.match(r"^cu[A-Z]", u)
+                and not u.startswith(("__gmon_start__", "_ITM_", "__cxa_finalize"))]
+    print(f"undefined and not provided by libstdc++/libc/libm/libgcc_s/libtvm_ffi/libcudart "
+          f"(cu* driver API excluded): {residual}")
     exported = set(_nm([so], "-D", "--defined-only").split())
     exp = [s for s in exported if s.startswith("__tvm_ffi_")]
     print("TVM-FFI exports:", sorted(exp))
@@ -350,13 +366,20 @@ def verify(so: Path, jit_dir: Path):
     strings = subprocess.run(["strings", str(so)], capture_output=True, text=True).stdout
     for m in ("run_moe", "run_gemm_profile", "get_tactic_num", "run_moe_min_latency"):
         print(f"  method name '{m}' present: {m in strings}")
-    return proj
+    return proj + residual
+
+
+def _find_lib(soname):
+    out = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True).stdout
+    m = re.search(r"\s" + re.escape(soname) + r" \(libc6,x86-64\) => (\S+)", out)
+    return m.group(1) if m else None
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="build root (outside the repo)")
-    ap.add_argument("--name", default=DEFAULT_NAME)
+    ap.add_argument("--name", default=None,
+                    help=f"JitSpec name (default {DEFAULT_NAME}, or {DEFAULT_NAME}_full)")
     ap.add_argument("--tactics", choices=("fast", "full"), default="fast",
                     help="fast = tiles offered by FlashInfer's FAST_BUILD heuristic (5 kernels); "
                          "full = every tile the normal heuristic offers (41 kernels)")
@@ -367,6 +390,7 @@ def main(argv=None):
                     help="extra -isystem dirs (curand/cublas headers); default: OUT/deps/nvidia/cu13/include")
     ap.add_argument("--only-generate", action="store_true")
     ap.add_argument("--build", action="store_true")
+    ap.add_argument("--verify-only", action="store_true", help="only re-run the .so checks")
     ap.add_argument("--install-aot", type=Path, metavar="SO",
                     help="(GPU host) copy SO to flashinfer's AOT path for fused_moe_90 and exit")
     args = ap.parse_args(argv)
@@ -375,6 +399,8 @@ def main(argv=None):
         print("installed:", install_aot(args.install_aot))
         return 0
     args.out = args.out.resolve()
+    if args.name is None:
+        args.name = DEFAULT_NAME + ("_full" if args.tactics == "full" else "")
     if args.extra_include is None:
         d = args.out / "deps/nvidia/cu13/include"
         args.extra_include = [str(d)] if d.exists() else []
@@ -390,6 +416,8 @@ def main(argv=None):
     print("library   :", spec.jit_library_path)
     for s in spec.sources:
         print("   ", s)
+    if args.verify_only:
+        return 1 if verify(spec.jit_library_path, jit_env.FLASHINFER_JIT_DIR) else 0
     if args.only_generate or not args.build:
         return 0
 
@@ -411,7 +439,7 @@ def main(argv=None):
     print(f"build wall time: {time.time() - t0:.0f} s ({(time.time() - t0) / 60:.1f} min)")
     proj = verify(so, jit_dir)
     if proj:
-        print("ERROR: unresolved tensorrt_llm symbols:", proj[:10])
+        print("ERROR: unresolved symbols:", proj[:10])
         return 1
     print("OK:", so)
     return 0

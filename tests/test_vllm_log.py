@@ -13,7 +13,7 @@ from fp4moe_diag.case import ActivationFormat, GatedActivation, MoECase, Routing
 from fp4moe_diag.shapes import load_vllm_cases
 from fp4moe_diag.vllm_log import TensorDesc, parse_vllm_kwargs_lines, parse_vllm_kwargs_log
 
-SEED_FILE = Path("/work/shared/seeds/flashinfer-routed-moe-autotune-bug.txt")
+SEED_FILE = Path(__file__).resolve().parents[2] / "shared" / "seeds" / "flashinfer-routed-moe-autotune-bug.txt"
 
 # Verbatim from the seed's repro docstring (vLLM, gpt-oss-20b, DP2 + EP, rank 0).
 SEED_LOG = """\

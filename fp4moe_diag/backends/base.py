@@ -75,8 +75,8 @@ class Backend(ABC):
         return Support(True)
 
     @abstractmethod
-    def tactics(self, case: MoECase) -> list[Tactic]:
-        """The kernel's own tactic list for ``case``."""
+    def tactics(self, case: MoECase, prepared: Any = None) -> list[Tactic]:
+        """The kernel's own tactic list for ``case`` (``prepared``: from :meth:`prepare`, if at hand)."""
 
     def prepare(self, inputs: MoEInputs) -> Any:
         """Per-case preparation (weight re-layout, workspaces); not timed. Default: the inputs."""

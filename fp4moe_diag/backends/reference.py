@@ -18,7 +18,7 @@ class ReferenceBackend(Backend):
     capabilities = None
     device_types = ("cpu", "cuda")
 
-    def tactics(self, case: MoECase) -> list[Tactic]:
+    def tactics(self, case: MoECase, prepared=None) -> list[Tactic]:
         return [Tactic(id="fp32", label="torch fp32", params={"dtype": "float32"}, is_default=True)]
 
     def run(self, prepared: MoEInputs, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:

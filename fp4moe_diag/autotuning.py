@@ -1,0 +1,277 @@
+"""The device-safe tuner: every tactic of a backend, no meta tensor ever reaches a kernel.
+
+:func:`tune` (a) checks every tensor a backend will receive before anything launches: meta
+tensors, tensors on another device than the case's, wrong dtypes -> ``ValueError`` naming the
+argument; (b) runs **every** tactic, each with a correctness check against the float32 reference
+(poisoned output, fresh activations) and warm-up + timed repeats; (c) turns a tactic that raises
+into a row (exception type and message) and carries on; after a failure on a GPU it checks that
+the CUDA context still works and, if not, marks the remaining tactics ``aborted`` and stops
+cleanly; (d) picks the fastest correct tactic and, for FlashInfer backends, can hand it to
+FlashInfer's own ``AutoTuner`` cache so a following ``autotune(False)`` call uses it.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+import pandas as pd
+import torch
+
+from .backends.base import Backend, Tactic
+from .case import MoECase
+from .correctness import error_metrics, poison_
+from .flashinfer_hooks import find_meta_tensors
+from .inputs import MoEInputs, build_inputs, fresh_activations, resolve_device
+from .measurement import Ceilings, TimingStats, moe_work, roofline_fields, time_fn
+from .reference import reference_moe
+from .results import environment_info, to_frame
+
+
+@dataclass
+class TuneResult:
+    case: MoECase
+    backend: str
+    rows: pd.DataFrame
+    best: Optional[Tactic] = None
+    default: Optional[Tactic] = None
+    context_ok: bool = True
+    notes: list = field(default_factory=list)
+
+    @property
+    def ok_rows(self) -> pd.DataFrame:
+        return self.rows[self.rows["status"] == "ok"]
+
+
+def validate_inputs(inputs: MoEInputs, device: Any) -> None:
+    """Reject what no kernel can take, before any launch. Raises ValueError naming the tensor."""
+    dev = torch.device(device)
+    tensors = {
+        "hidden_states": inputs.hidden_states,
+        "topk_ids": inputs.topk_ids,
+        "topk_weights": inputs.topk_weights,
+        "packed_topk_ids": inputs.packed_topk_ids,
+        "w13.data": inputs.w13.data,
+        "w13.scale": inputs.w13.scale,
+        "w2.data": inputs.w2.data,
+        "w2.scale": inputs.w2.scale,
+        "w13_bias": inputs.w13_bias,
+        "w2_bias": inputs.w2_bias,
+        "swiglu_alpha": inputs.swiglu_alpha,
+        "swiglu_beta": inputs.swiglu_beta,
+        "swiglu_limit": inputs.swiglu_limit,
+        "routing_bias": inputs.routing_bias,
+    }
+    present = {k: v for k, v in tensors.items() if v is not None}
+    for bad in find_meta_tensors(present, expected_device=dev):
+        raise ValueError(
+            f"{bad.name}: expected a tensor on {dev} (the case's device), got one on {bad.device}"
+            + (" (a meta tensor has no data and cannot be handed to a kernel)" if bad.is_meta else "")
+        )
+    c = inputs.case
+    expect = {
+        "hidden_states": (torch.bfloat16, (c.num_tokens, c.hidden_size)),
+        "topk_ids": (torch.int32, (c.num_tokens, c.top_k)),
+        "packed_topk_ids": (torch.int32, (c.num_tokens, c.top_k)),
+        "topk_weights": (torch.float32, (c.num_tokens, c.top_k)),
+        "w13.data": (torch.uint8, (c.local_num_experts, 2 * c.intermediate_size, c.hidden_size // 2)),
+        "w2.data": (torch.uint8, (c.local_num_experts, c.hidden_size, c.intermediate_size // 2)),
+    }
+    for name, (dtype, shape) in expect.items():
+        t = present[name]
+        if t.dtype != dtype:
+            raise ValueError(f"{name}: expected dtype {dtype}, got {t.dtype}")
+        if tuple(t.shape) != shape:
+            raise ValueError(f"{name}: expected shape {shape}, got {tuple(t.shape)}")
+    ids = inputs.topk_ids
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= c.num_experts):
+        raise ValueError(
+            f"topk_ids: expert ids must be in [0, {c.num_experts - 1}], got [{int(ids.min())}, {int(ids.max())}]"
+        )
+
+
+def cuda_context_ok(device: Any) -> tuple[bool, str]:
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return True, ""
+    try:
+        torch.cuda.synchronize(dev)
+        x = torch.ones(16, device=dev)
+        if float((x + x).sum()) != 32.0:
+            return False, "arithmetic check after the failure returned a wrong value"
+        return True, ""
+    except Exception as e:  # noqa: BLE001
+        return False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+
+def _err(e: BaseException) -> tuple[str, str]:
+    msg = str(e).strip().splitlines()
+    return type(e).__name__, (msg[0] if msg else "")[:500]
+
+
+def _backend_tactics(backend: Backend, case: MoECase, prepared: Any) -> list[Tactic]:
+    import inspect
+
+    if "prepared" in inspect.signature(backend.tactics).parameters:
+        return list(backend.tactics(case, prepared=prepared))
+    return list(backend.tactics(case))
+
+
+def tune(
+    case: MoECase,
+    backend: Backend,
+    device: Any = None,
+    *,
+    inputs: Optional[MoEInputs] = None,
+    reference: Optional[torch.Tensor] = None,
+    tactics: Optional[Sequence[Tactic]] = None,
+    warmup: int = 5,
+    repeats: int = 30,
+    flush_l2: bool = True,
+    cuda_graph: bool = False,
+    check_correctness: bool = True,
+    ceilings: Optional[Ceilings] = None,
+    env: Optional[dict] = None,
+    max_seconds_per_tactic: Optional[float] = 10.0,
+    progress: Optional[Callable[[str], None]] = None,
+) -> TuneResult:
+    """Run every tactic of ``backend`` on ``case``; one DataFrame row per tactic."""
+    if not isinstance(backend, Backend):
+        raise ValueError(f"backend: expected a Backend instance, got {type(backend).__name__}")
+    if device is None:
+        device = inputs.device if inputs is not None else ("cuda" if torch.cuda.is_available() else "cpu")
+    dev = resolve_device(device)
+    env = env if env is not None else environment_info(dev)
+    base = {**env, **case.to_record(), "backend": backend.name}
+    base.update({k: v for k, v in (ceilings.as_dict() if ceilings else {}).items()})
+    rows: list[dict] = []
+    result = TuneResult(case, backend.name, to_frame([]))
+
+    def finish() -> TuneResult:
+        result.rows = to_frame(rows)
+        return result
+
+    sup = backend.supports(dev)
+    if not sup.ok:
+        rows.append({**base, "status": "unsupported", "stage": "support", "error_message": sup.reason})
+        return finish()
+    cs = backend.check_case(case)
+    if not cs.ok:
+        rows.append({**base, "status": "unsupported", "stage": "support", "error_message": cs.reason})
+        return finish()
+
+    if inputs is None:
+        inputs = build_inputs(case, dev)
+    elif inputs.case != case:
+        raise ValueError("inputs: built for a different case than the one given")
+    validate_inputs(inputs, dev)  # ValueError before any kernel
+
+    try:
+        prepared = backend.prepare(inputs)
+    except Exception as e:  # noqa: BLE001
+        et, em = _err(e)
+        rows.append({**base, "status": "failed", "stage": "prepare", "error_type": et, "error_message": em})
+        result.notes.append(traceback.format_exc())
+        return finish()
+    try:
+        tactic_list = list(tactics) if tactics is not None else _backend_tactics(backend, case, prepared)
+    except Exception as e:  # noqa: BLE001
+        et, em = _err(e)
+        rows.append({**base, "status": "failed", "stage": "tactics", "error_type": et, "error_message": em})
+        result.notes.append(traceback.format_exc())
+        return finish()
+
+    check_inputs = None
+    if check_correctness:
+        check_inputs = fresh_activations(inputs, seed=case.seed + 1_000_003)
+        if reference is None:
+            reference = reference_moe(check_inputs, torch.float32)
+        check_prepared = backend.prepare(check_inputs) if check_inputs is not inputs else prepared
+    work = moe_work(case, inputs.local_topk_ids)
+    out = torch.empty((case.num_tokens, case.hidden_size), dtype=torch.bfloat16, device=dev)
+
+    for idx, t in enumerate(tactic_list):
+        row = {**base, "tactic": str(t.id), "tactic_label": t.label, "is_default_tactic": t.is_default}
+        if progress:
+            progress(f"{backend.name} {t.label}")
+        stage = "run"
+        try:
+            if check_correctness:
+                poison_(out)
+                y = backend.run(check_prepared, t, out)
+                if dev.type == "cuda":
+                    torch.cuda.synchronize(dev)
+                row.update(error_metrics(y, reference))
+            stage = "timing"
+            stats: TimingStats = time_fn(lambda: backend.run(prepared, t, out), dev, warmup=warmup,
+                                         repeats=repeats, flush_l2=flush_l2, cuda_graph=cuda_graph,
+                                         max_seconds=max_seconds_per_tactic)
+            row.update(stats.as_dict())
+            row.update(roofline_fields(work, stats, ceilings))
+            row["status"] = "ok" if (not check_correctness or row.get("correct")) else "incorrect"
+            row["stage"] = ""
+        except Exception as e:  # noqa: BLE001 - a failing tactic is a result
+            et, em = _err(e)
+            row.update(status="failed", stage=stage, error_type=et, error_message=em)
+            rows.append(row)
+            ok, why = cuda_context_ok(dev)
+            if not ok:
+                result.context_ok = False
+                msg = f"CUDA context unusable after tactic {t.label}: {why}"
+                result.notes.append(msg)
+                for rest in tactic_list[idx + 1 :]:
+                    rows.append({**base, "tactic": str(rest.id), "tactic_label": rest.label,
+                                 "is_default_tactic": rest.is_default, "status": "aborted", "stage": "run",
+                                 "error_message": msg})
+                break
+            continue
+        rows.append(row)
+
+    df = to_frame(rows)
+    ok = df[df["status"] == "ok"]
+    if len(ok):
+        best_idx = ok["time_median_us"].idxmin()
+        df.loc[:, "is_best"] = False
+        df.loc[best_idx, "is_best"] = True
+        best_id = df.loc[best_idx, "tactic"]
+        result.best = next(t for t in tactic_list if str(t.id) == best_id)
+    result.default = next((t for t in tactic_list if t.is_default), None)
+    result.rows = df
+    return result
+
+
+def sweep(
+    cases: Sequence[MoECase],
+    backends: Sequence[Backend],
+    device: Any = None,
+    *,
+    progress_bar: bool = True,
+    on_result: Optional[Callable[[TuneResult], None]] = None,
+    **tune_kwargs: Any,
+) -> pd.DataFrame:
+    """:func:`tune` over cases x backends; inputs and the reference are built once per case."""
+    from tqdm.auto import tqdm
+
+    dev = resolve_device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    env = tune_kwargs.pop("env", None) or environment_info(dev)
+    frames = []
+    bar = tqdm(total=len(cases) * len(backends), disable=not progress_bar, desc="sweep")
+    for case in cases:
+        inputs = None
+        reference = None
+        for b in backends:
+            bar.set_postfix_str(f"{case.label} {b.name}")
+            if inputs is None and b.supports(dev).ok and b.check_case(case).ok:
+                inputs = build_inputs(case, dev)
+                reference = reference_moe(fresh_activations(inputs, seed=case.seed + 1_000_003), torch.float32)
+            res = tune(case, b, dev, inputs=inputs, reference=reference, env=env, **tune_kwargs)
+            frames.append(res.rows)
+            if on_result:
+                on_result(res)
+            bar.update(1)
+        del inputs, reference
+        if dev.type == "cuda":
+            torch.cuda.empty_cache()
+    bar.close()
+    return to_frame(pd.concat(frames, ignore_index=True).to_dict("records")) if frames else to_frame([])

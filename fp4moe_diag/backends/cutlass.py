@@ -1,0 +1,134 @@
+"""FlashInfer's CUTLASS fused MoE: MXFP4 weights x BF16 activations (SM90 ``use_w4_group_scaling``).
+
+On SM90 this is the Hopper mixed-input TMA warp-specialized grouped GEMM that vLLM uses for
+gpt-oss with FlashInfer.  Weight layout: flashinfer 0.5.2 takes the raw packed uint8 weights and
+the ue8m0 scale bytes viewed as int32; newer releases want them interleaved with
+``interleave_moe_{weights,scales}_for_sm90_mixed_gemm`` (used when present).
+
+Tactics: FlashInfer tunes gemm1 and gemm2 separately (ops ``trtllm::fused_moe::gemm1``/``gemm2``),
+each over the runner's ``get_tactic_num()`` configs.  Our tactic list is every gemm1 tactic (gemm2 at
+the fallback), every gemm2 tactic (gemm1 at the fallback), plus the fallback pair ``(-1, -1)``
+that FlashInfer runs without tuning: ``2 * N + 1`` rows.  A tactic is forced through FlashInfer's
+own ``AutoTuner.choose_one`` (patched to answer it), so the op's real Python runs every time.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+
+from ..case import ActivationFormat, GatedActivation, MoECase, WeightFormat
+from ..inputs import MoEInputs, build_inputs
+from .base import Backend, Support, Tactic, register
+from .flashinfer_common import capture_tuner_calls, flashinfer_support, forced_call, valid_tactics
+
+GEMM1_OP = "trtllm::fused_moe::gemm1"
+GEMM2_OP = "trtllm::fused_moe::gemm2"
+
+
+@dataclass
+class CutlassPrepared:
+    inputs: MoEInputs
+    kwargs: dict
+
+
+def _cutlass_fn():
+    from flashinfer.fused_moe import cutlass_fused_moe
+
+    return cutlass_fused_moe
+
+
+def load_slim_module_if_configured() -> Optional[str]:
+    """If ``FP4MOE_CUTLASS_MODULE`` names a prebuilt slim SM90 module, make FlashInfer use it."""
+    path = os.environ.get("FP4MOE_CUTLASS_MODULE")
+    if not path:
+        return None
+    from . import cutlass_slim  # noqa: PLC0415
+
+    cutlass_slim.install(path)
+    return path
+
+
+@register
+class CutlassBackend(Backend):
+    name = "cutlass"
+    capabilities = ((9, 0), (10, 0), (10, 3))
+
+    def extra_support(self, device: torch.device) -> Support:
+        return flashinfer_support()
+
+    def check_case(self, case: MoECase) -> Support:
+        if case.weight_format is not WeightFormat.MXFP4 or case.activation_format is not ActivationFormat.BF16:
+            return Support(False, "fp4moe-diag wires the CUTLASS backend for MXFP4 weights x BF16 activations only")
+        if (case.hidden_size // 32) % 4 or (case.intermediate_size // 32) % 4:
+            return Support(False, "MXFP4 scales are passed as int32: hidden/intermediate must be multiples of 128")
+        if not case.is_even_ep:
+            return Support(False, "CUTLASS EP needs num_experts divisible by local experts and an aligned offset")
+        return Support(True)
+
+    def versions(self) -> dict[str, str]:
+        import flashinfer
+
+        return {"flashinfer": flashinfer.__version__}
+
+    # -- tensors -----------------------------------------------------------------------
+    def _kwargs(self, inputs: MoEInputs) -> dict:
+        import flashinfer.fused_moe as fm
+
+        c = inputs.case
+        w13, w2 = inputs.w13.data, inputs.w2.data
+        s13, s2 = inputs.w13.scale, inputs.w2.scale
+        if hasattr(fm, "interleave_moe_weights_for_sm90_mixed_gemm") and torch.cuda.get_device_capability(
+            inputs.device
+        )[0] == 9:
+            w13 = fm.interleave_moe_weights_for_sm90_mixed_gemm(w13.contiguous(), "fp4")
+            w2 = fm.interleave_moe_weights_for_sm90_mixed_gemm(w2.contiguous(), "fp4")
+            s13 = fm.interleave_moe_scales_for_sm90_mixed_gemm(s13.contiguous())
+            s2 = fm.interleave_moe_scales_for_sm90_mixed_gemm(s2.contiguous())
+        kw = dict(
+            input=inputs.hidden_states,
+            token_selected_experts=inputs.topk_ids.to(torch.int32).contiguous(),
+            token_final_scales=inputs.topk_weights.float().contiguous(),
+            fc1_expert_weights=w13.contiguous(),
+            fc2_expert_weights=w2.contiguous(),
+            output_dtype=torch.bfloat16,
+            quant_scales=[s13.contiguous().view(torch.int32), s2.contiguous().view(torch.int32)],
+            fc1_expert_biases=None if inputs.w13_bias is None else inputs.w13_bias.to(torch.bfloat16).contiguous(),
+            fc2_expert_biases=None if inputs.w2_bias is None else inputs.w2_bias.to(torch.bfloat16).contiguous(),
+            ep_size=c.ep_size,
+            ep_rank=c.ep_rank,
+            use_w4_group_scaling=True,
+            tune_max_num_tokens=max(c.num_tokens, 1),
+        )
+        if c.activation is GatedActivation.SWIGLU_OAI:
+            kw.update(swiglu_alpha=inputs.swiglu_alpha, swiglu_beta=inputs.swiglu_beta,
+                      swiglu_limit=inputs.swiglu_limit)
+        return kw
+
+    def prepare(self, inputs: MoEInputs) -> CutlassPrepared:
+        load_slim_module_if_configured()
+        return CutlassPrepared(inputs, self._kwargs(inputs))
+
+    # -- tactics -----------------------------------------------------------------------
+    def tactics(self, case: MoECase, prepared: Optional[CutlassPrepared] = None) -> list[Tactic]:
+        if prepared is None:
+            dev = "cuda" if torch.cuda.is_available() else "cpu"
+            prepared = self.prepare(build_inputs(case.with_tokens(min(case.num_tokens, 8)), dev))
+        calls = capture_tuner_calls(_cutlass_fn(), prepared.kwargs, [GEMM1_OP, GEMM2_OP])
+        n1 = valid_tactics(calls[0])
+        n2 = valid_tactics(calls[1]) if len(calls) > 1 else n1
+        out = [Tactic(id=(-1, -1), label="default(-1,-1)", params={"gemm1": -1, "gemm2": -1}, is_default=True)]
+        out += [Tactic(id=(t, -1), label=f"g1:{t}", params={"gemm1": t, "gemm2": -1}) for t in n1]
+        out += [Tactic(id=(-1, t), label=f"g2:{t}", params={"gemm1": -1, "gemm2": t}) for t in n2]
+        return out
+
+    def run(self, prepared: CutlassPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
+        g1, g2 = tactic.id
+        kw = dict(prepared.kwargs)
+        if output is not None:
+            kw["output"] = output
+        res = forced_call(_cutlass_fn(), kw, {GEMM1_OP: g1, GEMM2_OP: g2})
+        return res[0] if isinstance(res, (list, tuple)) else res

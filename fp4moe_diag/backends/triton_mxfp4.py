@@ -1,0 +1,242 @@
+"""Our own Triton routed MXFP4 MoE as a backend (any GPU Triton supports, e.g. H200/SM90).
+
+BF16 activations, MXFP4 weights (ue8m0 block-32 scales) dequantized inside the kernels, fp32
+accumulation, bf16 intermediate.  ``prepare`` groups the routed pairs by local expert for every
+``BLOCK_M`` of the tactic list (:mod:`.triton_routing`) and allocates the workspaces; ``run``
+launches gemm1 (gate/up + activation) and gemm2 (down, times routing weight) of
+:mod:`.triton_kernels` and sums over ``top_k`` in torch.
+
+Triton is imported lazily: importing this module never needs it.  On CPU the backend runs only
+under Triton's interpreter, i.e. when ``TRITON_INTERPRET=1`` was set before the kernels module
+was first imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import sys
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Optional, Sequence
+
+import torch
+
+from ..case import ActivationFormat, GatedActivation, MoECase, WeightFormat
+from ..inputs import MoEInputs
+from .base import Backend, Support, Tactic, device_capability, register
+from .triton_routing import ExpertGrouping, group_pairs_by_expert
+
+_KERNELS = "fp4moe_diag.backends.triton_kernels"
+
+#: (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages); shared by both GEMMs
+CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
+    (16, 64, 128, 4, 3),
+    (16, 128, 128, 4, 3),
+    (16, 128, 64, 4, 4),
+    (32, 64, 128, 4, 3),
+    (32, 128, 128, 4, 3),
+    (32, 128, 64, 4, 4),
+    (64, 64, 128, 4, 3),
+    (64, 128, 64, 4, 3),
+    (64, 128, 128, 4, 3),
+    (64, 128, 128, 8, 3),
+    (128, 64, 128, 8, 3),
+    (128, 128, 64, 8, 3),
+)
+
+
+def config_label(cfg: Sequence[int]) -> str:
+    bm, bn, bk, w, s = cfg
+    return f"m{bm}n{bn}k{bk}w{w}s{s}"
+
+
+def interpret_enabled() -> bool:
+    """Whether ``TRITON_INTERPRET`` asks for Triton's CPU interpreter."""
+    return os.environ.get("TRITON_INTERPRET", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def triton_import_error() -> Optional[str]:
+    """``None`` when triton imports, else the reason."""
+    try:
+        import triton  # noqa: F401
+    except Exception as e:  # noqa: BLE001 -- a broken install must not crash supports()
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def load_kernels() -> ModuleType:
+    """Import the kernels module (and triton) on first use."""
+    return importlib.import_module(_KERNELS)
+
+
+def kernels_interpreted() -> Optional[bool]:
+    """Whether the already-imported kernels run in the interpreter; ``None`` if not imported yet."""
+    mod = sys.modules.get(_KERNELS)
+    if mod is None:
+        return None
+    return type(mod._moe_mxfp4_gemm1_kernel).__name__ == "InterpretedFunction"
+
+
+def default_config(case: MoECase) -> tuple[int, int, int, int, int]:
+    """Heuristic default: BLOCK_M near the expected pairs per expert (``T * k / E``), capped at 64."""
+    avg = case.num_tokens * case.top_k / case.num_experts
+    if avg <= 16:
+        return (16, 64, 128, 4, 3)
+    if avg <= 32:
+        return (32, 128, 128, 4, 3)
+    return (64, 128, 128, 4, 3)
+
+
+@dataclass
+class TritonPrepared:
+    """Everything ``run`` needs: contiguous weights, groupings per BLOCK_M, workspaces."""
+
+    inputs: MoEInputs
+    w13: torch.Tensor
+    w13_scale: torch.Tensor
+    w2: torch.Tensor
+    w2_scale: torch.Tensor
+    w13_bias: Optional[torch.Tensor]
+    w2_bias: Optional[torch.Tensor]
+    alpha: Optional[torch.Tensor]
+    beta: Optional[torch.Tensor]
+    limit: Optional[torch.Tensor]
+    topk_weights: torch.Tensor  # fp32 [T * k]
+    activation: int
+    pair_out: torch.Tensor  # fp32 [T * k, H]; rows of non-local pairs stay zero
+    out_f32: torch.Tensor  # fp32 [T, H]
+    groupings: dict[int, ExpertGrouping] = field(default_factory=dict)
+    inter_buf: Optional[torch.Tensor] = None  # bf16 [max padded pairs, I]
+
+    def grouping(self, block_m: int) -> ExpertGrouping:
+        """The grouping for ``block_m`` (made on first use), with an intermediate buffer large enough."""
+        if block_m not in self.groupings:
+            c = self.inputs.case
+            weights = self.topk_weights.view(self.inputs.topk_weights.shape)
+            g = group_pairs_by_expert(self.inputs.local_topk_ids, c.local_num_experts, block_m, weights)
+            self.groupings[block_m] = g
+            rows = g.num_padded_pairs
+            if self.inter_buf is None or self.inter_buf.shape[0] < rows:
+                self.inter_buf = torch.empty(
+                    (max(rows, 1), c.intermediate_size), dtype=torch.bfloat16, device=self.pair_out.device
+                )
+        return self.groupings[block_m]
+
+
+@register
+class TritonMXFP4Backend(Backend):
+    """Routed MXFP4 MoE in Triton: gemm1 + activation, gemm2 + routing weight, torch top-k sum."""
+
+    name = "triton"
+    capabilities = None
+
+    @property
+    def device_types(self) -> tuple[str, ...]:  # type: ignore[override]
+        return ("cuda", "cpu") if interpret_enabled() else ("cuda",)
+
+    def supports(self, device: Any) -> Support:
+        err = triton_import_error()
+        if err is not None:
+            return Support(False, f"triton not importable ({err})")
+        dev = torch.device(device)
+        if dev.type == "cpu" and not interpret_enabled():
+            return Support(False, "triton runs on CPU only in its interpreter (set TRITON_INTERPRET=1 before import)")
+        return super().supports(dev)
+
+    def extra_support(self, device: torch.device) -> Support:
+        want_interp = device.type == "cpu"
+        have = kernels_interpreted()
+        if have is not None and have != want_interp:
+            mode = "interpreted" if have else "compiled"
+            return Support(False, f"triton kernels were already imported {mode}; TRITON_INTERPRET changed afterwards")
+        if device.type == "cuda":
+            cc = device_capability(device)
+            if cc is not None and cc < (8, 0):
+                return Support(False, f"bf16 tl.dot needs SM80 or newer; device is SM{cc[0]}{cc[1]}")
+        return Support(True)
+
+    def check_case(self, case: MoECase) -> Support:
+        if case.weight_format is not WeightFormat.MXFP4:
+            return Support(False, f"triton kernels take MXFP4 weights only, not {case.weight_format.value}")
+        if case.activation_format is not ActivationFormat.BF16:
+            return Support(False, f"triton kernels take bf16 activations only, not {case.activation_format.value}")
+        return Support(True)
+
+    def tactics(self, case: MoECase) -> list[Tactic]:
+        default = default_config(case)
+        names = ("block_m", "block_n", "block_k", "num_warps", "num_stages")
+        return [
+            Tactic(id=cfg, label=config_label(cfg), params=dict(zip(names, cfg)), is_default=cfg == default)
+            for cfg in CONFIGS
+        ]
+
+    def versions(self) -> dict[str, str]:
+        try:
+            import triton
+        except Exception:  # noqa: BLE001
+            return {"triton": "not importable"}
+        return {"triton": triton.__version__, "triton_interpret": str(int(interpret_enabled()))}
+
+    def prepare(self, inputs: MoEInputs) -> TritonPrepared:
+        c = inputs.case
+        why = self.check_case(c)
+        if not why:
+            raise ValueError(f"case: {why.reason}")
+        x = inputs.hidden_states
+        if x.dtype != torch.bfloat16 or x.dim() != 2:
+            raise ValueError(f"hidden_states: expected a bf16 [T, H] tensor, got {x.dtype} {tuple(x.shape)}")
+        dev = x.device
+        t, h = x.shape
+        k = c.top_k
+        opt = lambda v: None if v is None else v.to(dev, torch.float32).contiguous()  # noqa: E731
+        prep = TritonPrepared(
+            inputs=inputs,
+            w13=inputs.w13.data.contiguous(),
+            w13_scale=inputs.w13.scale.view(torch.uint8).contiguous(),
+            w2=inputs.w2.data.contiguous(),
+            w2_scale=inputs.w2.scale.view(torch.uint8).contiguous(),
+            w13_bias=opt(inputs.w13_bias),
+            w2_bias=opt(inputs.w2_bias),
+            alpha=opt(inputs.swiglu_alpha),
+            beta=opt(inputs.swiglu_beta),
+            limit=opt(inputs.swiglu_limit),
+            topk_weights=inputs.topk_weights.to(torch.float32).reshape(-1).contiguous(),
+            activation=1 if c.activation is GatedActivation.SWIGLU_OAI else 0,
+            pair_out=torch.zeros((t * k, h), dtype=torch.float32, device=dev),
+            out_f32=torch.empty((t, h), dtype=torch.float32, device=dev),
+        )
+        for bm in sorted({cfg[0] for cfg in CONFIGS}):
+            prep.grouping(bm)
+        return prep
+
+    def run(self, prepared: TritonPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
+        kern = load_kernels()
+        bm, bn, bk, nw, ns = (int(v) for v in tactic.id)
+        p = prepared
+        c = p.inputs.case
+        x = p.inputs.hidden_states
+        t, h = x.shape
+        if output is not None and (tuple(output.shape) != (t, h) or output.device != x.device):
+            raise ValueError(f"output: expected a [{t}, {h}] tensor on {x.device}, got {tuple(output.shape)} on "
+                             f"{output.device}")
+        g = p.grouping(bm)
+        inter = p.inter_buf[: max(g.num_padded_pairs, 1)]
+        ctx = torch.cuda.device(x.device) if x.device.type == "cuda" else contextlib.nullcontext()
+        with ctx:
+            kern.launch_gemm1(
+                x, p.w13, p.w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
+                g.sorted_pair_ids, g.block_expert_ids, g.num_pairs, g.top_k, p.activation,
+                bm, bn, bk, nw, ns,
+            )
+            kern.launch_gemm2(
+                inter, p.w2, p.w2_scale, p.w2_bias, p.topk_weights, p.pair_out,
+                g.sorted_pair_ids, g.block_expert_ids, g.num_pairs,
+                bm, bn, bk, nw, ns,
+            )
+            torch.sum(p.pair_out.view(t, c.top_k, h), dim=1, out=p.out_f32)
+        if output is None:
+            return p.out_f32.to(torch.bfloat16)
+        output.copy_(p.out_f32)
+        return output

@@ -1,0 +1,141 @@
+"""Host-side grouping of (token, k) pairs by local expert for the Triton MoE kernels.
+
+This is vLLM's ``moe_align_block_size`` in plain torch (CPU or GPU): the flat pair index
+``p = token * top_k + j`` of every routed pair whose expert lives on this rank is sorted by
+local expert (stably, so pairs keep token order inside an expert), each expert's group is
+padded to a multiple of ``block_m`` with the sentinel ``num_pairs = T * top_k``, and every
+``block_m``-row block gets the local expert id it belongs to.  Pairs routed to experts on
+other expert-parallel ranks (local id ``-1``) are dropped; experts with no pairs get no block.
+
+The sizes are exact (they cost a host sync), which is fine because the grouping is made in the
+backend's untimed ``prepare`` step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+_INT_DTYPES = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8)
+
+
+@dataclass(frozen=True)
+class ExpertGrouping:
+    """Pairs grouped by local expert, padded per expert to a multiple of ``block_m``.
+
+    ``sorted_pair_ids`` int32 ``[num_padded_pairs]``: flat pair index ``token * top_k + j``,
+    or ``num_pairs`` for a padding row.  ``block_expert_ids`` int32 ``[num_blocks]``: the local
+    expert of each ``block_m``-row block.  ``expert_counts`` int32 ``[num_local_experts]``:
+    routed pairs per local expert (before padding).
+    """
+
+    sorted_pair_ids: torch.Tensor
+    block_expert_ids: torch.Tensor
+    expert_counts: torch.Tensor
+    block_m: int
+    top_k: int
+    num_pairs: int
+    num_valid_pairs: int
+
+    @property
+    def num_blocks(self) -> int:
+        return int(self.block_expert_ids.numel())
+
+    @property
+    def num_padded_pairs(self) -> int:
+        return int(self.sorted_pair_ids.numel())
+
+    @property
+    def padding_pairs(self) -> int:
+        return self.num_padded_pairs - self.num_valid_pairs
+
+
+def _validate(
+    local_topk_ids: torch.Tensor,
+    num_local_experts: int,
+    block_m: int,
+    topk_weights: Optional[torch.Tensor],
+) -> None:
+    if not isinstance(local_topk_ids, torch.Tensor):
+        raise ValueError(f"local_topk_ids: expected a torch.Tensor, got {type(local_topk_ids).__name__}")
+    if local_topk_ids.dtype not in _INT_DTYPES:
+        raise ValueError(f"local_topk_ids: expected an integer tensor, got dtype {local_topk_ids.dtype}")
+    if local_topk_ids.dim() != 2:
+        raise ValueError(f"local_topk_ids: expected shape [num_tokens, top_k], got {tuple(local_topk_ids.shape)}")
+    if local_topk_ids.shape[1] < 1:
+        raise ValueError(f"local_topk_ids: expected top_k >= 1, got shape {tuple(local_topk_ids.shape)}")
+    if local_topk_ids.device.type not in ("cpu", "cuda"):
+        raise ValueError(f"local_topk_ids: expected a cpu or cuda tensor, got device {local_topk_ids.device}")
+    for name, v, lo in (("num_local_experts", num_local_experts, 1), ("block_m", block_m, 1)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+            raise ValueError(f"{name}: expected an int >= {lo}, got {v!r}")
+    if local_topk_ids.numel():
+        lo, hi = int(local_topk_ids.min()), int(local_topk_ids.max())
+        if lo < -1 or hi >= num_local_experts:
+            raise ValueError(
+                f"local_topk_ids: expected local expert ids in [-1, {num_local_experts - 1}] "
+                f"(-1 = expert on another rank), got range [{lo}, {hi}]"
+            )
+    if topk_weights is not None:
+        if not isinstance(topk_weights, torch.Tensor):
+            raise ValueError(f"topk_weights: expected a torch.Tensor, got {type(topk_weights).__name__}")
+        if topk_weights.dtype != torch.float32:
+            raise ValueError(f"topk_weights: expected dtype torch.float32, got {topk_weights.dtype}")
+        if topk_weights.shape != local_topk_ids.shape:
+            raise ValueError(
+                f"topk_weights: expected the shape of local_topk_ids {tuple(local_topk_ids.shape)}, "
+                f"got {tuple(topk_weights.shape)}"
+            )
+        if topk_weights.device != local_topk_ids.device:
+            raise ValueError(
+                f"topk_weights: expected device {local_topk_ids.device} (that of local_topk_ids), "
+                f"got {topk_weights.device}"
+            )
+
+
+def group_pairs_by_expert(
+    local_topk_ids: torch.Tensor,
+    num_local_experts: int,
+    block_m: int,
+    topk_weights: Optional[torch.Tensor] = None,
+) -> ExpertGrouping:
+    """Group the routed pairs of ``local_topk_ids [T, k]`` (``-1`` = not on this rank) by expert.
+
+    ``topk_weights`` is only validated (dtype fp32, same shape and device) when given; the
+    kernels read it by flat pair index.  Output tensors are int32 on the ids' device.
+    """
+    _validate(local_topk_ids, num_local_experts, block_m, topk_weights)
+    dev = local_topk_ids.device
+    num_tokens, top_k = local_topk_ids.shape
+    num_pairs = num_tokens * top_k
+    flat = local_topk_ids.reshape(-1).long()
+    valid = flat >= 0
+    pair_idx = torch.arange(num_pairs, device=dev)[valid]
+    experts = flat[valid]
+    order = torch.argsort(experts, stable=True)
+    pair_sorted, expert_sorted = pair_idx[order], experts[order]
+
+    counts = torch.bincount(experts, minlength=num_local_experts)
+    padded = (counts + block_m - 1) // block_m * block_m
+    padded_start = torch.cumsum(padded, 0) - padded
+    valid_start = torch.cumsum(counts, 0) - counts
+    rank_in_expert = torch.arange(pair_sorted.numel(), device=dev) - valid_start[expert_sorted]
+    pos = padded_start[expert_sorted] + rank_in_expert
+
+    total = int(padded.sum())
+    sorted_ids = torch.full((total,), num_pairs, dtype=torch.int32, device=dev)
+    sorted_ids[pos] = pair_sorted.to(torch.int32)
+    block_experts = torch.repeat_interleave(
+        torch.arange(num_local_experts, device=dev, dtype=torch.int32), padded // block_m
+    )
+    return ExpertGrouping(
+        sorted_pair_ids=sorted_ids,
+        block_expert_ids=block_experts,
+        expert_counts=counts.to(torch.int32),
+        block_m=block_m,
+        top_k=int(top_k),
+        num_pairs=int(num_pairs),
+        num_valid_pairs=int(pair_sorted.numel()),
+    )

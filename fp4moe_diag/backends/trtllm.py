@@ -1,0 +1,102 @@
+"""FlashInfer's trtllm-gen FP4 MoE, the routed entry point of the upstream bug.
+
+``flashinfer.trtllm_fp4_block_scale_routed_moe`` takes vLLM's packed ``topk_ids``
+(``(expert_id << 16) | bf16(weight)``), MXFP4/NVFP4 weights shuffled for trtllm-gen's kernels,
+and runs on SM100/SM103 (B200, GB200, B300) only.  Elsewhere this backend reports
+``unsupported`` with that reason.  On SM100 it is device-safe by construction: tactics come
+from the runner's ``get_valid_tactics`` on the recorded (shape-only) inputs, and each run forces
+its tactic through FlashInfer's ``AutoTuner.choose_one``, so the stock profiling path that would
+hand the kernel the ``meta`` routing-logits placeholder never runs.
+
+Weight preparation follows FlashInfer's tests for trtllm-gen FP4 MoE (gated-activation row
+reorder, then ``shuffle_matrix_a`` / ``shuffle_matrix_sf_a`` with ``epilogue_tile_m = 128``).
+Not yet run on a B200 by this project: treat its numbers as unverified until a B200 run lands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+
+from ..case import ActivationFormat, MoECase
+from ..flashinfer_hooks import TRTLLM_FP4_OP, routed_moe_function
+from ..inputs import MoEInputs, build_inputs
+from .base import Backend, Support, Tactic, register
+from .flashinfer_common import capture_tuner_calls, flashinfer_support, forced_call, valid_tactics
+
+EPILOGUE_TILE_M = 128
+
+
+def prepare_trtllm_weights(kwargs: dict, case: MoECase) -> dict:
+    """Reorder + shuffle gemm1/gemm2 weights and scales into trtllm-gen's layout (SM100)."""
+    from flashinfer import reorder_rows_for_gated_act_gemm, shuffle_matrix_a, shuffle_matrix_sf_a
+
+    kw = dict(kwargs)
+    l, i, h = case.local_num_experts, case.intermediate_size, case.hidden_size
+    b = case.block_size
+    w13, s13 = kw["gemm1_weights"], kw["gemm1_weights_scale"]
+    w2, s2 = kw["gemm2_weights"], kw["gemm2_weights_scale"]
+    g1w, g1s, g2w, g2s = [], [], [], []
+    for e in range(l):
+        w = reorder_rows_for_gated_act_gemm(w13[e].view(torch.uint8).clone())
+        s = reorder_rows_for_gated_act_gemm(s13[e].view(torch.uint8).clone())
+        g1w.append(shuffle_matrix_a(w, EPILOGUE_TILE_M))
+        g1s.append(shuffle_matrix_sf_a(s.reshape(2 * i, h // b), EPILOGUE_TILE_M, b))
+        g2w.append(shuffle_matrix_a(w2[e].view(torch.uint8), EPILOGUE_TILE_M))
+        g2s.append(shuffle_matrix_sf_a(s2[e].view(torch.uint8).reshape(h, i // b), EPILOGUE_TILE_M, b))
+    sdt = s13.dtype
+    kw["gemm1_weights"] = torch.stack(g1w)
+    kw["gemm1_weights_scale"] = torch.stack(g1s).view(sdt).reshape(l, 2 * i, h // b)
+    kw["gemm2_weights"] = torch.stack(g2w)
+    kw["gemm2_weights_scale"] = torch.stack(g2s).view(sdt).reshape(l, h, i // b)
+    for name in ("gemm1_bias", "gemm1_alpha", "gemm1_beta", "gemm1_clamp_limit"):
+        t = kw.get(name)
+        if t is not None and name == "gemm1_bias":
+            kw[name] = reorder_rows_for_gated_act_gemm(t.reshape(l, 2 * i, 1)).reshape(l, 2 * i)
+    return kw
+
+
+@dataclass
+class TrtllmPrepared:
+    inputs: MoEInputs
+    kwargs: dict
+
+
+@register
+class TrtllmGenBackend(Backend):
+    name = "trtllm"
+    capabilities = ((10, 0), (10, 3))
+
+    def extra_support(self, device: torch.device) -> Support:
+        return flashinfer_support()
+
+    def check_case(self, case: MoECase) -> Support:
+        if case.activation_format is not ActivationFormat.BF16:
+            return Support(False, "fp4moe-diag builds bf16 hidden states; mxfp8 activations are not wired yet")
+        return Support(True)
+
+    def prepare(self, inputs: MoEInputs) -> TrtllmPrepared:
+        kw = inputs.trtllm_kwargs(tune_max_num_tokens=max(1, inputs.case.num_tokens))
+        return TrtllmPrepared(inputs, prepare_trtllm_weights(kw, inputs.case))
+
+    def tactics(self, case: MoECase, prepared: Optional[TrtllmPrepared] = None) -> list[Tactic]:
+        if prepared is None:
+            prepared = self.prepare(build_inputs(case, "cuda"))
+        call = capture_tuner_calls(routed_moe_function(), prepared.kwargs, [TRTLLM_FP4_OP])[0]
+        # get_valid_tactics only reads shapes (routing_logits.shape[0]); the meta placeholder is
+        # never handed to a kernel here.
+        tacts = valid_tactics(call)
+        out = [Tactic(id=-1, label="default(-1)", is_default=True)]
+        out += [Tactic(id=tuple(t) if isinstance(t, (list, tuple)) else t,
+                       label=f"tile{t[0]}/cfg{t[1]}" if isinstance(t, (list, tuple)) else str(t)) for t in tacts]
+        return out
+
+    def run(self, prepared: TrtllmPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
+        kw = dict(prepared.kwargs)
+        if output is not None:
+            kw["output"] = output
+        t: Any = list(tactic.id) if isinstance(tactic.id, tuple) else tactic.id
+        res = forced_call(routed_moe_function(), kw, {TRTLLM_FP4_OP: t})
+        return res[0] if isinstance(res, (list, tuple)) else res

@@ -1,0 +1,230 @@
+"""Timing harness: CUDA events, warm-up, L2 flush, medians and spread; roofline ceilings.
+
+Each timed launch is preceded (outside the timed region) by a write of a buffer twice the size
+of L2 (H200: 60 MB) so weights come from HBM, as they do in a real decode step where the other
+layers have evicted them.  Optionally the launch is captured once in a CUDA graph and replayed,
+which hides Python/launch gaps for tiny decode shapes.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Optional
+
+import torch
+
+from .case import MoECase
+
+
+@dataclass(frozen=True)
+class TimingStats:
+    median_us: float
+    p10_us: float
+    p90_us: float
+    mean_us: float
+    std_us: float
+    min_us: float
+    max_us: float
+    repeats: int
+    method: str  # "cuda-events", "cuda-graph", "wall-clock"
+
+    @property
+    def spread(self) -> float:
+        """(p90 - p10) / median."""
+        return (self.p90_us - self.p10_us) / self.median_us if self.median_us > 0 else float("nan")
+
+    def as_dict(self, prefix: str = "time_") -> dict[str, Any]:
+        d = {f"{prefix}{k}": v for k, v in asdict(self).items()}
+        d[f"{prefix}spread"] = self.spread
+        return d
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    if len(s) == 1:
+        return s[0]
+    pos = q * (len(s) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def summarize(times_us: list[float], method: str) -> TimingStats:
+    if not times_us:
+        raise ValueError("times_us: expected at least one timing")
+    return TimingStats(
+        median_us=statistics.median(times_us),
+        p10_us=_quantile(times_us, 0.1),
+        p90_us=_quantile(times_us, 0.9),
+        mean_us=statistics.fmean(times_us),
+        std_us=statistics.pstdev(times_us) if len(times_us) > 1 else 0.0,
+        min_us=min(times_us),
+        max_us=max(times_us),
+        repeats=len(times_us),
+        method=method,
+    )
+
+
+def l2_cache_bytes(device: Any) -> int:
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return 0
+    props = torch.cuda.get_device_properties(dev)
+    return int(getattr(props, "L2_cache_size", 0) or 50 * 2**20)
+
+
+class L2Flusher:
+    """Writes a buffer of ``factor x L2`` bytes; call before each timed launch."""
+
+    def __init__(self, device: Any, factor: float = 2.0):
+        self.device = torch.device(device)
+        n = int(l2_cache_bytes(self.device) * factor)
+        self.buf = torch.empty(max(n, 1), dtype=torch.uint8, device=self.device) if n else None
+
+    def __call__(self) -> None:
+        if self.buf is not None:
+            self.buf.zero_()
+
+
+def time_fn(
+    fn: Callable[[], Any],
+    device: Any,
+    warmup: int = 5,
+    repeats: int = 30,
+    flush_l2: bool = True,
+    cuda_graph: bool = False,
+    max_seconds: Optional[float] = None,
+) -> TimingStats:
+    """Median-of-repeats timing of ``fn`` on ``device`` (CUDA events on GPU, perf_counter on CPU)."""
+    if repeats < 1:
+        raise ValueError(f"repeats: expected >= 1, got {repeats}")
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        for _ in range(warmup):
+            fn()
+        ts = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            ts.append((time.perf_counter() - t0) * 1e6)
+        return summarize(ts, "wall-clock")
+
+    stream = torch.cuda.current_stream(dev)
+    launch = fn
+    method = "cuda-events"
+    if cuda_graph:
+        fn()  # make sure lazy initialisation happened outside the capture
+        torch.cuda.synchronize(dev)
+        g = torch.cuda.CUDAGraph()
+        s = torch.cuda.Stream(dev)
+        s.wait_stream(stream)
+        with torch.cuda.stream(s):
+            with torch.cuda.graph(g, stream=s):
+                fn()
+        stream.wait_stream(s)
+        launch = g.replay
+        method = "cuda-graph"
+    flusher = L2Flusher(dev) if flush_l2 else None
+    for _ in range(warmup):
+        launch()
+    torch.cuda.synchronize(dev)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+    t_begin = time.perf_counter()
+    done = 0
+    for i in range(repeats):
+        if flusher is not None:
+            flusher()
+        starts[i].record(stream)
+        launch()
+        ends[i].record(stream)
+        done += 1
+        if max_seconds is not None and i % 8 == 7:
+            torch.cuda.synchronize(dev)
+            if time.perf_counter() - t_begin > max_seconds:
+                break
+    torch.cuda.synchronize(dev)
+    ts = [starts[i].elapsed_time(ends[i]) * 1e3 for i in range(done)]
+    return summarize(ts, method)
+
+
+# --------------------------------------------------------------------------- work & roofline
+@dataclass(frozen=True)
+class MoEWork:
+    """Bytes and FLOPs one MoE call must move/do, counting only experts that received tokens."""
+
+    active_experts: int
+    routed_pairs: int  # (token, k) pairs on this rank
+    weight_bytes: int  # FP4 data + scales (+ biases) of active experts
+    activation_bytes: int  # hidden in + out (bf16)
+    flops: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weight_bytes + self.activation_bytes
+
+
+def moe_work(case: MoECase, local_topk_ids: torch.Tensor) -> MoEWork:
+    ids = local_topk_ids.reshape(-1)
+    ids = ids[ids >= 0]
+    active = int(torch.unique(ids).numel()) if ids.numel() else 0
+    pairs = int(ids.numel())
+    h, i, b = case.hidden_size, case.intermediate_size, case.block_size
+    per_expert = (2 * i * h) // 2 + (h * i) // 2  # packed fp4 bytes
+    per_expert += (2 * i * h) // b + (h * i) // b  # one scale byte per block
+    if case.has_bias:
+        per_expert += 4 * (2 * i + h)
+    act = case.num_tokens * h * 2 * 2
+    flops = 2 * pairs * (h * 2 * i + i * h)
+    return MoEWork(active, pairs, active * per_expert, act, flops)
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """Measured device ceilings (the roofline), taken in the same run as the measurements."""
+
+    copy_bytes_per_s: float  # device-to-device copy, bytes read + written per second
+    bf16_flops_per_s: float  # dense bf16 GEMM
+    method: str
+
+    def as_dict(self) -> dict[str, float]:
+        return {"ceiling_copy_GBps": self.copy_bytes_per_s / 1e9, "ceiling_bf16_TFLOPs": self.bf16_flops_per_s / 1e12}
+
+
+def measure_ceilings(device: Any, copy_bytes: int = 2 * 2**30, gemm_n: int = 8192, repeats: int = 10) -> Ceilings:
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        raise ValueError(f"device: ceilings are measured on a CUDA device, got {dev}")
+    src = torch.empty(copy_bytes // 2, dtype=torch.uint8, device=dev).random_(0, 255)
+    dst = torch.empty_like(src)
+    tc = time_fn(lambda: dst.copy_(src), dev, warmup=3, repeats=repeats, flush_l2=False)
+    a = torch.randn(gemm_n, gemm_n, device=dev, dtype=torch.bfloat16)
+    bm = torch.randn(gemm_n, gemm_n, device=dev, dtype=torch.bfloat16)
+    tg = time_fn(lambda: a @ bm, dev, warmup=3, repeats=repeats, flush_l2=False)
+    del src, dst, a, bm
+    return Ceilings(
+        copy_bytes_per_s=2 * (copy_bytes // 2) / (tc.median_us * 1e-6),
+        bf16_flops_per_s=2 * gemm_n**3 / (tg.median_us * 1e-6),
+        method="torch copy_ + bf16 matmul, CUDA events, median of %d" % repeats,
+    )
+
+
+def roofline_fields(work: MoEWork, stats: TimingStats, ceilings: Optional[Ceilings]) -> dict[str, float]:
+    t = stats.median_us * 1e-6
+    out = {
+        "weight_bytes": work.weight_bytes,
+        "active_experts": work.active_experts,
+        "routed_pairs": work.routed_pairs,
+        "flops": work.flops,
+        "achieved_GBps": work.total_bytes / t / 1e9 if t > 0 else float("nan"),
+        "achieved_TFLOPs": work.flops / t / 1e12 if t > 0 else float("nan"),
+        "frac_bw_roofline": float("nan"),
+        "frac_flops_roofline": float("nan"),
+    }
+    if ceilings is not None and t > 0:
+        # bytes moved once (read) against the copy ceiling (which counts read + write)
+        out["frac_bw_roofline"] = (work.total_bytes / t) / ceilings.copy_bytes_per_s
+        out["frac_flops_roofline"] = (work.flops / t) / ceilings.bf16_flops_per_s
+    return out

@@ -1,0 +1,231 @@
+"""One tidy DataFrame schema for every measurement: one row per case x backend x tactic.
+
+:data:`SCHEMA` is the single source of truth (the README's table is generated from it by
+:func:`schema_markdown`).  :func:`save_run` writes parquet + CSV atomically under
+``data/runs/<date>-<gpu>/``; :func:`load_runs` concatenates runs.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import pandas as pd
+import torch
+
+# (column, pandas dtype, description)
+SCHEMA: list[tuple[str, str, str]] = [
+    ("run_id", "string", "run folder name, <date>-<gpu>[-tag]"),
+    ("timestamp", "string", "UTC time the row was measured (ISO 8601)"),
+    ("git_commit", "string", "fp4moe-diag commit that produced the row"),
+    ("gpu_name", "string", "torch.cuda.get_device_name, or 'cpu'"),
+    ("compute_capability", "string", "e.g. '9.0'; '' on CPU"),
+    ("driver_version", "string", "NVIDIA driver (nvidia-smi)"),
+    ("torch_version", "string", "torch.__version__"),
+    ("cuda_version", "string", "torch.version.cuda"),
+    ("flashinfer_version", "string", "flashinfer.__version__ or ''"),
+    ("triton_version", "string", "triton.__version__ or ''"),
+    ("model", "string", "model the shape comes from (data/vllm_shapes.csv)"),
+    ("num_tokens", "Int64", "tokens in the batch (T)"),
+    ("hidden_size", "Int64", "H"),
+    ("intermediate_size", "Int64", "I (gemm1 makes 2*I)"),
+    ("num_experts", "Int64", "global experts"),
+    ("local_num_experts", "Int64", "experts on this EP rank"),
+    ("local_expert_offset", "Int64", "first local expert id"),
+    ("ep_size", "Int64", "expert-parallel size"),
+    ("ep_rank", "Int64", "expert-parallel rank"),
+    ("top_k", "Int64", "experts per token"),
+    ("routing_method", "string", "FlashInfer RoutingMethodType name"),
+    ("weight_format", "string", "mxfp4 | nvfp4"),
+    ("activation_format", "string", "bf16 | mxfp8"),
+    ("activation", "string", "swiglu | swiglu_oai"),
+    ("has_bias", "boolean", "gemm1/gemm2 biases present"),
+    ("seed", "Int64", "seed of the random inputs"),
+    ("backend", "string", "reference | cutlass | trtllm | triton"),
+    ("tactic", "string", "the kernel's own tactic id, as str"),
+    ("tactic_label", "string", "human-readable tactic"),
+    ("is_default_tactic", "boolean", "what the library runs without tuning"),
+    ("is_best", "boolean", "fastest correct tactic of this case x backend"),
+    ("status", "string", "ok | incorrect | failed | unsupported | aborted"),
+    ("stage", "string", "where a failure happened: support, prepare, tactics, run, timing"),
+    ("error_type", "string", "exception class, or ''"),
+    ("error_message", "string", "first line of the exception / reason"),
+    ("time_median_us", "float64", "median over repeats (us)"),
+    ("time_p10_us", "float64", "10th percentile (us)"),
+    ("time_p90_us", "float64", "90th percentile (us)"),
+    ("time_mean_us", "float64", "mean (us)"),
+    ("time_std_us", "float64", "standard deviation (us)"),
+    ("time_min_us", "float64", "fastest repeat (us)"),
+    ("time_max_us", "float64", "slowest repeat (us)"),
+    ("time_repeats", "Int64", "timed repeats"),
+    ("time_method", "string", "cuda-events | cuda-graph | wall-clock"),
+    ("time_spread", "float64", "(p90 - p10) / median"),
+    ("weight_bytes", "Int64", "FP4 weight + scale + bias bytes of experts that received tokens"),
+    ("active_experts", "Int64", "local experts that received tokens"),
+    ("routed_pairs", "Int64", "(token, k) pairs on this rank"),
+    ("flops", "Int64", "2 * pairs * (H*2I + I*H)"),
+    ("achieved_GBps", "float64", "(weight + activation bytes) / median time"),
+    ("achieved_TFLOPs", "float64", "flops / median time"),
+    ("frac_bw_roofline", "float64", "achieved bytes/s over the measured device-copy ceiling"),
+    ("frac_flops_roofline", "float64", "achieved FLOP/s over the measured bf16 GEMM ceiling"),
+    ("ceiling_copy_GBps", "float64", "measured device copy (read + write) GB/s in this run"),
+    ("ceiling_bf16_TFLOPs", "float64", "measured bf16 GEMM TFLOP/s in this run"),
+    ("rel_l2", "float64", "||out - ref|| / ||ref|| vs the float32 reference"),
+    ("max_abs_err", "float64", "max |out - ref|"),
+    ("mean_abs_err", "float64", "mean |out - ref|"),
+    ("cosine", "float64", "cosine similarity of out and ref"),
+    ("frac_tokens_over_tol", "float64", "tokens whose relative error exceeds 5e-2"),
+    ("worst_token", "Int64", "index of the token with the largest relative error"),
+    ("nan_count", "Int64", "NaN elements in the output"),
+    ("inf_count", "Int64", "Inf elements in the output"),
+    ("unwritten_rows", "Int64", "rows left at the NaN poison (never written)"),
+    ("ref_abs_mean", "float64", "mean |ref| (scale of the numbers compared)"),
+    ("correct", "boolean", "within the FP4 tolerances (see correctness.py)"),
+]
+
+COLUMNS = [c for c, _, _ in SCHEMA]
+_DTYPES = {c: d for c, d, _ in SCHEMA}
+
+
+def schema_markdown() -> str:
+    lines = ["| column | type | meaning |", "| --- | --- | --- |"]
+    lines += [f"| `{c}` | {d} | {m} |" for c, d, m in SCHEMA]
+    return "\n".join(lines)
+
+
+def _git_commit() -> str:
+    try:
+        root = Path(__file__).resolve().parent.parent
+        return subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=5).stdout.strip()
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+def _driver_version() -> str:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10).stdout.strip()
+        return out.splitlines()[0] if out else ""
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+def environment_info(device: Any = None) -> dict[str, str]:
+    """GPU, driver and library versions for every row of a run."""
+    dev = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    info = {
+        "git_commit": os.environ.get("FP4MOE_GIT_COMMIT") or _git_commit(),
+        "torch_version": torch.__version__,
+        "cuda_version": str(torch.version.cuda or ""),
+        "gpu_name": "cpu",
+        "compute_capability": "",
+        "driver_version": "",
+        "flashinfer_version": "",
+        "triton_version": "",
+        "host": platform.node(),
+    }
+    if dev.type == "cuda" and torch.cuda.is_available():
+        cc = torch.cuda.get_device_capability(dev)
+        info.update(gpu_name=torch.cuda.get_device_name(dev), compute_capability=f"{cc[0]}.{cc[1]}",
+                    driver_version=_driver_version())
+    try:
+        import flashinfer  # noqa: PLC0415
+
+        info["flashinfer_version"] = str(getattr(flashinfer, "__version__", ""))
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        import triton  # noqa: PLC0415
+
+        info["triton_version"] = str(triton.__version__)
+    except Exception:  # noqa: BLE001
+        pass
+    return info
+
+
+def to_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
+    """Rows -> DataFrame with exactly :data:`COLUMNS` (missing ones filled with NA), typed."""
+    df = pd.DataFrame(list(rows))
+    for c in COLUMNS:
+        if c not in df:
+            df[c] = pd.NA
+    df = df[COLUMNS]
+    return coerce(df)
+
+
+def coerce(df: pd.DataFrame) -> pd.DataFrame:
+    df = df.copy()
+    for c, d in _DTYPES.items():
+        if c not in df:
+            continue
+        if d == "string":
+            df[c] = df[c].astype("string")
+        elif d == "Int64":
+            df[c] = pd.to_numeric(df[c], errors="coerce").round().astype("Int64")
+        elif d == "boolean":
+            df[c] = df[c].astype("boolean")
+        else:
+            df[c] = pd.to_numeric(df[c], errors="coerce").astype("float64")
+    return df
+
+
+def validate_frame(df: pd.DataFrame) -> None:
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"df: missing schema columns {missing}")
+    bad = set(df["status"].dropna().unique()) - {"ok", "incorrect", "failed", "unsupported", "aborted"}
+    if bad:
+        raise ValueError(f"df: unknown status values {sorted(bad)}")
+
+
+def run_dir_name(gpu_name: str, date: Optional[str] = None, tag: str = "") -> str:
+    date = date or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
+    gpu = re.sub(r"[^A-Za-z0-9]+", "-", gpu_name).strip("-").lower() or "cpu"
+    return f"{date}-{gpu}" + (f"-{tag}" if tag else "")
+
+
+def _atomic_write(path: Path, write: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def save_run(df: pd.DataFrame, out_dir: Any, name: str = "results") -> dict[str, Path]:
+    """Write ``<out_dir>/<name>.parquet`` and ``.csv`` atomically."""
+    validate_frame(df)
+    out = Path(out_dir)
+    pq, csv = out / f"{name}.parquet", out / f"{name}.csv"
+    _atomic_write(pq, lambda p: df.to_parquet(p, index=False))
+    _atomic_write(csv, lambda p: df.to_csv(p, index=False))
+    return {"parquet": pq, "csv": csv}
+
+
+def default_runs_root() -> Path:
+    return Path(__file__).resolve().parent.parent / "data" / "runs"
+
+
+def load_runs(root: Any = None, pattern: str = "*/results.parquet") -> pd.DataFrame:
+    """Concatenate every committed run under ``root`` (default ``data/runs``)."""
+    root = Path(root) if root is not None else default_runs_root()
+    frames = []
+    for p in sorted(root.glob(pattern)):
+        df = pd.read_parquet(p)
+        if "run_id" not in df or df["run_id"].isna().all():
+            df["run_id"] = p.parent.name
+        frames.append(df)
+    if not frames:
+        return to_frame([])
+    return coerce(pd.concat(frames, ignore_index=True))
