@@ -111,6 +111,27 @@ def install_aot(so_path: Path) -> Path:
 
 
 # --------------------------------------------------------------------------- build side
+HEADER_WHEELS = ("nvidia-curand>=10.4.0,<10.4.1", "nvidia-cublas>=13.0,<13.1")
+
+
+def fetch_header_deps(out: Path) -> Path:
+    """curand_kernel.h / cublasLt.h are included by the CUTLASS/TRT-LLM headers but are not
+    part of a minimal CUDA toolkit: take only the include/ trees of the PyPI wheels."""
+    import zipfile
+
+    dl, dst = out / "deps_dl", out / "deps"
+    dl.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(dl),
+                    *HEADER_WHEELS], check=True)
+    for whl in dl.glob("nvidia_*.whl"):
+        with zipfile.ZipFile(whl) as z:
+            for n in z.namelist():
+                if "/include/" in n:
+                    z.extract(n, dst)
+        whl.unlink()
+    return dst / "nvidia/cu13/include"
+
+
 def _setup_env(args) -> None:
     # All of these are read by flashinfer at import time / first use.
     os.environ["FLASHINFER_WORKSPACE_BASE"] = str(args.out / "ws")
@@ -342,7 +363,7 @@ def verify(so: Path, jit_dir: Path):
         print(f"  {k}: {len(v)}  e.g. {v[:4]}")
     # everything not from the project must be provided by the runtime libraries
     provided = set()
-    libs = [_find_lib(n) for n in ("libstdc++.so.6", "libc.so.6", "libm.so.6", "libgcc_s.so.1")]
+    libs = [_find_lib(n) for n in ("libstdc++.so.6", "libc.so.6", "libm.so.6", "libgcc_s.so.1", "ld-linux-x86-64.so.2")]
     try:
         import tvm_ffi.libinfo as _li
         libs.append(_li.find_libtvm_ffi())
@@ -388,6 +409,8 @@ def main(argv=None):
     ap.add_argument("--cuda-home", default=None)
     ap.add_argument("--extra-include", action="append", default=None,
                     help="extra -isystem dirs (curand/cublas headers); default: OUT/deps/nvidia/cu13/include")
+    ap.add_argument("--fetch-deps", action="store_true",
+                    help="pip-download curand/cublas wheels and unpack their headers into OUT/deps")
     ap.add_argument("--only-generate", action="store_true")
     ap.add_argument("--build", action="store_true")
     ap.add_argument("--verify-only", action="store_true", help="only re-run the .so checks")
@@ -401,6 +424,8 @@ def main(argv=None):
     args.out = args.out.resolve()
     if args.name is None:
         args.name = DEFAULT_NAME + ("_full" if args.tactics == "full" else "")
+    if args.fetch_deps:
+        print("headers in", fetch_header_deps(args.out))
     if args.extra_include is None:
         d = args.out / "deps/nvidia/cu13/include"
         args.extra_include = [str(d)] if d.exists() else []
@@ -441,7 +466,14 @@ def main(argv=None):
     if proj:
         print("ERROR: unresolved symbols:", proj[:10])
         return 1
-    print("OK:", so)
+    dist = args.out / "dist"
+    dist.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(so, dist / so.name)
+    subprocess.run(["xz", "-T1", "-9", "-k", "-f", str(dist / so.name)], check=True)
+    digest = subprocess.run(["sha256sum", so.name], cwd=dist, capture_output=True, text=True).stdout
+    (dist / (so.name + ".sha256")).write_text(digest)
+    print(f"OK: {so}\ncopied to {dist / so.name} "
+          f"({so.stat().st_size / 2**20:.1f} MiB; .xz {(dist / (so.name + '.xz')).stat().st_size / 2**20:.1f} MiB)")
     return 0
 
 

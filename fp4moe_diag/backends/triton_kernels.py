@@ -60,13 +60,23 @@ def _dequant_tile(w_ptrs, s_ptrs, mask_w, mask_s, HALF: tl.constexpr, BLOCK_N: t
 
 
 @triton.jit
+def _dot(a, b, acc, DOT_F32: tl.constexpr):
+    """``acc + a @ b`` on bf16 operands.  ``DOT_F32`` (interpreter only: its bf16 ``tl.dot``
+    multiplies raw bit patterns, triton-lang/triton#11584) upcasts the operands to fp32 first,
+    which is exact: bf16 x bf16 products fit in fp32."""
+    if DOT_F32:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+    return tl.dot(a, b, acc)
+
+
+@triton.jit
 def _moe_mxfp4_gemm1_kernel(
     x_ptr, w_ptr, ws_ptr, b_ptr, alpha_ptr, beta_ptr, limit_ptr, out_ptr,
     sorted_pair_ptr, block_expert_ptr,
     num_pairs, top_k, N,
     stride_xm, stride_we, stride_wn, stride_se, stride_sn, stride_be, stride_om,
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
+    ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
 ):
     """Grouped gate/up GEMM + gated activation. N = I (output columns), K = H."""
     pid_m = tl.program_id(0)
@@ -104,11 +114,11 @@ def _moe_mxfp4_gemm1_kernel(
         x_even = tl.load(x_ptrs, mask=mask_x, other=0.0)
         x_odd = tl.load(x_ptrs + 1, mask=mask_x, other=0.0)
         wl_even, wl_odd = _dequant_tile(w_lin, s_lin, mask_w, mask_s, HALF, BLOCK_N)
-        acc_l = tl.dot(x_even, wl_even, acc_l)
-        acc_l = tl.dot(x_odd, wl_odd, acc_l)
+        acc_l = _dot(x_even, wl_even, acc_l, DOT_F32)
+        acc_l = _dot(x_odd, wl_odd, acc_l, DOT_F32)
         wg_even, wg_odd = _dequant_tile(w_gate, s_gate, mask_w, mask_s, HALF, BLOCK_N)
-        acc_g = tl.dot(x_even, wg_even, acc_g)
-        acc_g = tl.dot(x_odd, wg_odd, acc_g)
+        acc_g = _dot(x_even, wg_even, acc_g, DOT_F32)
+        acc_g = _dot(x_odd, wg_odd, acc_g, DOT_F32)
         x_ptrs += BLOCK_K
         w_lin += HALF
         w_gate += HALF
@@ -139,7 +149,7 @@ def _moe_mxfp4_gemm2_kernel(
     num_pairs, N,
     stride_am, stride_we, stride_wn, stride_se, stride_sn, stride_be, stride_om,
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
+    HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
 ):
     """Grouped down GEMM, times the routing weight, stored per pair. N = H, K = I."""
     pid_m = tl.program_id(0)
@@ -172,8 +182,8 @@ def _moe_mxfp4_gemm2_kernel(
         a_even = tl.load(a_ptrs, mask=mask_a, other=0.0)
         a_odd = tl.load(a_ptrs + 1, mask=mask_a, other=0.0)
         w_even, w_odd = _dequant_tile(w_ptrs, s_ptrs, mask_s[:, None, :], mask_s, HALF, BLOCK_N)
-        acc = tl.dot(a_even, w_even, acc)
-        acc = tl.dot(a_odd, w_odd, acc)
+        acc = _dot(a_even, w_even, acc, DOT_F32)
+        acc = _dot(a_odd, w_odd, acc, DOT_F32)
         a_ptrs += BLOCK_K
         w_ptrs += HALF
         s_ptrs += NB
@@ -184,6 +194,10 @@ def _moe_mxfp4_gemm2_kernel(
     acc = acc * wt[:, None]
     out_ptrs = out_ptr + pair[:, None].to(tl.int64) * stride_om + offs_n[None, :]
     tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
+
+
+#: whether the kernels above were decorated in interpreter mode (TRITON_INTERPRET=1 at import)
+INTERPRETED: bool = type(_moe_mxfp4_gemm1_kernel).__name__ == "InterpretedFunction"
 
 
 def launch_gemm1(
@@ -208,7 +222,7 @@ def launch_gemm1(
         x.stride(0), w.stride(0), w.stride(1), w_scale.stride(0), w_scale.stride(1),
         0 if bias is None else bias.stride(0), out.stride(0),
         K=hidden, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-        ACTIVATION=activation, HAS_BIAS=bias is not None, EVEN_K=hidden % block_k == 0,
+        ACTIVATION=activation, HAS_BIAS=bias is not None, EVEN_K=hidden % block_k == 0, DOT_F32=INTERPRETED,
         num_warps=num_warps, num_stages=num_stages,
     )
 
@@ -232,6 +246,6 @@ def launch_gemm2(
         a.stride(0), w.stride(0), w.stride(1), w_scale.stride(0), w_scale.stride(1),
         0 if bias is None else bias.stride(0), out.stride(0),
         K=inter, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-        HAS_BIAS=bias is not None, EVEN_K=inter % block_k == 0,
+        HAS_BIAS=bias is not None, EVEN_K=inter % block_k == 0, DOT_F32=INTERPRETED,
         num_warps=num_warps, num_stages=num_stages,
     )

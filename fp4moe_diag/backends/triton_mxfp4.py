@@ -76,7 +76,7 @@ def kernels_interpreted() -> Optional[bool]:
     mod = sys.modules.get(_KERNELS)
     if mod is None:
         return None
-    return type(mod._moe_mxfp4_gemm1_kernel).__name__ == "InterpretedFunction"
+    return bool(mod.INTERPRETED)
 
 
 def default_config(case: MoECase) -> tuple[int, int, int, int, int]:

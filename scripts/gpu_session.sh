@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# One whole GPU session on the lent H200 (or any CUDA machine without network):
+# install the carried wheels, record the environment, reproduce the bug, measure ceilings,
+# sweep the backends over the vLLM shapes, (optionally) profile with Nsight Compute and
+# execute the notebooks, then pack everything into $OUT/bundle.tgz (+ $OUT/log.txt).
+#
+#   OUT=/tmp/out PHASES="env reproduce sweep" scripts/gpu_session.sh
+#
+# Phases (default: all but 'cutlass-build'): env reproduce sweep ncu notebooks cutlass-build
+# Knobs: SWEEP_BACKENDS (triton,cutlass,reference), SWEEP_MODELS, SWEEP_EP, SWEEP_TOKENS,
+#        SWEEP_REPEATS, SWEEP_ARGS (extra args), FP4MOE_CUTLASS_MODULE (prebuilt slim module).
+set -u
+OUT=${OUT:-/tmp/fp4moe_out}
+B=$OUT/bundle
+mkdir -p "$B"
+export PYTHONUNBUFFERED=1
+PHASES=${PHASES:-"env reproduce sweep ncu notebooks"}
+T0=$(date +%s)
+log() { echo "[gpu_session +$(( $(date +%s) - T0 ))s] $*"; }
+
+if ls .whl/*.whl >/dev/null 2>&1; then
+  log "installing carried wheels"
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { log "wheel install failed"; exit 3; }
+  export PYTHONPATH=/tmp/site
+fi
+NCU_PY=$(ls -d /opt/nvidia/nsight-compute/*/extras/python 2>/dev/null | head -1)
+export PYTHONPATH=${PYTHONPATH:-}:$PWD${NCU_PY:+:$NCU_PY}
+export FLASHINFER_WORKSPACE_BASE=${FLASHINFER_WORKSPACE_BASE:-/tmp/fi_ws}
+export FP4MOE_GIT_COMMIT=${FP4MOE_GIT_COMMIT:-$(cat .git_commit 2>/dev/null || echo unknown)}
+export MPLBACKEND=Agg
+export PATH=$PATH:$(dirname "$(ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)" 2>/dev/null)
+
+has() { case " $PHASES " in *" $1 "*) return 0;; *) return 1;; esac; }
+
+if has env; then
+  log "environment"
+  { nvidia-smi; python3 - <<'PY'
+import torch, platform
+print("python", platform.python_version(), "torch", torch.__version__, "cuda", torch.version.cuda)
+print("gpu", torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0))
+props = torch.cuda.get_device_properties(0)
+print("SMs", props.multi_processor_count, "L2 bytes", getattr(props, "L2_cache_size", None))
+import time; t = time.time(); import flashinfer; print("flashinfer", flashinfer.__version__, "import s", round(time.time() - t, 2))
+import triton; print("triton", triton.__version__)
+try:
+    import nsight; print("nsight-python", getattr(nsight, "__version__", "?"))
+except Exception as e:
+    print("nsight-python not importable:", e)
+PY
+  which ncu && ncu --version; } > "$B/env.txt" 2>&1
+  cat "$B/env.txt"
+fi
+
+if has cutlass-build; then
+  log "slim CUTLASS SM90 build"
+  python3 scripts/build_cutlass_sm90_slim.py --build 2>&1 | tail -40 | tee "$B/cutlass_build.txt"
+fi
+
+if has reproduce; then
+  log "reproduce (seed case)"
+  python3 -m fp4moe_diag reproduce --json "$B/verdict_h200.json" --traceback 2>&1 | grep -v "autotuner.py" | tail -60 | tee "$B/reproduce.txt"
+fi
+
+if has sweep; then
+  log "sweep"
+  python3 -m fp4moe_diag sweep --backends "${SWEEP_BACKENDS:-triton,cutlass,reference}" \
+    --models "${SWEEP_MODELS:-gpt-oss-20b}" ${SWEEP_EP:+--ep $SWEEP_EP} ${SWEEP_TOKENS:+--tokens $SWEEP_TOKENS} \
+    --repeats "${SWEEP_REPEATS:-30}" --out "$B/run" --no-progress ${SWEEP_ARGS:-} 2>&1 | tee "$B/sweep.txt" | tail -150
+fi
+
+if has noise; then
+  log "noise check (same sweep twice)"
+  python3 scripts/noise_check.py "$B/noise.csv" 2>&1 | tail -40
+fi
+
+if has ncu; then
+  log "nsight compute profile"
+  timeout 240 python3 scripts/ncu_profile.py "$B" 2>&1 | tail -40
+fi
+
+if has notebooks; then
+  log "notebooks"
+  timeout 300 python3 -m fp4moe_diag report --out "$B/reports" --only "${NOTEBOOKS:-02,04}" 2>&1 | tail -20
+fi
+
+log "packing"
+tar -C "$OUT" -czf "$OUT/bundle.tgz" bundle && rm -rf "$B"
+ls -la "$OUT"
+log "done"

@@ -1,0 +1,131 @@
+"""Device-safe tuner vs FlashInfer's stock AutoTuner, with runners that pack like TVM-FFI."""
+
+from typing import Optional
+
+import pytest
+import torch
+
+from fp4moe_diag import MoECase, build_inputs
+from fp4moe_diag.autotuning import tune, validate_inputs
+from fp4moe_diag.backends.base import Backend, Tactic
+from fp4moe_diag.reference import reference_moe
+
+tvm_ffi = pytest.importorskip("tvm_ffi")
+autotuner = pytest.importorskip("flashinfer.autotuner")
+
+PACK = tvm_ffi.get_global_func("testing.nop")  # TVM-FFI's real argument packer, no kernel
+
+CASE = MoECase(num_tokens=4, hidden_size=64, intermediate_size=32, num_experts=4, top_k=2, seed=3)
+
+
+class PackingRunner(autotuner.TunableRunner):
+    """A FlashInfer TunableRunner whose 'kernel' packs its inputs through TVM-FFI (like moe_op)."""
+
+    seen: list = []  # class-level: FlashInfer hashes runners by their __dict__ values
+
+    def __init__(self, n_tactics=3):
+        self.n = n_tactics
+        PackingRunner.seen = []
+
+    def get_valid_tactics(self, inputs, profile):
+        return list(range(self.n))
+
+    def forward(self, inputs, tactic=-1, do_preparation=False, **kwargs):
+        self.seen.append(tactic)
+        PACK(*inputs)
+        return inputs[0]
+
+
+def test_stock_autotuner_fails_on_a_meta_placeholder():
+    inputs = [torch.zeros(4, 8), torch.empty(4, 16, device="meta")]  # like the routed op's list
+    runner = PackingRunner()
+    spec = autotuner.DynamicTensorSpec((0, 1), (0, 0), (1, 2, 4), lambda x: x)
+    cfg = autotuner.TuningConfig(dynamic_tensor_specs=(spec,))
+    tuner = autotuner.AutoTuner.get()
+    tuner.clear_cache()
+    with autotuner.autotune(True):
+        with pytest.raises(RuntimeError, match="Cannot pack tensors on meta"):
+            tuner.choose_one("fp4moe_test::op", [runner], cfg, inputs)
+    assert runner.seen == [-1]  # it died in the do_preparation call, before any tactic
+
+
+class PackingBackend(Backend):
+    """A backend whose kernel packs its tensors through TVM-FFI and computes with the reference."""
+
+    name = "fake-tvm"
+    device_types = ("cpu",)
+
+    def __init__(self, failing=(), fail_with=RuntimeError("tactic 1: invalid config")):
+        self.failing = set(failing)
+        self.fail_with = fail_with
+        self.calls = []
+
+    def tactics(self, case, prepared=None):
+        return [Tactic(id=i, label=f"t{i}", is_default=(i == 0)) for i in range(4)]
+
+    def run(self, prepared, tactic, output: Optional[torch.Tensor] = None):
+        self.calls.append(tactic.id)
+        PACK(prepared.hidden_states, prepared.packed_topk_ids, prepared.w13.data, prepared.w2.data)
+        if tactic.id in self.failing:
+            raise self.fail_with
+        y = reference_moe(prepared).to(torch.bfloat16)
+        if tactic.id == 3:
+            y[0] = 0  # a wrong tactic: must show as a failed diff, not a missing row
+        if output is not None:
+            output.copy_(y)
+            return output
+        return y
+
+
+def test_device_safe_tuner_runs_every_tactic_and_survives_failures():
+    b = PackingBackend(failing={1})
+    res = tune(CASE, b, "cpu", warmup=1, repeats=3)
+    df = res.rows
+    assert list(df["tactic"]) == ["0", "1", "2", "3"]
+    assert list(df["status"]) == ["ok", "failed", "ok", "incorrect"]
+    failed = df[df["tactic"] == "1"].iloc[0]
+    assert failed["error_type"] == "RuntimeError" and "invalid config" in failed["error_message"]
+    ok = df[df["status"] == "ok"]
+    assert (ok["time_median_us"] > 0).all() and (ok["rel_l2"] < 1e-2).all()
+    bad = df[df["tactic"] == "3"].iloc[0]
+    assert bad["correct"] == False and bad["rel_l2"] > 0.01  # noqa: E712
+    assert res.best is not None and res.best.id in (0, 2)
+    assert int(df["is_best"].fillna(False).sum()) == 1
+    assert res.default.id == 0
+
+
+def test_tuner_rejects_meta_and_foreign_tensors_before_any_run():
+    inp = build_inputs(CASE)
+    b = PackingBackend()
+    from dataclasses import replace
+
+    meta = replace(inp, hidden_states=torch.empty(4, 64, dtype=torch.bfloat16, device="meta"))
+    with pytest.raises(ValueError, match="hidden_states: .*meta"):
+        tune(CASE, b, "cpu", inputs=meta)
+    wrong_dtype = replace(inp, hidden_states=inp.hidden_states.float())
+    with pytest.raises(ValueError, match="hidden_states: expected dtype torch.bfloat16"):
+        tune(CASE, b, "cpu", inputs=wrong_dtype)
+    out_of_range = replace(inp, topk_ids=inp.topk_ids + 10)
+    with pytest.raises(ValueError, match="topk_ids: expert ids must be in \\[0, 3\\]"):
+        validate_inputs(out_of_range, "cpu")
+    assert b.calls == []  # nothing ran
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-tensor-to-CUDA path on CPU machines")
+def test_cuda_backend_on_cpu_machine_is_unsupported_not_a_crash():
+    from fp4moe_diag.backends import get_backend
+
+    for name in ("cutlass", "trtllm"):
+        res = tune(CASE, get_backend(name), "cpu")
+        assert list(res.rows["status"]) == ["unsupported"]
+        assert "cuda" in res.rows["error_message"].iloc[0]
+
+
+def test_cpu_tensor_handed_to_cuda_device_is_rejected():
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="device"):
+            tune(CASE, PackingBackend(), "cuda")
+    else:
+        inp = build_inputs(CASE, "cpu")
+        with pytest.raises(ValueError, match="expected a tensor on cuda"):
+            validate_inputs(inp, "cuda")

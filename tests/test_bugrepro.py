@@ -1,0 +1,68 @@
+"""The upstream bug, reproduced with FlashInfer's real Python over a TVM-FFI packing stub."""
+
+import pytest
+import torch
+
+pytest.importorskip("flashinfer")
+
+from fp4moe_diag import MoECase  # noqa: E402
+from fp4moe_diag.bugrepro import SEED_CASE, reproduce_meta_bug, static_meta_check  # noqa: E402
+from fp4moe_diag.flashinfer_hooks import (  # noqa: E402
+    TRTLLM_FP4_OP,
+    find_meta_tensors,
+    flashinfer_status,
+    intercept_choose_one,
+    routed_moe_function,
+    stub_trtllm_gen_module,
+)
+from fp4moe_diag.inputs import build_inputs  # noqa: E402
+
+SMALL = MoECase(num_tokens=4, hidden_size=256, intermediate_size=256, num_experts=8, top_k=2,
+                local_num_experts=4, model="small")
+
+
+def test_static_check_reproduces_the_seed_error_in_tvm_ffi():
+    v = static_meta_check(SMALL, "cpu")
+    assert v.status == "reproduced", v.reason
+    assert "Cannot pack tensors on meta" in v.reason
+    assert "trtllm_fp4_block_scale_moe" in v.traceback and "choose_one" in v.traceback
+    assert [m.name for m in v.meta_inputs] == ["routing_logits"]
+    rl = v.meta_inputs[0]
+    assert rl.shape == (4, 8) and rl.dtype == "bfloat16"  # [num_tokens, num_experts], routed dtype
+    names = [i.name for i in v.tuner_inputs]
+    assert names == ["output", "routing_logits", "topk_ids", "expert_weights", "hidden_states"]
+
+
+def test_without_autotune_the_stock_call_goes_through():
+    v = static_meta_check(SMALL, "cpu", tune=False)
+    assert v.status == "fixed-upstream"  # no profiling -> the placeholder never reaches TVM-FFI
+    assert [m.name for m in v.meta_inputs] == ["routing_logits"]  # but the tuner still got it
+
+
+def test_reproduce_is_not_applicable_without_sm100():
+    if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 10:
+        pytest.skip("on SM100 the real kernel runs")
+    v = reproduce_meta_bug(SMALL)
+    assert v.status == "not-applicable"
+    assert "SM100" in v.reason and "reproduced" in v.reason
+    assert v.flashinfer_version == flashinfer_status().version
+
+
+def test_force_mode_hands_no_meta_tensor_to_the_kernel():
+    kw = build_inputs(SMALL).trtllm_kwargs(tune_max_num_tokens=4)
+    kw["enable_pdl"] = False
+    from flashinfer import autotune
+
+    with stub_trtllm_gen_module() as stub:
+        with intercept_choose_one("force", tactic=[8, 0], ops=[TRTLLM_FP4_OP]) as rec:
+            with autotune(True):
+                routed_moe_function()(**kw)
+    kernel_calls = [c for c in stub.calls if c[0] == "trtllm_fp4_block_scale_moe"]
+    assert len(kernel_calls) == 1
+    assert not [i for i in kernel_calls[0][1] if i.is_meta]
+    assert kernel_calls[0][1][0].kind == "none"  # routing_logits=None: the kernel uses topk_ids
+    assert find_meta_tensors(rec.last)[0].name == "routing_logits"
+
+
+def test_seed_case_matches_the_seed_script():
+    assert (SEED_CASE.num_tokens, SEED_CASE.num_experts, SEED_CASE.top_k, SEED_CASE.hidden_size) == (16, 16, 4, 3072)

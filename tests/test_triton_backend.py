@@ -1,0 +1,312 @@
+"""Tests of the Triton MXFP4 MoE backend.
+
+* Host side (always run, no triton needed): expert grouping/padding, tactic list, case checks,
+  input validation, ``supports`` without triton.
+* Kernels under Triton's CPU interpreter (skipped when triton is not installed).  The interpreter
+  is chosen when ``@triton.jit`` decorates the kernels, i.e. ``TRITON_INTERPRET=1`` must be set
+  before :mod:`fp4moe_diag.backends.triton_kernels` is first imported.  To stay independent of
+  test order (and to let the GPU test below import the *compiled* kernels in this process),
+  these cases run in ONE subprocess started with ``TRITON_INTERPRET=1`` in its environment; it
+  prints the relative L2 errors as JSON and the tests assert on them.
+* GPU (skipped without CUDA): compiled kernels vs the fp32 reference on a small gpt-oss-like shape.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from fp4moe_diag import MoECase, build_inputs
+from fp4moe_diag.backends.triton_mxfp4 import CONFIGS, TritonMXFP4Backend, default_config
+from fp4moe_diag.backends.triton_routing import group_pairs_by_expert
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _has_triton() -> bool:
+    try:  # importing triton here is harmless: only importing the kernels module fixes interpret mode
+        import triton  # noqa: F401
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
+HAS_TRITON = _has_triton()
+TOL = 1e-2  # relative L2 vs the fp32 reference; bf16 intermediate/output rounding gives ~4e-3
+
+
+def _sub_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.update(extra)
+    return env
+
+
+# ------------------------------------------------------------------ grouping
+def test_grouping_hand_built_with_ep_mask():
+    ids = torch.tensor([[0, 2], [2, -1], [1, 0]], dtype=torch.int32)  # pairs 0..5, pair 3 is remote
+    g = group_pairs_by_expert(ids, num_local_experts=3, block_m=4)
+    s = 6  # padding sentinel = T * k
+    assert g.sorted_pair_ids.tolist() == [0, 5, s, s, 4, s, s, s, 1, 2, s, s]
+    assert g.block_expert_ids.tolist() == [0, 1, 2]
+    assert g.expert_counts.tolist() == [2, 1, 2]
+    assert (g.num_pairs, g.num_valid_pairs, g.num_blocks, g.num_padded_pairs) == (6, 5, 3, 12)
+    assert g.padding_pairs == 7 and g.top_k == 2 and g.block_m == 4
+    assert g.sorted_pair_ids.dtype == torch.int32 and g.block_expert_ids.dtype == torch.int32
+
+
+def test_grouping_skips_unused_experts_and_spans_blocks():
+    ids = torch.tensor([[3, 3], [3, 3], [3, 1]], dtype=torch.int64)
+    g = group_pairs_by_expert(ids, num_local_experts=5, block_m=2)
+    assert g.block_expert_ids.tolist() == [1, 3, 3, 3]
+    assert g.sorted_pair_ids.tolist() == [5, 6, 0, 1, 2, 3, 4, 6]
+    assert g.expert_counts.tolist() == [0, 1, 0, 5, 0]
+
+
+def test_grouping_block_m_one_has_no_padding():
+    ids = torch.tensor([[1, 0], [0, 1]], dtype=torch.int32)
+    g = group_pairs_by_expert(ids, 2, 1)
+    assert g.sorted_pair_ids.tolist() == [1, 2, 0, 3]
+    assert g.block_expert_ids.tolist() == [0, 0, 1, 1]
+    assert g.padding_pairs == 0
+
+
+def test_grouping_all_remote_is_empty():
+    g = group_pairs_by_expert(torch.full((3, 2), -1, dtype=torch.int32), 4, 16)
+    assert g.num_blocks == 0 and g.num_padded_pairs == 0 and g.num_valid_pairs == 0 and g.num_pairs == 6
+
+
+@pytest.mark.parametrize("block_m", [1, 16, 64])
+def test_grouping_invariants_random(block_m: int):
+    gen = torch.Generator().manual_seed(1)
+    ids = torch.randint(-1, 6, (37, 4), generator=gen, dtype=torch.int32)
+    g = group_pairs_by_expert(ids, 6, block_m)
+    flat = ids.reshape(-1)
+    sp = g.sorted_pair_ids.long()
+    real = sp[sp < g.num_pairs]
+    assert sorted(real.tolist()) == torch.nonzero(flat >= 0).flatten().tolist()  # every local pair once
+    assert g.num_padded_pairs % block_m == 0 and g.num_padded_pairs == g.num_blocks * block_m
+    rows = sp.view(-1, block_m)
+    for blk, e in enumerate(g.block_expert_ids.tolist()):
+        r = rows[blk][rows[blk] < g.num_pairs]
+        assert bool((flat[r] == e).all()) and r.numel() > 0
+        assert r.tolist() == sorted(r.tolist())  # stable: token order inside an expert
+    assert g.block_expert_ids.tolist() == sorted(g.block_expert_ids.tolist())
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        (dict(local_topk_ids=torch.zeros(3, 2)), "local_topk_ids"),  # float dtype
+        (dict(local_topk_ids=torch.zeros(6, dtype=torch.int32)), "local_topk_ids"),  # 1-D
+        (dict(local_topk_ids=torch.zeros(3, 0, dtype=torch.int32)), "local_topk_ids"),  # k = 0
+        (dict(local_topk_ids=torch.tensor([[0, 4]], dtype=torch.int32)), "local_topk_ids"),  # id >= L
+        (dict(local_topk_ids=torch.tensor([[0, -2]], dtype=torch.int32)), "local_topk_ids"),  # id < -1
+        (dict(local_topk_ids=torch.zeros(2, 2, dtype=torch.int32, device="meta")), "local_topk_ids"),
+        (dict(local_topk_ids=[[0, 1]]), "local_topk_ids"),
+        (dict(num_local_experts=0), "num_local_experts"),
+        (dict(block_m=0), "block_m"),
+        (dict(block_m=16.0), "block_m"),
+        (dict(topk_weights=torch.ones(2, 2, dtype=torch.float16)), "topk_weights"),
+        (dict(topk_weights=torch.ones(2, 3)), "topk_weights"),
+        (dict(topk_weights=torch.ones(2, 2, device="meta")), "topk_weights"),
+    ],
+)
+def test_grouping_validation(kwargs: dict, name: str):
+    args = dict(local_topk_ids=torch.zeros(2, 2, dtype=torch.int32), num_local_experts=4, block_m=16)
+    args.update(kwargs)
+    with pytest.raises(ValueError, match=rf"^{name}:"):
+        group_pairs_by_expert(**args)
+
+
+# ------------------------------------------------------------------ backend host side
+def _case(**kw) -> MoECase:
+    base = dict(num_tokens=5, hidden_size=64, intermediate_size=64, num_experts=4, top_k=2)
+    base.update(kw)
+    return MoECase(**base)
+
+
+def test_tactics_list():
+    b = TritonMXFP4Backend()
+    for case in (_case(), _case(num_tokens=4096), _case(num_tokens=40, num_experts=2)):
+        tac = b.tactics(case)
+        assert 8 <= len(tac) <= 16
+        labels = [t.label for t in tac]
+        assert len(set(labels)) == len(labels) and len({t.id for t in tac}) == len(tac)
+        assert sum(t.is_default for t in tac) == 1
+        assert b.default_tactic(case).id == default_config(case)
+        for t in tac:
+            bm, bn, bk, nw, ns = t.id
+            assert re.fullmatch(r"m\d+n\d+k\d+w\d+s\d+", t.label)
+            assert t.label == f"m{bm}n{bn}k{bk}w{nw}s{ns}"
+            assert bm in (16, 32, 64, 128) and bk in (64, 128) and bn in (64, 128)
+            assert t.params == dict(block_m=bm, block_n=bn, block_k=bk, num_warps=nw, num_stages=ns)
+    assert b.default_tactic(_case(num_tokens=1)).label == "m16n64k128w4s3"
+    assert b.default_tactic(_case(num_tokens=4096)).params["block_m"] == 64
+    assert len(set(CONFIGS)) == len(CONFIGS)
+
+
+def test_check_case():
+    b = TritonMXFP4Backend()
+    assert b.check_case(_case())
+    assert b.check_case(_case(activation="swiglu", has_bias=False))
+    nv = b.check_case(_case(weight_format="nvfp4"))
+    assert not nv and "nvfp4" in nv.reason
+    mx8 = b.check_case(_case(activation_format="mxfp8"))
+    assert not mx8 and "bf16" in mx8.reason
+
+
+def test_supports_cpu_needs_interpreter(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    b = TritonMXFP4Backend()
+    s = b.supports("cpu")
+    assert not s
+    assert ("TRITON_INTERPRET" in s.reason) or ("triton not importable" in s.reason)
+    assert b.device_types == ("cuda",)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert "cpu" in b.device_types
+
+
+def test_supports_without_triton_never_crashes():
+    code = (
+        "import sys; sys.modules['triton'] = None\n"
+        "import fp4moe_diag\n"
+        "from fp4moe_diag.backends.triton_mxfp4 import TritonMXFP4Backend\n"
+        "b = TritonMXFP4Backend()\n"
+        "for d in ('cpu', 'cuda'):\n"
+        "    s = b.supports(d); assert not s; print(s.reason)\n"
+        "print(b.versions()['triton'])\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_sub_env(TRITON_INTERPRET="1"),
+                       cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert all("triton not importable" in ln for ln in lines[:2]), lines
+    assert lines[2] == "not importable"
+
+
+def test_prepare_rejects_bad_case():
+    b = TritonMXFP4Backend()
+    inp = build_inputs(_case(weight_format="nvfp4", num_tokens=2))
+    with pytest.raises(ValueError, match="^case:"):
+        b.prepare(inp)
+
+
+# ------------------------------------------------------------------ kernels in the interpreter
+_INTERP_SCRIPT = r"""
+import dataclasses, json, sys, torch
+from fp4moe_diag import MoECase, build_inputs
+from fp4moe_diag.reference import reference_moe
+from fp4moe_diag.backends.triton_mxfp4 import TritonMXFP4Backend, kernels_interpreted
+
+b = TritonMXFP4Backend()
+assert b.supports("cpu"), b.supports("cpu").reason
+base = dict(num_tokens=5, hidden_size=64, intermediate_size=64, num_experts=4, top_k=2)
+cases = {
+    "oai_bias": {},
+    "oai_nobias": dict(has_bias=False),
+    "swiglu_bias": dict(activation="swiglu"),
+    "swiglu_nobias": dict(activation="swiglu", has_bias=False),
+    "ep_offset": dict(num_experts=8, local_num_experts=4, local_expert_offset=4, num_tokens=6),
+    "uneven_k": dict(hidden_size=96, intermediate_size=160, num_tokens=7),
+    "many_tokens": dict(num_tokens=40, num_experts=2, hidden_size=32, intermediate_size=32),
+}
+out = {}
+for name, kw in cases.items():
+    case = MoECase(**{**base, **kw})
+    inp = build_inputs(case)
+    ref = reference_moe(inp)
+    prep = b.prepare(inp)
+    tactics = b.tactics(case) if name in ("oai_bias", "many_tokens") else [b.default_tactic(case)]
+    for t in tactics:
+        y = b.run(prep, t)
+        assert y.dtype == torch.bfloat16 and y.shape == ref.shape
+        out[f"{name}/{t.label}"] = float((y.float() - ref).norm() / ref.norm())
+# output= argument
+case = MoECase(**base); inp = build_inputs(case); prep = b.prepare(inp)
+buf = torch.full((5, 64), float("nan"), dtype=torch.bfloat16)
+y = b.run(prep, b.default_tactic(case), output=buf)
+ref = reference_moe(inp)
+out["output_arg"] = float((buf.float() - ref).norm() / ref.norm()) if y is buf else 1e9
+# no pair routed to this rank: exact zeros
+case = MoECase(**{**base, "num_experts": 8, "local_num_experts": 4, "local_expert_offset": 4})
+inp = build_inputs(case)
+inp = dataclasses.replace(inp, topk_ids=torch.randint(0, 4, inp.topk_ids.shape, dtype=torch.int32))
+y = b.run(b.prepare(inp), b.default_tactic(case))
+out["no_local_pairs_maxabs"] = float(y.float().abs().max())
+out["interpreted"] = kernels_interpreted()
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def interp_results() -> dict:
+    if not HAS_TRITON:
+        pytest.skip("triton is not installed")
+    r = subprocess.run([sys.executable, "-c", _INTERP_SCRIPT], capture_output=True, text=True,
+                       env=_sub_env(TRITON_INTERPRET="1"), cwd=ROOT, timeout=1200)
+    assert r.returncode == 0, f"interpreter run failed:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):])
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+@pytest.mark.parametrize(
+    "name", ["oai_bias", "oai_nobias", "swiglu_bias", "swiglu_nobias", "ep_offset", "uneven_k", "many_tokens"]
+)
+def test_interpreter_matches_reference(interp_results: dict, name: str):
+    assert interp_results["interpreted"] is True
+    errs = {k: v for k, v in interp_results.items() if k.startswith(name + "/")}
+    assert errs, f"no results for {name}"
+    bad = {k: v for k, v in errs.items() if not v < TOL}
+    assert not bad, f"relative L2 error >= {TOL}: {bad}"
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+def test_interpreter_all_tactics_and_edge_cases(interp_results: dict):
+    assert sum(k.startswith("oai_bias/") for k in interp_results) == len(CONFIGS)
+    assert interp_results["output_arg"] < TOL
+    assert interp_results["no_local_pairs_maxabs"] == 0.0
+
+
+# ------------------------------------------------------------------ GPU
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"), reason="TRITON_INTERPRET is set")
+@pytest.mark.parametrize(
+    "num_tokens, ep, activation, has_bias",
+    [(1, False, "swiglu_oai", True), (37, False, "swiglu_oai", True), (64, True, "swiglu_oai", True),
+     (16, False, "swiglu", False)],
+)
+def test_gpu_gpt_oss_like(num_tokens: int, ep: bool, activation: str, has_bias: bool):
+    b = TritonMXFP4Backend()
+    s = b.supports("cuda")
+    if not s:
+        pytest.skip(s.reason)
+    ep_kw = dict(local_num_experts=16, local_expert_offset=16) if ep else {}
+    case = MoECase(num_tokens=num_tokens, hidden_size=2880, intermediate_size=2880, num_experts=32, top_k=4,
+                   activation=activation, has_bias=has_bias, model="gpt-oss-20b-like", **ep_kw)
+    from fp4moe_diag.reference import reference_moe
+
+    inp = build_inputs(case, "cuda")
+    ref = reference_moe(inp)
+    prep = b.prepare(inp)
+    tactics = b.tactics(case) if num_tokens == 37 else [b.default_tactic(case)]
+    errs = {}
+    for t in tactics:
+        y = b.run(prep, t)
+        torch.cuda.synchronize()
+        errs[t.label] = float((y.float() - ref).norm() / ref.norm())
+    bad = {k: v for k, v in errs.items() if not v < TOL}
+    assert not bad, bad
+    out = torch.empty_like(inp.hidden_states)
+    assert b.run(prep, tactics[0], output=out) is out
+    torch.cuda.synchronize()
+    assert float((out.float() - ref).norm() / ref.norm()) < TOL
