@@ -221,6 +221,29 @@ def version_matrix(site_dirs: list[str], timeout: float = 300.0) -> "Any":
         rows.append(row)
     df = pd.DataFrame(rows)
     if "routed_signature" in df and len(df):
-        first = df["routed_signature"].iloc[0]
-        df["signature_changed"] = df["routed_signature"] != first
+        params = [_param_names(s) for s in df["routed_signature"]]
+        first = params[0]
+        df["signature_changed"] = [p != first for p in params]
+        df["params_added"] = [", ".join(sorted(set(p) - set(first))) for p in params]
+        df["params_removed"] = [", ".join(sorted(set(first) - set(p))) for p in params]
     return df
+
+
+def _param_names(signature: Any) -> list[str]:
+    """Parameter names of a ``str(inspect.signature(...))``."""
+    if not isinstance(signature, str):
+        return []
+    inner = signature.split(") ->")[0].lstrip("(")
+    names, depth, cur = [], 0, ""
+    for ch in inner:
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            names.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    names.append(cur)
+    return [n.split(":")[0].split("=")[0].strip() for n in names if n.strip()]

@@ -277,28 +277,45 @@ class _StubSpec:
     def get_library_path(self) -> str:
         return "<fp4moe_diag stub: no trtllm-gen library>"
 
+    def get_library_paths(self) -> list:  # flashinfer >= 0.7
+        return []
+
+
+def _clear_module_caches(core: Any) -> None:
+    for name in ("get_trtllm_moe_sm100_module", "_get_trtllm_moe_sm100_module_impl"):
+        fn = getattr(core, name, None)
+        if hasattr(fn, "cache_clear"):
+            fn.cache_clear()
+
 
 @contextlib.contextmanager
 def stub_trtllm_gen_module() -> Iterator[TvmFfiPackingStub]:
-    """Run FlashInfer's trtllm-gen MoE Python with :class:`TvmFfiPackingStub` as its module."""
+    """Run FlashInfer's trtllm-gen MoE Python with :class:`TvmFfiPackingStub` as its module.
+
+    Works across FlashInfer 0.5 - 0.7: the JIT spec generator is replaced (0.5: cached
+    ``get_trtllm_moe_sm100_module``; 0.7: cached ``_get_trtllm_moe_sm100_module_impl``, and the
+    uncached getter that queries the current CUDA device is pointed at the impl so it also runs
+    on machines without CUDA).
+    """
     core = importlib.import_module("flashinfer.fused_moe.core")
     stub = TvmFfiPackingStub()
-    getter = core.get_trtllm_moe_sm100_module
-    saved = {n: getattr(core, n) for n in ("gen_trtllm_gen_fused_moe_sm100_module", "setup_cubin_loader") if hasattr(core, n)}
+    names = ("gen_trtllm_gen_fused_moe_sm100_module", "setup_cubin_loader", "get_trtllm_moe_sm100_module")
+    saved = {n: getattr(core, n) for n in names if hasattr(core, n)}
     if "gen_trtllm_gen_fused_moe_sm100_module" not in saved:
         raise RuntimeError("this flashinfer has no gen_trtllm_gen_fused_moe_sm100_module to stub")
-    if hasattr(getter, "cache_clear"):
-        getter.cache_clear()
+    _clear_module_caches(core)
     core.gen_trtllm_gen_fused_moe_sm100_module = lambda *a, **k: _StubSpec(stub)
     if "setup_cubin_loader" in saved:
         core.setup_cubin_loader = lambda *a, **k: None
+    impl = getattr(core, "_get_trtllm_moe_sm100_module_impl", None)
+    if impl is not None:
+        core.get_trtllm_moe_sm100_module = lambda: impl(False)
     try:
         yield stub
     finally:
         for n, v in saved.items():
             setattr(core, n, v)
-        if hasattr(getter, "cache_clear"):
-            getter.cache_clear()  # never leave the stub cached for a real call
+        _clear_module_caches(core)  # never leave the stub cached for a real call
 
 
 def routed_moe_function() -> Callable:

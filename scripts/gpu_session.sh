@@ -6,7 +6,7 @@
 #
 #   OUT=/tmp/out PHASES="env reproduce sweep" scripts/gpu_session.sh
 #
-# Phases (default: all but 'cutlass-build'): env reproduce sweep ncu notebooks cutlass-build
+# Phases (default: all but 'cutlass-build'): env reproduce versions sweep noise ncu notebooks cutlass-build
 # Knobs: SWEEP_BACKENDS (triton,cutlass,reference), SWEEP_MODELS, SWEEP_EP, SWEEP_TOKENS,
 #        SWEEP_REPEATS, SWEEP_ARGS (extra args), FP4MOE_CUTLASS_MODULE (prebuilt slim module).
 set -u
@@ -14,7 +14,7 @@ OUT=${OUT:-/tmp/fp4moe_out}
 B=$OUT/bundle
 mkdir -p "$B"
 export PYTHONUNBUFFERED=1
-PHASES=${PHASES:-"env reproduce sweep ncu notebooks"}
+PHASES=${PHASES:-"env reproduce versions sweep ncu notebooks"}
 T0=$(date +%s)
 log() { echo "[gpu_session +$(( $(date +%s) - T0 ))s] $*"; }
 
@@ -60,6 +60,12 @@ fi
 if has reproduce; then
   log "reproduce (seed case)"
   python3 -m fp4moe_diag reproduce --json "$B/verdict_h200.json" --traceback 2>&1 | grep -v "autotuner.py" | tail -60 | tee "$B/reproduce.txt"
+fi
+
+if has versions; then
+  log "flashinfer version matrix (static check per version, on this GPU)"
+  if [ -f .carry/fi_py.tar.xz ]; then mkdir -p /tmp/fi_py && tar -C /tmp/fi_py -xJf .carry/fi_py.tar.xz; fi
+  python3 -m fp4moe_diag versions /tmp/site /tmp/fi_py/fi_py_* --csv "$B/version_matrix.csv" 2>&1 | tail -5
 fi
 
 if has sweep; then

@@ -17,6 +17,11 @@ and feeds ``tl.dot`` with fp32 accumulation.
   stored bf16 ``[num_padded_pairs, I]`` (row = position in ``sorted_pair_ids``).
 * gemm2: ``(inter @ w2[e].T + b2[e]) * topk_weight[pair]``, stored fp32 ``[T * top_k, H]`` by
   pair; the sum over ``top_k`` is done in torch (deterministic, no atomics).
+
+The reduction length ``K`` (H for gemm1, I for gemm2) is a ``tl.constexpr``: one compile per
+(shape, config, activation, bias) and a constant trip count; Triton 3.6's interpreter also
+fails on a loop bounded by a runtime scalar under NumPy >= 2.4.  Under the interpreter the
+bf16 dots run on fp32-upcast operands (see :func:`_dot`); compiled kernels use bf16 ``tl.dot``.
 """
 
 from __future__ import annotations

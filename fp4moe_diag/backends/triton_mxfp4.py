@@ -33,18 +33,20 @@ _KERNELS = "fp4moe_diag.backends.triton_kernels"
 #: (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages); shared by both GEMMs
 CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
     (16, 64, 128, 4, 3),
-    (16, 128, 128, 4, 3),
+    (16, 128, 128, 8, 3),
     (16, 128, 64, 4, 4),
     (32, 64, 128, 4, 3),
-    (32, 128, 128, 4, 3),
+    (32, 128, 128, 8, 3),
     (32, 128, 64, 4, 4),
     (64, 64, 128, 4, 3),
+    (64, 64, 64, 4, 4),
     (64, 128, 64, 4, 3),
-    (64, 128, 128, 4, 3),
     (64, 128, 128, 8, 3),
     (128, 64, 128, 8, 3),
     (128, 128, 64, 8, 3),
 )
+# n128k128 tiles use 8 warps: with 4 warps gemm1 (two dequantized weight tiles + two
+# accumulators) hits 255 registers and spills on sm_90a (ptxas -v, Triton 3.6).
 
 
 def config_label(cfg: Sequence[int]) -> str:
@@ -85,8 +87,8 @@ def default_config(case: MoECase) -> tuple[int, int, int, int, int]:
     if avg <= 16:
         return (16, 64, 128, 4, 3)
     if avg <= 32:
-        return (32, 128, 128, 4, 3)
-    return (64, 128, 128, 4, 3)
+        return (32, 64, 128, 4, 3)
+    return (64, 128, 128, 8, 3)
 
 
 @dataclass
@@ -94,6 +96,7 @@ class TritonPrepared:
     """Everything ``run`` needs: contiguous weights, groupings per BLOCK_M, workspaces."""
 
     inputs: MoEInputs
+    hidden: torch.Tensor  # bf16 [T, H], contiguous
     w13: torch.Tensor
     w13_scale: torch.Tensor
     w2: torch.Tensor
@@ -193,6 +196,7 @@ class TritonMXFP4Backend(Backend):
         opt = lambda v: None if v is None else v.to(dev, torch.float32).contiguous()  # noqa: E731
         prep = TritonPrepared(
             inputs=inputs,
+            hidden=x.contiguous(),
             w13=inputs.w13.data.contiguous(),
             w13_scale=inputs.w13.scale.view(torch.uint8).contiguous(),
             w2=inputs.w2.data.contiguous(),
@@ -216,7 +220,7 @@ class TritonMXFP4Backend(Backend):
         bm, bn, bk, nw, ns = (int(v) for v in tactic.id)
         p = prepared
         c = p.inputs.case
-        x = p.inputs.hidden_states
+        x = p.hidden
         t, h = x.shape
         if output is not None and (tuple(output.shape) != (t, h) or output.device != x.device):
             raise ValueError(f"output: expected a [{t}, {h}] tensor on {x.device}, got {tuple(output.shape)} on "
