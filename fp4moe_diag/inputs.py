@@ -164,8 +164,9 @@ def build_inputs(case: MoECase, device: Any = "cpu") -> MoEInputs:
     w2 = _quantize_experts(gen, (l, h, i), 1.0 / math.sqrt(i), fmt, dev)
     b13 = b2 = None
     if case.has_bias:
-        b13 = torch.randn((l, 2 * i), generator=gen, device=dev) * 0.1
-        b2 = torch.randn((l, h), generator=gen, device=dev) * 0.1
+        # bf16-representable: kernels take bf16 biases (CUTLASS checks bias dtype == output dtype)
+        b13 = (torch.randn((l, 2 * i), generator=gen, device=dev) * 0.1).to(torch.bfloat16).float()
+        b2 = (torch.randn((l, h), generator=gen, device=dev) * 0.1).to(torch.bfloat16).float()
     alpha = beta = limit = None
     if case.activation is GatedActivation.SWIGLU_OAI:
         alpha = torch.full((l,), float(case.swiglu_alpha), device=dev)

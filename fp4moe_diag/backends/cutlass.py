@@ -2,8 +2,11 @@
 
 On SM90 this is the Hopper mixed-input TMA warp-specialized grouped GEMM that vLLM uses for
 gpt-oss with FlashInfer.  Weight layout: flashinfer 0.5.2 takes the raw packed uint8 weights and
-the ue8m0 scale bytes viewed as int32; newer releases want them interleaved with
-``interleave_moe_{weights,scales}_for_sm90_mixed_gemm`` (used when present).
+the ue8m0 scale bytes interleaved as vLLM's ``FLASHINFER_CUTLASS_MXFP4_BF16`` path does
+(:func:`interleave_mxfp4_scales_sm90`: ``[E, R, K/32] -> [E, K/128, R*4]``, viewed as int32);
+newer releases ship ``interleave_moe_{weights,scales}_for_sm90_mixed_gemm`` (used when present).
+``scale_layout="raw"`` passes the scales unchanged (what FlashInfer 0.5.2's own test does;
+measured wrong on H200, see the README).
 
 Tactics: FlashInfer tunes gemm1 and gemm2 separately (ops ``trtllm::fused_moe::gemm1``/``gemm2``),
 each over the runner's ``get_tactic_num()`` configs.  Our tactic list is every gemm1 tactic (gemm2 at
@@ -27,6 +30,17 @@ from .flashinfer_common import capture_tuner_calls, flashinfer_support, forced_c
 
 GEMM1_OP = "trtllm::fused_moe::gemm1"
 GEMM2_OP = "trtllm::fused_moe::gemm2"
+
+
+def interleave_mxfp4_scales_sm90(scales: torch.Tensor) -> torch.Tensor:
+    """vLLM's ``_interleave_mxfp4_cutlass_sm90``: ``[E, R, K/32]`` ue8m0 bytes -> ``[E, K/128, R*4]``.
+
+    Groups of 4 consecutive K-blocks of one row become contiguous, rows next to each other.
+    """
+    if scales.dim() != 3 or scales.shape[2] % 4:
+        raise ValueError(f"scales: expected [E, R, K/32] with K/32 a multiple of 4, got {tuple(scales.shape)}")
+    e, r, kb = scales.shape
+    return scales.reshape(e, r, kb // 4, 4).permute(0, 2, 1, 3).reshape(e, kb // 4, r * 4).contiguous()
 
 
 @dataclass
@@ -57,6 +71,11 @@ class CutlassBackend(Backend):
     name = "cutlass"
     capabilities = ((9, 0), (10, 0), (10, 3))
 
+    def __init__(self, scale_layout: str = "auto"):
+        if scale_layout not in ("auto", "raw", "vllm_sm90", "flashinfer"):
+            raise ValueError(f"scale_layout: expected auto, raw, vllm_sm90 or flashinfer, got {scale_layout!r}")
+        self.scale_layout = scale_layout
+
     def extra_support(self, device: torch.device) -> Support:
         return flashinfer_support()
 
@@ -81,13 +100,17 @@ class CutlassBackend(Backend):
         c = inputs.case
         w13, w2 = inputs.w13.data, inputs.w2.data
         s13, s2 = inputs.w13.scale, inputs.w2.scale
-        if hasattr(fm, "interleave_moe_weights_for_sm90_mixed_gemm") and torch.cuda.get_device_capability(
-            inputs.device
-        )[0] == 9:
+        layout = self.scale_layout
+        if layout == "auto":
+            layout = "flashinfer" if hasattr(fm, "interleave_moe_scales_for_sm90_mixed_gemm") else "vllm_sm90"
+        if layout == "flashinfer":
             w13 = fm.interleave_moe_weights_for_sm90_mixed_gemm(w13.contiguous(), "fp4")
             w2 = fm.interleave_moe_weights_for_sm90_mixed_gemm(w2.contiguous(), "fp4")
             s13 = fm.interleave_moe_scales_for_sm90_mixed_gemm(s13.contiguous())
             s2 = fm.interleave_moe_scales_for_sm90_mixed_gemm(s2.contiguous())
+        elif layout == "vllm_sm90":
+            s13 = interleave_mxfp4_scales_sm90(s13)
+            s2 = interleave_mxfp4_scales_sm90(s2)
         kw = dict(
             input=inputs.hidden_states,
             token_selected_experts=inputs.topk_ids.to(torch.int32).contiguous(),
