@@ -134,6 +134,7 @@ def tune(
     ceilings: Optional[Ceilings] = None,
     env: Optional[dict] = None,
     max_seconds_per_tactic: Optional[float] = 10.0,
+    repeat_best: bool = True,
     progress: Optional[Callable[[str], None]] = None,
 ) -> TuneResult:
     """Run every tactic of ``backend`` on ``case``; one DataFrame row per tactic."""
@@ -236,6 +237,16 @@ def tune(
         df.loc[best_idx, "is_best"] = True
         best_id = df.loc[best_idx, "tactic"]
         result.best = next(t for t in tactic_list if str(t.id) == best_id)
+        if repeat_best:  # noise figure: the same tactic timed a second time, after all the others
+            try:
+                again = time_fn(lambda: backend.run(prepared, result.best, out), dev, warmup=warmup,
+                                repeats=repeats, flush_l2=flush_l2, cuda_graph=cuda_graph,
+                                max_seconds=max_seconds_per_tactic)
+                first = float(df.loc[best_idx, "time_median_us"])
+                df.loc[best_idx, "time_median_us_repeat"] = again.median_us
+                df.loc[best_idx, "noise_ratio"] = max(first, again.median_us) / min(first, again.median_us)
+            except Exception as e:  # noqa: BLE001
+                result.notes.append(f"repeat timing of the best tactic failed: {e}")
     result.default = next((t for t in tactic_list if t.is_default), None)
     result.rows = df
     return result

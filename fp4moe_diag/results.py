@@ -66,6 +66,8 @@ SCHEMA: list[tuple[str, str, str]] = [
     ("time_repeats", "Int64", "timed repeats"),
     ("time_method", "string", "cuda-events | cuda-graph | wall-clock"),
     ("time_spread", "float64", "(p90 - p10) / median"),
+    ("time_median_us_repeat", "float64", "best tactic only: the same tactic timed again at the end of its sweep"),
+    ("noise_ratio", "float64", "best tactic only: max/min of the two medians (1.0 = identical)"),
     ("weight_bytes", "Int64", "FP4 weight + scale + bias bytes of experts that received tokens"),
     ("active_experts", "Int64", "local experts that received tokens"),
     ("routed_pairs", "Int64", "(token, k) pairs on this rank"),

@@ -6,7 +6,8 @@
 #
 #   OUT=/tmp/out PHASES="env reproduce sweep" scripts/gpu_session.sh
 #
-# Phases (default: all but 'cutlass-build'): env reproduce versions sweep noise ncu notebooks cutlass-build
+# Phases (default: all but 'cutlass-build'): env reproduce versions sweep notebooks cutlass-build
+# (notebook 04 does the Nsight Compute profile; every sweep re-times each best tactic: noise_ratio)
 # Knobs: SWEEP_BACKENDS (triton,cutlass,reference), SWEEP_MODELS, SWEEP_EP, SWEEP_TOKENS,
 #        SWEEP_REPEATS, SWEEP_ARGS (extra args), FP4MOE_CUTLASS_MODULE (prebuilt slim module).
 set -u
@@ -14,7 +15,7 @@ OUT=${OUT:-/tmp/fp4moe_out}
 B=$OUT/bundle
 mkdir -p "$B"
 export PYTHONUNBUFFERED=1
-PHASES=${PHASES:-"env reproduce versions sweep ncu notebooks"}
+PHASES=${PHASES:-"env reproduce versions sweep notebooks"}
 T0=$(date +%s)
 log() { echo "[gpu_session +$(( $(date +%s) - T0 ))s] $*"; }
 
@@ -73,16 +74,6 @@ if has sweep; then
   python3 -m fp4moe_diag sweep --backends "${SWEEP_BACKENDS:-triton,cutlass,reference}" \
     --models "${SWEEP_MODELS:-gpt-oss-20b}" ${SWEEP_EP:+--ep $SWEEP_EP} ${SWEEP_TOKENS:+--tokens $SWEEP_TOKENS} \
     --repeats "${SWEEP_REPEATS:-30}" --out "$B/run" --no-progress ${SWEEP_ARGS:-} 2>&1 | tee "$B/sweep.txt" | tail -150
-fi
-
-if has noise; then
-  log "noise check (same sweep twice)"
-  python3 scripts/noise_check.py "$B/noise.csv" 2>&1 | tail -40
-fi
-
-if has ncu; then
-  log "nsight compute profile"
-  timeout 240 python3 scripts/ncu_profile.py "$B" 2>&1 | tail -40
 fi
 
 if has notebooks; then
