@@ -82,7 +82,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"ceilings: copy {ceilings.copy_bytes_per_s/1e9:.0f} GB/s, bf16 {ceilings.bf16_flops_per_s/1e12:.0f} TFLOP/s")
     env = environment_info(device)
     df = sweep(cases, backends, device, env=env, warmup=args.warmup, repeats=args.repeats,
-               cuda_graph=args.cuda_graph, ceilings=ceilings, progress_bar=not args.no_progress)
+               cuda_graph=args.cuda_graph, ceilings=ceilings, progress_bar=not args.no_progress,
+               max_seconds_per_tactic=args.max_seconds_per_tactic)
     out_dir = Path(args.out) if args.out else Path("data/runs") / run_dir_name(env["gpu_name"], tag=args.tag)
     df["run_id"] = out_dir.name
     paths = save_run(df, out_dir)
@@ -157,6 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--warmup", type=int, default=5)
     s.add_argument("--repeats", type=int, default=30)
     s.add_argument("--cuda-graph", action="store_true", help="time CUDA-graph replays")
+    s.add_argument("--max-seconds-per-tactic", type=float, default=10.0,
+                   help="stop timing a tactic after this many seconds (fewer repeats, still a median)")
     s.add_argument("--no-ceilings", action="store_true", help="skip the copy/GEMM roofline measurement")
     s.add_argument("--out", help="run folder (default data/runs/<date>-<gpu>[-tag])")
     s.add_argument("--tag", default="")
