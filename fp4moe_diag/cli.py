@@ -81,10 +81,22 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         ceilings = measure_ceilings(device)
         print(f"ceilings: copy {ceilings.copy_bytes_per_s/1e9:.0f} GB/s, bf16 {ceilings.bf16_flops_per_s/1e12:.0f} TFLOP/s")
     env = environment_info(device)
+    out_dir = Path(args.out) if args.out else Path("data/runs") / run_dir_name(env["gpu_name"], tag=args.tag)
+    partial: list = []
+
+    def checkpoint(res) -> None:  # a killed run still leaves every finished case on disk
+        from .results import to_frame
+
+        partial.append(res.rows)
+        part = to_frame(pd.concat(partial, ignore_index=True).to_dict("records"))
+        part["run_id"] = out_dir.name
+        save_run(part, out_dir)
+        b = res.best.label if res.best else "-"
+        print(f"  {res.case.label} {res.backend}: {len(res.rows)} rows, best {b}", flush=True)
+
     df = sweep(cases, backends, device, env=env, warmup=args.warmup, repeats=args.repeats,
                cuda_graph=args.cuda_graph, ceilings=ceilings, progress_bar=not args.no_progress,
-               max_seconds_per_tactic=args.max_seconds_per_tactic)
-    out_dir = Path(args.out) if args.out else Path("data/runs") / run_dir_name(env["gpu_name"], tag=args.tag)
+               max_seconds_per_tactic=args.max_seconds_per_tactic, on_result=checkpoint)
     df["run_id"] = out_dir.name
     paths = save_run(df, out_dir)
     print(f"\n{len(df)} rows -> {paths['parquet']} and {paths['csv']}\n")

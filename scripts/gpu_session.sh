@@ -69,9 +69,14 @@ if has versions; then
   python3 -m fp4moe_diag versions /tmp/site /tmp/fi_py/fi_py_* --csv "$B/version_matrix.csv" 2>&1 | tail -5
 fi
 
+if has debug-cutlass; then
+  log "CUTLASS diagnosis"
+  timeout 200 python3 scripts/debug_cutlass.py 2>&1 | grep -v autotuner.py | tee "$B/debug_cutlass.txt" | tail -60
+fi
+
 if has sweep; then
   log "sweep"
-  python3 -m fp4moe_diag sweep --backends "${SWEEP_BACKENDS:-triton,cutlass,reference}" \
+  timeout "${SWEEP_TIMEOUT:-420}" python3 -m fp4moe_diag sweep --backends "${SWEEP_BACKENDS:-triton,cutlass,reference}" \
     --models "${SWEEP_MODELS:-gpt-oss-20b}" ${SWEEP_EP:+--ep $SWEEP_EP} ${SWEEP_TOKENS:+--tokens $SWEEP_TOKENS} \
     --repeats "${SWEEP_REPEATS:-30}" --out "$B/run" --no-progress ${SWEEP_ARGS:-} 2>&1 | tee "$B/sweep.txt" | tail -150
 fi
