@@ -121,8 +121,14 @@ def cmd_shapes(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from .report import run_notebooks
 
+    extra = {}
+    for kv in args.param or []:
+        if "=" not in kv:
+            raise SystemExit(f"--param: expected key=value, got {kv!r}")
+        k, v = kv.split("=", 1)
+        extra[k] = json.loads(v) if v[:1] in "[{0123456789-" or v in ("true", "false", "null") else v
     out = run_notebooks(out_dir=args.out, quick=args.quick, backend=args.backend, device=args.device,
-                        only=_strs(args.only), html=not args.no_html)
+                        only=_strs(args.only), html=not args.no_html, extra_parameters=extra)
     for p in out:
         print(p)
     return 0
@@ -187,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--device", default=None)
     rp.add_argument("--only", default=None, help="comma list of notebook name prefixes, e.g. 01,05")
     rp.add_argument("--no-html", action="store_true")
+    rp.add_argument("--param", action="append", help="extra papermill parameter key=value (JSON values)")
     rp.set_defaults(func=cmd_report)
 
     sh = sub.add_parser("shapes", help="print the vLLM-captured shape table")

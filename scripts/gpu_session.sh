@@ -78,14 +78,16 @@ if has sweep; then
   log "sweep"
   timeout "${SWEEP_TIMEOUT:-420}" python3 -m fp4moe_diag sweep --backends "${SWEEP_BACKENDS:-triton,cutlass,reference}" \
     --models "${SWEEP_MODELS:-gpt-oss-20b}" ${SWEEP_EP:+--ep $SWEEP_EP} ${SWEEP_TOKENS:+--tokens $SWEEP_TOKENS} \
-    --repeats "${SWEEP_REPEATS:-30}" --out "$B/run" --no-progress ${SWEEP_ARGS:-} 2>&1 | tee "$B/sweep.txt" | tail -150
+    --repeats "${SWEEP_REPEATS:-30}" --out "${SWEEP_OUT:-$B/run}" --no-progress ${SWEEP_ARGS:-} 2>&1 | tee "$B/sweep.txt" | tail -150
 fi
 
 if has notebooks; then
   log "notebooks"
-  timeout 300 python3 -m fp4moe_diag report --out "$B/reports" --only "${NOTEBOOKS:-02,04}" 2>&1 | tail -20
+  timeout "${NOTEBOOK_TIMEOUT:-300}" python3 -m fp4moe_diag report --out "$B/reports" --only "${NOTEBOOKS:-02,04}" \
+    ${NOTEBOOK_ARGS:-} 2>&1 | tail -20
 fi
 
+if [ -n "${SWEEP_OUT:-}" ] && [ -d "$SWEEP_OUT" ]; then mkdir -p "$B/run" && cp "$SWEEP_OUT"/results.* "$B/run/"; fi
 log "packing"
 tar -C "$OUT" -czf "$OUT/bundle.tgz" bundle && rm -rf "$B"
 ls -la "$OUT"
