@@ -67,8 +67,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from .shapes import load_vllm_cases
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    cases = load_vllm_cases(models=_strs(args.models), ep_sizes=_ints(args.ep),
-                            token_counts=_ints(args.tokens), max_tokens=args.max_tokens)
+    cases = []
+    for spec in _strs(args.models) or []:
+        # "model", "model:ep" or "model:ep:max_tokens" (in the order given: earlier specs run first)
+        parts = spec.split(":")
+        eps = [int(parts[1])] if len(parts) > 1 and parts[1] else _ints(args.ep)
+        mx = int(parts[2]) if len(parts) > 2 else args.max_tokens
+        cases += load_vllm_cases(models=[parts[0]], ep_sizes=eps, token_counts=_ints(args.tokens), max_tokens=mx)
     if not cases:
         print("no cases match the filters", file=sys.stderr)
         return 2
@@ -167,7 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Tune every tactic of the chosen backends on the vLLM-captured shapes "
                        "(data/vllm_shapes.csv); one row per case x backend x tactic; prints the table last.")
     s.add_argument("--backends", default="reference", help="comma list: reference,cutlass,triton,trtllm")
-    s.add_argument("--models", default="gpt-oss-20b", help="comma list of models from data/vllm_shapes.csv")
+    s.add_argument("--models", default="gpt-oss-20b",
+                   help="comma list of models from data/vllm_shapes.csv; an entry may be model:ep[:max_tokens]")
     s.add_argument("--ep", default=None, help="comma list of EP sizes (default: all in the table)")
     s.add_argument("--tokens", default=None, help="comma list of token counts (default: the table's)")
     s.add_argument("--max-tokens", type=int, default=None)
