@@ -52,16 +52,21 @@ def _ue8m0_to_f32(s):
 
 
 @triton.jit
-def _dequant_tile(w_ptrs, s_ptrs, mask_w, mask_s, HALF: tl.constexpr, BLOCK_N: tl.constexpr):
-    """Load one weight tile; return (even-K, odd-K) bf16 tiles of shape [BLOCK_K // 2, BLOCK_N].
-
-    ``w_ptrs``: [NB, 16, BLOCK_N] packed bytes; ``s_ptrs``: [NB, BLOCK_N] scale bytes.
-    """
-    b = tl.load(w_ptrs, mask=mask_w, other=0).to(tl.int32)
-    s = _ue8m0_to_f32(tl.load(s_ptrs, mask=mask_s, other=0).to(tl.int32))[:, None, :]
-    lo = (_e2m1_to_f32(b & 0xF) * s).to(tl.bfloat16)
-    hi = (_e2m1_to_f32(b >> 4) * s).to(tl.bfloat16)
+def _dequant_tile(b, s, HALF: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Packed bytes ``b`` [NB, 16, BLOCK_N] and scale bytes ``s`` [NB, BLOCK_N] (uint8) ->
+    (even-K, odd-K) bf16 tiles of shape [BLOCK_K // 2, BLOCK_N]."""
+    b = b.to(tl.int32)
+    sf = _ue8m0_to_f32(s.to(tl.int32))[:, None, :]
+    lo = (_e2m1_to_f32(b & 0xF) * sf).to(tl.bfloat16)
+    hi = (_e2m1_to_f32(b >> 4) * sf).to(tl.bfloat16)
     return tl.reshape(lo, (HALF, BLOCK_N)), tl.reshape(hi, (HALF, BLOCK_N))
+
+
+@triton.jit
+def _load_act(ptrs, mask, BLOCK_M: tl.constexpr, HALF: tl.constexpr):
+    """Contiguous [BLOCK_M, BLOCK_K] bf16 load split into even and odd K columns."""
+    x = tl.load(ptrs, mask=mask, other=0.0)
+    return tl.split(tl.reshape(x, (BLOCK_M, HALF, 2)))
 
 
 @triton.jit
@@ -95,11 +100,11 @@ def _moe_mxfp4_gemm1_kernel(
     mask_n = offs_n < N
     HALF: tl.constexpr = BLOCK_K // 2
     NB: tl.constexpr = BLOCK_K // 32
-    offs_h = tl.arange(0, HALF)
     offs_b = tl.arange(0, NB)
     offs_j = tl.arange(0, 16)
 
-    x_ptrs = x_ptr + tok[:, None] * stride_xm + 2 * offs_h[None, :]
+    offs_k = tl.arange(0, BLOCK_K)
+    x_ptrs = x_ptr + tok[:, None] * stride_xm + offs_k[None, :]
     w_lin = (w_ptr + e * stride_we + offs_n[None, None, :].to(tl.int64) * stride_wn
              + offs_b[:, None, None] * 16 + offs_j[None, :, None])
     w_gate = w_lin + N * stride_wn
@@ -108,20 +113,27 @@ def _moe_mxfp4_gemm1_kernel(
 
     acc_l = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    # scale bytes are too narrow for cp.async: prefetch them one iteration ahead in registers
+    mask_s = mask_n[None, :] & (offs_b[:, None] < K // 32)
+    sl_next = tl.load(s_lin, mask=mask_s, other=0)
+    sg_next = tl.load(s_gate, mask=mask_s, other=0)
     for k0 in range(0, K, BLOCK_K):
         if EVEN_K:
             mask_x = mask_m[:, None]
-            mask_s = mask_n[None, :]
+            mask_w = mask_n[None, None, :]
         else:
-            mask_x = mask_m[:, None] & (k0 + 2 * offs_h[None, :] < K)
-            mask_s = mask_n[None, :] & (k0 // 32 + offs_b[:, None] < K // 32)
-        mask_w = mask_s[:, None, :]
-        x_even = tl.load(x_ptrs, mask=mask_x, other=0.0)
-        x_odd = tl.load(x_ptrs + 1, mask=mask_x, other=0.0)
-        wl_even, wl_odd = _dequant_tile(w_lin, s_lin, mask_w, mask_s, HALF, BLOCK_N)
+            mask_x = mask_m[:, None] & (k0 + offs_k[None, :] < K)
+            mask_w = (mask_n[None, :] & (k0 // 32 + offs_b[:, None] < K // 32))[:, None, :]
+        sl = sl_next
+        sg = sg_next
+        mask_s = mask_n[None, :] & (k0 // 32 + NB + offs_b[:, None] < K // 32)
+        sl_next = tl.load(s_lin + NB, mask=mask_s, other=0)
+        sg_next = tl.load(s_gate + NB, mask=mask_s, other=0)
+        x_even, x_odd = _load_act(x_ptrs, mask_x, BLOCK_M, HALF)
+        wl_even, wl_odd = _dequant_tile(tl.load(w_lin, mask=mask_w, other=0), sl, HALF, BLOCK_N)
         acc_l = _dot(x_even, wl_even, acc_l, DOT_F32)
         acc_l = _dot(x_odd, wl_odd, acc_l, DOT_F32)
-        wg_even, wg_odd = _dequant_tile(w_gate, s_gate, mask_w, mask_s, HALF, BLOCK_N)
+        wg_even, wg_odd = _dequant_tile(tl.load(w_gate, mask=mask_w, other=0), sg, HALF, BLOCK_N)
         acc_g = _dot(x_even, wg_even, acc_g, DOT_F32)
         acc_g = _dot(x_odd, wg_odd, acc_g, DOT_F32)
         x_ptrs += BLOCK_K
@@ -167,26 +179,30 @@ def _moe_mxfp4_gemm2_kernel(
     mask_n = offs_n < N
     HALF: tl.constexpr = BLOCK_K // 2
     NB: tl.constexpr = BLOCK_K // 32
-    offs_h = tl.arange(0, HALF)
     offs_b = tl.arange(0, NB)
     offs_j = tl.arange(0, 16)
 
-    a_ptrs = a_ptr + offs_m[:, None].to(tl.int64) * stride_am + 2 * offs_h[None, :]
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None].to(tl.int64) * stride_am + offs_k[None, :]
     w_ptrs = (w_ptr + e * stride_we + offs_n[None, None, :].to(tl.int64) * stride_wn
               + offs_b[:, None, None] * 16 + offs_j[None, :, None])
     s_ptrs = ws_ptr + e * stride_se + offs_n[None, :].to(tl.int64) * stride_sn + offs_b[:, None]
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    mask_s = mask_n[None, :] & (offs_b[:, None] < K // 32)
+    s_next = tl.load(s_ptrs, mask=mask_s, other=0)
     for k0 in range(0, K, BLOCK_K):
         if EVEN_K:
             mask_a = mask_m[:, None]
-            mask_s = mask_n[None, :]
+            mask_w = mask_n[None, None, :]
         else:
-            mask_a = mask_m[:, None] & (k0 + 2 * offs_h[None, :] < K)
-            mask_s = mask_n[None, :] & (k0 // 32 + offs_b[:, None] < K // 32)
-        a_even = tl.load(a_ptrs, mask=mask_a, other=0.0)
-        a_odd = tl.load(a_ptrs + 1, mask=mask_a, other=0.0)
-        w_even, w_odd = _dequant_tile(w_ptrs, s_ptrs, mask_s[:, None, :], mask_s, HALF, BLOCK_N)
+            mask_a = mask_m[:, None] & (k0 + offs_k[None, :] < K)
+            mask_w = (mask_n[None, :] & (k0 // 32 + offs_b[:, None] < K // 32))[:, None, :]
+        sc = s_next
+        mask_s = mask_n[None, :] & (k0 // 32 + NB + offs_b[:, None] < K // 32)
+        s_next = tl.load(s_ptrs + NB, mask=mask_s, other=0)
+        a_even, a_odd = _load_act(a_ptrs, mask_a, BLOCK_M, HALF)
+        w_even, w_odd = _dequant_tile(tl.load(w_ptrs, mask=mask_w, other=0), sc, HALF, BLOCK_N)
         acc = _dot(a_even, w_even, acc, DOT_F32)
         acc = _dot(a_odd, w_odd, acc, DOT_F32)
         a_ptrs += BLOCK_K
