@@ -3,7 +3,8 @@
 :func:`tune` (a) checks every tensor a backend will receive before anything launches: meta
 tensors, tensors on another device than the case's, wrong dtypes -> ``ValueError`` naming the
 argument; (b) runs **every** tactic, each with a correctness check against the float32 reference
-(poisoned output, fresh activations) and warm-up + timed repeats; (c) turns a tactic that raises
+(poisoned output, fresh activations) and warm-up + timed repeats (the best one is re-timed at
+the end: ``noise_ratio``); (c) turns a tactic that raises
 into a row (exception type and message) and carries on; after a failure on a GPU it checks that
 the CUDA context still works and, if not, marks the remaining tactics ``aborted`` and stops
 cleanly; (d) picks the fastest correct tactic and, for FlashInfer backends, can hand it to
@@ -135,6 +136,7 @@ def tune(
     env: Optional[dict] = None,
     max_seconds_per_tactic: Optional[float] = 10.0,
     repeat_best: bool = True,
+    commit_best: bool = False,
     progress: Optional[Callable[[str], None]] = None,
 ) -> TuneResult:
     """Run every tactic of ``backend`` on ``case``; one DataFrame row per tactic."""
@@ -248,6 +250,9 @@ def tune(
             except Exception as e:  # noqa: BLE001
                 result.notes.append(f"repeat timing of the best tactic failed: {e}")
     result.default = next((t for t in tactic_list if t.is_default), None)
+    if commit_best and result.best is not None and hasattr(backend, "commit_tactic"):
+        # (d): FlashInfer's own AutoTuner cache now holds our pick for this op and shape bucket
+        result.notes.append(f"committed to FlashInfer's AutoTuner cache: {backend.commit_tactic(prepared, result.best)}")
     result.rows = df
     return result
 

@@ -247,9 +247,12 @@ class TvmFfiPackingStub:
 
         self._nop: Callable = tvm_ffi.get_global_func("testing.nop")
         self.calls: list[tuple[str, list[InputInfo]]] = []
+        #: the non-tensor argument values of each call (tensors as None), e.g. the tactic
+        self.scalars: list[tuple[str, list]] = []
 
     def _pack(self, name: str, args: tuple) -> None:
         self.calls.append((name, [_describe(i, f"arg{i}", a) for i, a in enumerate(args)]))
+        self.scalars.append((name, [None if isinstance(a, torch.Tensor) else a for a in args]))
         self._nop(*args)
 
     def trtllm_get_valid_moe_configs(self, *args: Any) -> list:
@@ -332,3 +335,21 @@ def call_with_supported_kwargs(fn: Callable, kwargs: dict) -> Any:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return fn(**kwargs)
     return fn(**{k: v for k, v in kwargs.items() if k in params})
+
+
+# --------------------------------------------------------------------------- tuner cache
+def install_tactic_in_autotuner(call: ChooseOneCall, tactic: Any, runner_index: int = 0) -> tuple:
+    """Put ``tactic`` into FlashInfer's ``AutoTuner`` cache for the recorded call's shapes.
+
+    A following call of the same op and shape bucket under ``autotune(False)`` then gets
+    ``(runners[runner_index], tactic)`` from ``choose_one``'s cache lookup, exactly as if FlashInfer's
+    own profiling had chosen it.  Returns the cache key.
+    """
+    from flashinfer.autotuner import AutoTuner
+
+    tuner = AutoTuner.get()
+    shapes = tuple(tuner._get_input_sizes(call.inputs))
+    runner = call.runners[runner_index]
+    key = AutoTuner._get_cache_key(call.custom_op, runner, shapes, call.tuning_config)
+    tuner.profiling_cache[key] = (runner_index, tactic, None)
+    return key

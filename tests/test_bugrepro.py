@@ -66,3 +66,30 @@ def test_force_mode_hands_no_meta_tensor_to_the_kernel():
 
 def test_seed_case_matches_the_seed_script():
     assert (SEED_CASE.num_tokens, SEED_CASE.num_experts, SEED_CASE.top_k, SEED_CASE.hidden_size) == (16, 16, 4, 3072)
+
+
+def test_best_tactic_handed_to_flashinfer_cache_is_used_without_autotune():
+    from flashinfer import autotune
+    from flashinfer.autotuner import AutoTuner
+
+    from fp4moe_diag.flashinfer_hooks import install_tactic_in_autotuner
+
+    kw = build_inputs(SMALL).trtllm_kwargs(tune_max_num_tokens=4)
+    kw["enable_pdl"] = False
+    AutoTuner.get().clear_cache()
+    with stub_trtllm_gen_module() as stub:
+        with intercept_choose_one("stop", ops=[TRTLLM_FP4_OP]) as rec:
+            with pytest.raises(Exception, match="stopped at AutoTuner.choose_one"):
+                routed_moe_function()(**kw)
+        install_tactic_in_autotuner(rec.last, [16, 0])
+        with autotune(False):
+            routed_moe_function()(**kw)  # stock path, no interception: the cache answers
+    last = [c for c in stub.scalars if c[0] == "trtllm_fp4_block_scale_moe"][-1]
+    assert list(last[1][-1]) == [16, 0]  # the tactic argument the kernel received
+    AutoTuner.get().clear_cache()
+    # and without the cache entry the fallback is used
+    with stub_trtllm_gen_module() as stub2:
+        with autotune(False):
+            routed_moe_function()(**kw)
+    fallback = [c for c in stub2.scalars if c[0] == "trtllm_fp4_block_scale_moe"][-1]
+    assert list(fallback[1][-1]) == [-1, -1]

@@ -148,6 +148,14 @@ class CutlassBackend(Backend):
         out += [Tactic(id=(-1, t), label=f"g2:{t}", params={"gemm1": -1, "gemm2": t}) for t in n2]
         return out
 
+    def commit_tactic(self, prepared: CutlassPrepared, tactic: Tactic) -> list:
+        """Hand the (gemm1, gemm2) tactic to FlashInfer's AutoTuner cache for this shape bucket."""
+        from ..flashinfer_hooks import install_tactic_in_autotuner
+
+        calls = capture_tuner_calls(_cutlass_fn(), prepared.kwargs, [GEMM1_OP, GEMM2_OP])
+        g = dict(zip((GEMM1_OP, GEMM2_OP), tactic.id))
+        return [install_tactic_in_autotuner(c, g[c.custom_op]) for c in calls]
+
     def run(self, prepared: CutlassPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
         g1, g2 = tactic.id
         kw = dict(prepared.kwargs)

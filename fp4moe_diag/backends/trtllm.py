@@ -93,6 +93,14 @@ class TrtllmGenBackend(Backend):
                        label=f"tile{t[0]}/cfg{t[1]}" if isinstance(t, (list, tuple)) else str(t)) for t in tacts]
         return out
 
+    def commit_tactic(self, prepared: TrtllmPrepared, tactic: Tactic) -> list:
+        """Hand ``tactic`` to FlashInfer's AutoTuner cache: a later ``autotune(False)`` call uses it."""
+        from ..flashinfer_hooks import install_tactic_in_autotuner
+
+        call = capture_tuner_calls(routed_moe_function(), prepared.kwargs, [TRTLLM_FP4_OP])[0]
+        t: Any = list(tactic.id) if isinstance(tactic.id, tuple) else tactic.id
+        return [install_tactic_in_autotuner(call, t)]
+
     def run(self, prepared: TrtllmPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
         kw = dict(prepared.kwargs)
         if output is not None:
