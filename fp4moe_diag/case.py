@@ -55,6 +55,16 @@ class RoutingMethod(IntEnum):
         return [m.name for m in cls]
 
 
+def _parse_str_enum(cls: Any, value: Any, field: str) -> Any:
+    """``cls(value)`` for a str-valued Enum, case-insensitive; ValueError naming ``field`` otherwise."""
+    if isinstance(value, cls):
+        return value
+    try:
+        return cls(str(value).lower())
+    except ValueError:
+        raise ValueError(f"{field}: expected one of {[f.value for f in cls]}, got {value!r}") from None
+
+
 class WeightFormat(str, Enum):
     """FP4 weight formats: MXFP4 (block 32, ue8m0 scales) and NVFP4 (block 16, e4m3 scales + fp32 global)."""
 
@@ -67,14 +77,7 @@ class WeightFormat(str, Enum):
 
     @classmethod
     def parse(cls, value: Any) -> "WeightFormat":
-        if isinstance(value, cls):
-            return value
-        try:
-            return cls(str(value).lower())
-        except ValueError:
-            raise ValueError(
-                f"weight_format: expected one of {[f.value for f in cls]}, got {value!r}"
-            ) from None
+        return _parse_str_enum(cls, value, "weight_format")
 
 
 class ActivationFormat(str, Enum):
@@ -85,14 +88,7 @@ class ActivationFormat(str, Enum):
 
     @classmethod
     def parse(cls, value: Any) -> "ActivationFormat":
-        if isinstance(value, cls):
-            return value
-        try:
-            return cls(str(value).lower())
-        except ValueError:
-            raise ValueError(
-                f"activation_format: expected one of {[f.value for f in cls]}, got {value!r}"
-            ) from None
+        return _parse_str_enum(cls, value, "activation_format")
 
 
 class GatedActivation(str, Enum):
@@ -108,14 +104,7 @@ class GatedActivation(str, Enum):
 
     @classmethod
     def parse(cls, value: Any) -> "GatedActivation":
-        if isinstance(value, cls):
-            return value
-        try:
-            return cls(str(value).lower())
-        except ValueError:
-            raise ValueError(
-                f"activation: expected one of {[f.value for f in cls]}, got {value!r}"
-            ) from None
+        return _parse_str_enum(cls, value, "activation")
 
 
 def _require_int(name: str, value: Any, minimum: int) -> None:

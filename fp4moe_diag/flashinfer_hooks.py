@@ -156,6 +156,7 @@ def intercept_choose_one(
     mode: str = "record",
     tactic: Any = None,
     ops: Optional[Sequence[str]] = None,
+    force: Optional[dict] = None,
 ) -> Iterator[ChooseOneRecorder]:
     """Patch ``AutoTuner.choose_one`` for the duration of the block.
 
@@ -163,7 +164,8 @@ def intercept_choose_one(
     :class:`TunerCallStopped` so no kernel runs), ``"force"`` (record, then return
     ``(runners[0], tactic)`` without profiling: the kernel call that follows uses ``tactic``;
     ``tactic`` may be a dict op name -> tactic, ops missing from it get -1, the fallback).
-    ``ops`` limits the interception to those op names (others pass through).
+    ``ops`` limits the interception to those op names; other ops pass through to the stock
+    method, or, if named in ``force`` (op -> tactic), are answered with that tactic.
     """
     if mode not in ("record", "stop", "force"):
         raise ValueError(f"mode: expected 'record', 'stop' or 'force', got {mode!r}")
@@ -175,6 +177,8 @@ def intercept_choose_one(
     @functools.wraps(original)
     def patched(self, custom_op, runners, tuning_config, inputs, **kwargs):
         if ops is not None and custom_op not in ops:
+            if force and custom_op in force:
+                return runners[0], force[custom_op]
             return original(self, custom_op, runners, tuning_config, inputs, **kwargs)
         call = ChooseOneCall(custom_op, list(runners), tuning_config, list(inputs), dict(kwargs), self.is_tuning_mode)
         rec.calls.append(call)
