@@ -28,7 +28,7 @@ from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
-from matplotlib.ticker import FixedLocator, LogLocator, FuncFormatter, NullFormatter, NullLocator, PercentFormatter
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
 from .correctness import REL_L2_TOL
 
@@ -146,7 +146,7 @@ def best_per_shape(df: pd.DataFrame) -> pd.DataFrame:
     d = df.copy()
     keys = [c for c in SHAPE_COLUMNS]
     for c in keys:
-        if d[c].dtype == "string" or d[c].dtype == object:
+        if pd.api.types.is_string_dtype(d[c]) or pd.api.types.is_object_dtype(d[c]):
             d[c] = d[c].astype("string").fillna("")
     out = []
     for key, g in d.groupby(keys, dropna=False, sort=True):
@@ -180,6 +180,24 @@ def best_per_shape(df: pd.DataFrame) -> pd.DataFrame:
         res["num_tokens"] = res["num_tokens"].astype("Int64")
         res["ep_size"] = res["ep_size"].astype("Int64")
     return res
+
+
+def default_by_tokens(rows: pd.DataFrame) -> dict[int, str]:
+    """``{T: tactic_label}`` of the library's default tactic at each token count (it can change with T)."""
+    d = rows[rows["is_default_tactic"].fillna(False).astype(bool) & rows["tactic_label"].notna()]
+    return {int(t): str(g["tactic_label"].iloc[0]) for t, g in d.groupby("num_tokens")}
+
+
+def describe_defaults(by_t: dict[int, str], sep: str = "; ") -> str:
+    """``"m16 (T 1-16); m64 (T 4k)"``: runs of token counts that share a default tactic."""
+    runs: list[list] = []
+    for t in sorted(by_t):
+        if runs and runs[-1][0] == by_t[t]:
+            runs[-1][2] = t
+        else:
+            runs.append([by_t[t], t, t])
+    parts = [f"{name} (T {_fmt_tokens(a)}" + (f"–{_fmt_tokens(b)})" if b != a else ")") for name, a, b in runs]
+    return sep.join(parts)
 
 
 # --------------------------------------------------------------------------- axis helpers
@@ -266,15 +284,17 @@ def tactic_heatmap(df: pd.DataFrame, backend: str, model: str, ep_size: int, *, 
     all_tactics = list(status.columns)
     times = times.reindex(columns=all_tactics)
     ratio = times.div(times.min(axis=1), axis=0)
-    defaults = set(sub.loc[sub["is_default_tactic"].fillna(False).astype(bool), "tactic_label"])
-    # default first, then by geometric-mean ratio (fastest overall left); never-ok tactics last
+    default_at = default_by_tokens(sub)  # the default can differ per T (e.g. Triton picks by batch size)
+    defaults = set(default_at.values())
+    first_default = {t: min(T for T, d in default_at.items() if d == t) for t in defaults}
+    # defaults first (in token order), then by geometric-mean ratio (fastest overall left); never-ok last
     score = np.exp(np.log(ratio).mean(axis=0, skipna=True)).fillna(np.inf)
-    order = sorted(all_tactics, key=lambda t: (t not in defaults, score[t], t))
+    order = sorted(all_tactics, key=lambda t: (t not in defaults, first_default.get(t, 0), score[t], t))
     ratio, status = ratio[order], status[order]
 
     n_rows, n_cols = ratio.shape
-    width = min(max(6.0, 1.6 + 0.42 * n_cols), 28.0)
-    height = min(max(3.6, 1.9 + 0.36 * n_rows), 14.0)
+    width = min(max(6.5, 1.8 + 0.42 * n_cols), 28.0)
+    height = min(max(4.6, 3.0 + 0.42 * n_rows), 14.0)
     fig = Figure(figsize=(width, height), layout="constrained")
     ax = fig.add_subplot()
     vmax = float(np.nanmax(ratio.to_numpy())) if np.isfinite(ratio.to_numpy()).any() else 2.0
@@ -285,7 +305,7 @@ def tactic_heatmap(df: pd.DataFrame, backend: str, model: str, ep_size: int, *, 
     data = np.ma.masked_invalid(ratio.to_numpy(dtype=float))
     im = ax.imshow(data, aspect="auto", cmap=cmap, norm=norm, interpolation="nearest")
     ax.set_xticks(range(n_cols))
-    labels = [_short(t) + ("  (default)" if t in defaults and "default" not in t.lower() else "") for t in order]
+    labels = [_short(t) for t in order]
     ax.set_xticklabels(labels, rotation=55 if n_cols > 3 else 0, ha="right" if n_cols > 3 else "center",
                        rotation_mode="anchor", fontsize=8 if n_cols > 24 else 9)
     for lab, t in zip(ax.get_xticklabels(), order):
@@ -294,8 +314,9 @@ def tactic_heatmap(df: pd.DataFrame, backend: str, model: str, ep_size: int, *, 
     ax.set_yticks(range(n_rows))
     ax.set_yticklabels([_fmt_tokens(t) for t in tokens])
     ax.set_ylabel("tokens per batch T (tokens)")
-    ax.set_xlabel("tactic (kernel configuration; bold = library default)\n"
-                  "cell: time ÷ fastest correct time of the row · outlined: fastest · grey: no correct timing")
+    ax.set_xlabel("tactic (kernel configuration; bold = library default at some T)\n"
+                  "cell: time ÷ fastest correct time of the row · black box: fastest · red dashed box: library "
+                  "default at that T · grey: no correct timing")
     if annotate is None:
         annotate = n_rows * n_cols <= 600
     short_status = {"failed": "fail", "incorrect": "wrong", "unsupported": "n/a", "aborted": "abort"}
@@ -316,14 +337,19 @@ def tactic_heatmap(df: pd.DataFrame, backend: str, model: str, ep_size: int, *, 
                             color="#a00000" if st in ("failed", "incorrect", "aborted") else "#555555")
         if best_j is not None:
             ax.add_patch(Rectangle((best_j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="black", linewidth=1.8))
+        d = default_at.get(int(tokens[i]))
+        if d in order:
+            j = order.index(d)
+            ax.add_patch(Rectangle((j - 0.42, i - 0.42), 0.84, 0.84, fill=False, edgecolor="#d62728",
+                                   linewidth=1.4, linestyle="--"))
     cbar = fig.colorbar(im, ax=ax, pad=0.01, fraction=0.05 if n_cols > 8 else 0.08)
     ticks = [t for t in (1, 1.25, 1.5, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000) if t <= norm.vmax]
     if norm.vmax > ticks[-1] * 1.15:
-        ticks.append(float(f"{norm.vmax:.2g}") if float(f"{norm.vmax:.2g}") <= norm.vmax else float(f"{norm.vmax:.1g}"))
+        ticks.append(math.floor(norm.vmax * 10) / 10 if norm.vmax < 10 else float(math.floor(norm.vmax)))
     cbar.set_ticks(ticks)
     cbar.set_ticklabels([f"{t:g}×" for t in ticks])
     cbar.ax.yaxis.set_minor_formatter(NullFormatter())
-    cbar.set_label("time ÷ best time of the row (×, log scale)")
+    cbar.set_label("time ÷ row's best (×, log)")
     shape = sub.iloc[0]
     _title(fig, f"{backend} tactics: {model} EP{ep_size} (H{_str(shape['hidden_size'])}, "
                 f"I{_str(shape['intermediate_size'])}, E{_str(shape['num_experts'])}, top-{_str(shape['top_k'])})", sub)
@@ -351,13 +377,15 @@ def time_vs_tokens(df: pd.DataFrame, backend: Optional[str] = None, model: Optio
         raise ValueError(f"df: backend={backend!r} model={model!r} ep_size={ep_size} has no 'ok' tactic timings")
     ok["tactic_label"] = ok["tactic_label"].astype(str)
     tokens = sorted({int(t) for t in ok["num_tokens"]})
-    defaults = set(ok.loc[ok["is_default_tactic"].fillna(False).astype(bool), "tactic_label"])
+    default_at = default_by_tokens(sub)
+    defaults = set(default_at.values())
+    single_default = len(defaults) == 1
     per_t_best = ok.groupby("num_tokens")["time_median_us"].min()
     # rank tactics by geometric-mean slowdown vs the per-T best, so the legend names the useful ones
     rel = ok.assign(r=ok["time_median_us"] / ok["num_tokens"].map(per_t_best))
     rank = rel.groupby("tactic_label")["r"].apply(lambda s: float(np.exp(np.log(s).mean()))).sort_values()
     tactics = list(rank.index)
-    named = set(tactics[:max_legend_tactics]) | defaults
+    named = set(tactics[:max_legend_tactics]) | (defaults if single_default else set())
 
     fig = Figure(figsize=(9.5, 5.8), layout="constrained")
     ax = fig.add_subplot()
@@ -365,8 +393,8 @@ def time_vs_tokens(df: pd.DataFrame, backend: Optional[str] = None, model: Optio
     for t in tactics:
         g = ok[ok["tactic_label"] == t].sort_values("num_tokens")
         x, y = g["num_tokens"].astype(float).to_numpy(), g["time_median_us"].to_numpy(dtype=float)
-        if t in defaults:
-            name = t if "default" in t.lower() else f"{t} (default)"
+        if single_default and t in defaults:
+            name = t if "default" in t.lower() else f"{t} (library default)"
             ax.plot(x, y, color="#d62728", lw=2.6, marker="s", ms=5, zorder=4, label=f"{backend}: {name}")
             if "time_p10_us" in g and g["time_p10_us"].notna().any():
                 ax.fill_between(x, g["time_p10_us"].to_numpy(dtype=float), g["time_p90_us"].to_numpy(dtype=float),
@@ -377,6 +405,14 @@ def time_vs_tokens(df: pd.DataFrame, backend: Optional[str] = None, model: Optio
             cyc += 1
         else:
             ax.plot(x, y, color="#9a9a9a", lw=0.8, alpha=0.55, zorder=1, label="_nolegend_")
+    if defaults and not single_default:  # the default changes with T: draw the default-per-T envelope
+        drows = ok[ok["is_default_tactic"].fillna(False).astype(bool)].sort_values("num_tokens")
+        x = drows["num_tokens"].astype(float).to_numpy()
+        ax.plot(x, drows["time_median_us"].to_numpy(dtype=float), color="#d62728", lw=2.6, marker="s", ms=5,
+                zorder=4, label=f"{backend}: library default per T:\n  " + describe_defaults(default_at, "\n  "))
+        if drows["time_p10_us"].notna().any():
+            ax.fill_between(x, drows["time_p10_us"].to_numpy(dtype=float), drows["time_p90_us"].to_numpy(dtype=float),
+                            color="#d62728", alpha=0.15, lw=0, zorder=2)
     bx = per_t_best.index.astype(float).to_numpy()
     ax.plot(bx, per_t_best.to_numpy(dtype=float), color="black", lw=2.2, ls="--", marker="*", ms=9, zorder=5,
             label=f"{backend}: best tactic per T")
@@ -439,9 +475,10 @@ def best_vs_default(df: pd.DataFrame) -> Figure:
                 x = g["num_tokens"].astype(float).to_numpy()
                 top.plot(x, g["best_us"].to_numpy(dtype=float), color=color, lw=2, marker="o", ms=4,
                          label=f"{name}: best tactic")
-                dflt = _str(g["default_tactic"].iloc[0]) or "default"
+                dflts = sorted({_str(v) for v in g["default_tactic"]} - {""})
+                dlabel = f"library default = {_short(dflts[0], 20)}" if len(dflts) == 1 else "library default (per T)"
                 top.plot(x, g["default_us"].to_numpy(dtype=float), color=color, lw=1.5, ls="--", marker="s",
-                         ms=3.5, alpha=0.9, label=f"{name}: library default = {_short(dflt, 20)}")
+                         ms=3.5, alpha=0.9, label=f"{name}: {dlabel}")
                 bot.plot(x, g["speedup"].to_numpy(dtype=float), color=color, lw=1.8, marker="o", ms=4,
                          label=name)
                 failed = g[g["default_us"].isna()]
@@ -507,10 +544,23 @@ def roofline_fraction(df: pd.DataFrame, *, goal: float = ROOFLINE_GOAL,
             ax.plot(x[dec], y[dec], ls="none", marker=marker, ms=8, mfc=color, mec="black", mew=0.9, zorder=4,
                     label="_nolegend_")
     _tokens_axis(ax, tokens)
-    ax.yaxis.set_major_formatter(PercentFormatter(1.0))
-    ymax = float(best["frac_bw_roofline"].max())
-    ax.set_ylim(0, max(1.0, ymax * 1.08))
-    ax.set_ylabel("achieved ÷ measured copy bandwidth (% of ceiling)")
+    vals = best["frac_bw_roofline"].astype(float)
+    ymax, ymin = float(vals.max()), float(vals[vals > 0].min()) if (vals > 0).any() else 1e-3
+    if ymax < goal / 2 or ymin < ymax / 20:  # small fractions: a log axis keeps them readable next to the goal
+        ax.set_yscale("log")
+        ax.set_ylim(max(ymin / 2, 1e-4), max(1.0, ymax * 1.3))
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        scale = "log scale"
+    else:
+        ax.set_ylim(0, max(1.0, ymax * 1.08))
+        scale = "linear"
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v * 100:.3g}%"))
+    if len(best) <= 40:
+        for _, r in best.iterrows():
+            ax.annotate(f"{r['frac_bw_roofline']:.1%}", (float(r["num_tokens"]), float(r["frac_bw_roofline"])),
+                        xytext=(0, 7), textcoords="offset points", ha="center", fontsize=7, color="#333333")
+    ax.set_ylabel(f"achieved ÷ measured copy bandwidth (% of ceiling, {scale})")
     ax.grid(True, alpha=0.35)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ceil = pd.to_numeric(df.get("ceiling_copy_GBps"), errors="coerce").dropna() if "ceiling_copy_GBps" in df else pd.Series(dtype=float)
@@ -657,8 +707,9 @@ def token_error_plot(tokens: pd.DataFrame, *, tol: Optional[float] = None, title
     ax.axhline(tol, color="#d62728", ls="--", lw=1.4, label=f"per-token tolerance {tol:g}")
     if fin.any():
         w = int(np.nanargmax(np.where(fin, y, -np.inf)))
-        ax.annotate(f"worst: token {int(x[w])} ({y[w]:.2e})", (x[w], yy[w]), xytext=(8, 8),
-                    textcoords="offset points", fontsize=8)
+        right = x[w] > (x.min() + x.max()) / 2
+        ax.annotate(f"worst: token {int(x[w])} ({y[w]:.2e})", (x[w], yy[w]), xytext=(-8 if right else 8, 6),
+                    textcoords="offset points", ha="right" if right else "left", fontsize=8)
     ax.set_yscale("log")
     ax.set_xlabel("token index in the batch (row of the output)")
     ax.set_ylabel("per-token relative L2 error (ratio, log scale)")

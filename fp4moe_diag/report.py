@@ -12,7 +12,6 @@ correctness tables for 03 and the Nsight Compute (nsight-python) profiling for 0
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import hashlib
 import importlib
@@ -24,7 +23,6 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
@@ -332,8 +330,6 @@ def local_run(ctx: ReportContext, *, models: Sequence[str] = ("gpt-oss-20b",), e
     """
     import warnings
 
-    import torch
-
     with warnings.catch_warnings():  # tqdm.auto warns about ipywidgets inside a kernel
         warnings.simplefilter("ignore")
         import tqdm.auto  # noqa: F401
@@ -455,7 +451,7 @@ def summary_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
     tables: dict[str, pd.DataFrame] = {}
     best = best_per_shape(df)
     cols = ["gpu_name", "backend", "model", "ep_size", "num_tokens", "best_tactic", "best_us", "default_tactic",
-            "default_us", "speedup", "frac_bw_roofline", "achieved_GBps", "best_rel_l2", "n_ok", "n_tactics"]
+            "default_status", "default_us", "speedup", "frac_bw_roofline", "achieved_GBps", "best_rel_l2", "n_ok", "n_tactics"]
     tables["best_per_shape"] = best[cols].sort_values(["gpu_name", "model", "ep_size", "num_tokens", "backend"]).reset_index(drop=True)
 
     b = best[best["best_us"].notna()].copy()
@@ -756,8 +752,29 @@ def version_matrix_table(version_dirs: Any = None, verdict: Any = None) -> tuple
         return version_matrix(dirs), f"probed {len(dirs)} install dir(s) in subprocesses"
     if VERSION_MATRIX_CSV.is_file():
         return pd.read_csv(VERSION_MATRIX_CSV), f"committed {VERSION_MATRIX_CSV.relative_to(REPO_ROOT)}"
+    per_run = sorted(RUNS_ROOT.glob("*/version_matrix.csv"))
+    if per_run:
+        return pd.read_csv(per_run[-1]), f"committed {per_run[-1].relative_to(REPO_ROOT)} (latest run that has one)"
     return installed_version_row(verdict), ("only the installed flashinfer (pass version_dirs, or commit "
                                             "data/flashinfer_version_matrix.csv from `python -m fp4moe_diag versions`)")
+
+
+def committed_verdicts(root: Any = None) -> pd.DataFrame:
+    """Bug verdicts committed with GPU runs (``data/runs/*/verdict_*.json``), one row each."""
+    base = Path(root) if root is not None else RUNS_ROOT
+    rows = []
+    for f in sorted(base.glob("*/verdict_*.json")):
+        try:
+            v = json.loads(f.read_text())
+        except Exception as e:  # noqa: BLE001
+            rows.append({"run": f.parent.name, "file": f.name, "status": f"unreadable: {type(e).__name__}"})
+            continue
+        meta = v.get("meta_inputs") or []
+        rows.append({"run": f.parent.name, "file": f.name, "status": v.get("status"), "device": v.get("device"),
+                     "flashinfer": v.get("flashinfer_version"), "mode": v.get("mode"),
+                     "meta tuner inputs": ", ".join(f"{m.get('name')}{m.get('shape')}" for m in meta) or "none",
+                     "reason": v.get("reason")})
+    return pd.DataFrame(rows)
 
 
 # =========================================================================== kernel profile (04)
@@ -1060,9 +1077,13 @@ def try_token_errors(row: Optional[pd.Series], ctx: ReportContext) -> tuple[pd.D
     return te, f"Per-token errors of the worst measurement, re-run here: {what} ({case.label})."
 
 
-def fmt(df: pd.DataFrame, precision: int = 4) -> Any:
-    """A Styler with fixed precision and no index (for readable tables in the HTML report)."""
-    return df.style.format(precision=precision, na_rep="", thousands=None).hide(axis="index")
+def fmt(df: pd.DataFrame, precision: int = 4, max_chars: int = 90) -> Any:
+    """A Styler with fixed precision, no index and long strings cut to ``max_chars`` (readable HTML tables)."""
+    d = df.copy()
+    for c in d.columns:
+        if pd.api.types.is_object_dtype(d[c]) or pd.api.types.is_string_dtype(d[c]):
+            d[c] = d[c].map(lambda v: v if not isinstance(v, str) or len(v) <= max_chars else v[: max_chars - 1] + "…")
+    return d.style.format(precision=precision, na_rep="", thousands=None).hide(axis="index")
 
 
 def report_header(df: pd.DataFrame, note: str) -> str:

@@ -110,6 +110,36 @@ def test_time_vs_tokens(df):
     assert GPU in _title(fig)
 
 
+def per_t_default_frame() -> pd.DataFrame:
+    """Triton-like: the library's default tactic depends on the token count."""
+    rows = []
+    labels = ["m16", "m32", "m64"]
+    default_at = {1: "m16", 8: "m16", 64: "m32", 512: "m64"}
+    for t in TOKENS:
+        times = {lab: (10 + t * 0.01) * (1 + 0.3 * i) for i, lab in enumerate(labels)}
+        for i, lab in enumerate(labels):
+            rows.append(_row("triton", lab, i, t, 2, "ok", times[lab], is_default=default_at[t] == lab,
+                             is_best=lab == "m16"))
+    return to_frame(rows)
+
+
+def test_defaults_that_change_with_tokens():
+    d = per_t_default_frame()
+    assert P.default_by_tokens(d) == {1: "m16", 8: "m16", 64: "m32", 512: "m64"}
+    assert P.describe_defaults(P.default_by_tokens(d)) == "m16 (T 1–8); m32 (T 64); m64 (T 512)"
+    ax = P.time_vs_tokens(d).axes[0]
+    assert len(ax.get_lines()) == 3 + 2  # tactics + best envelope + default-per-T envelope
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend[1].startswith("triton: library default per T:") and "m32 (T 64)" in legend[1]
+    default_line = [ln for ln in ax.get_lines() if ln.get_label().startswith("triton: library default")][0]
+    assert list(default_line.get_ydata()) == pytest.approx([10.01, 10.08, (10.64) * 1.3, (15.12) * 1.6])
+    hm = P.tactic_heatmap(d, "triton", "gpt-oss-20b", 2).axes[0]
+    red = [p for p in hm.patches if p.get_edgecolor()[:3] == pytest.approx((0.839, 0.153, 0.157), abs=1e-2)]
+    assert len(red) == len(TOKENS)  # one default marker per row
+    top = P.best_vs_default(d).axes[0]
+    assert any("library default (per T)" in t.get_text() for t in top.get_legend().get_texts())
+
+
 def test_time_vs_tokens_needs_a_choice_when_ambiguous(df):
     with pytest.raises(ValueError, match="backend"):
         P.time_vs_tokens(df)
@@ -285,6 +315,21 @@ def test_tuner_input_table_highlights_meta():
     assert "routing_logits[16, 32]" in R.verdict_table(v).set_index("field").loc["meta tuner inputs", "value"]
 
 
+def test_committed_verdicts_and_fmt(tmp_path):
+    import json
+
+    run = tmp_path / "2026-12-02-nvidia-h200"
+    run.mkdir()
+    (run / "verdict_h200.json").write_text(json.dumps({
+        "status": "not-applicable", "reason": "needs SM100", "mode": "kernel", "flashinfer_version": FI,
+        "device": "NVIDIA H200 (SM90)", "meta_inputs": [{"name": "routing_logits", "shape": [16, 16]}]}))
+    v = R.committed_verdicts(tmp_path)
+    assert v.loc[0, "meta tuner inputs"] == "routing_logits[16, 16]" and v.loc[0, "run"] == run.name
+    assert R.committed_verdicts(tmp_path / "none").empty
+    html = R.fmt(pd.DataFrame({"sig": ["x" * 200], "v": [1.234567]}), max_chars=20).to_html()
+    assert "x" * 19 + "…" in html and "x" * 21 not in html and "1.2346" in html
+
+
 def test_kernels_table_groups_launches_per_annotation():
     raw = pd.DataFrame({
         "annotation": ["best: g1:0"] * 6 + ["default: default(-1,-1)"] * 4,
@@ -362,6 +407,21 @@ def test_figures_on_a_cpu_run(cpu_run, tmp_path):
         P.roofline_fraction(cpu_run)  # CPU runs measure no ceilings
     t = R.summary_tables(cpu_run)
     assert t["best_per_shape"]["best_tactic"].eq("torch fp32").all()
+
+
+def test_figures_on_committed_runs(tmp_path):
+    """Every report figure over whatever is committed under data/runs (skipped while it is empty)."""
+    from fp4moe_diag.results import load_runs
+
+    committed = load_runs()
+    if committed.empty:
+        pytest.skip("no committed runs under data/runs")
+    figs = R.build_report_figures(committed, tmp_path, max_shape_figures=2, show=False)
+    made = [f for f in figs if "paths" in f]
+    assert made, [f.get("skipped") for f in figs]
+    for f in made:
+        assert f["paths"]["png"].stat().st_size > 10_000
+    assert R.summary_tables(committed)["provenance"]["gpu_name"].str.len().gt(0).all()
 
 
 # --------------------------------------------------------------------------- every notebook, headless
