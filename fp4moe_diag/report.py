@@ -178,9 +178,12 @@ def run_notebooks(out_dir: Any = "reports", quick: bool = False, backend: Option
             if target.exists():
                 written.append(target)
                 if html:
-                    written.append(export_html(target, target.with_suffix(".html")))
-                    if nb.name.startswith(REPORT_NOTEBOOK_PREFIX):
-                        written.append(export_html(target, out / "report.html", hide_code=True))
+                    try:  # an HTML export problem (missing nbconvert templates) must not lose the notebook
+                        written.append(export_html(target, target.with_suffix(".html")))
+                        if nb.name.startswith(REPORT_NOTEBOOK_PREFIX):
+                            written.append(export_html(target, out / "report.html", hide_code=True))
+                    except Exception as e:  # noqa: BLE001
+                        failures[target.with_suffix(".html")] = f"HTML export failed: {type(e).__name__}: {e}"
     if failures and raise_on_error:
         raise NotebookError(failures, written)
     return written

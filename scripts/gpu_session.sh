@@ -24,6 +24,7 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || { log "wheel install failed"; exit 3; }
   export PYTHONPATH=/tmp/site
+  export JUPYTER_PATH=/tmp/site/share/jupyter  # nbconvert templates of the --target install
 fi
 NCU_PY=$(ls -d /opt/nvidia/nsight-compute/*/extras/python 2>/dev/null | head -1)
 export PYTHONPATH=${PYTHONPATH:-}:$PWD${NCU_PY:+:$NCU_PY}
