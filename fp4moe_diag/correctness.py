@@ -23,10 +23,14 @@ def poison_(t: torch.Tensor) -> torch.Tensor:
 
 
 def error_metrics(out: torch.Tensor, ref: torch.Tensor, token_tol: float = TOKEN_REL_TOL) -> dict[str, Any]:
+    """Error of ``out`` against ``ref``.  Where the reference is exactly zero (rows of tokens routed
+    only to other EP ranks, or a rank with no tokens at all) the output must be exactly zero too."""
     if out.shape != ref.shape:
         raise ValueError(f"out: expected shape {tuple(ref.shape)} (the reference's), got {tuple(out.shape)}")
     if ref.numel() == 0:
         raise ValueError("ref: the reference is empty; a correctness check needs real data")
+    if not torch.isfinite(ref).all():
+        raise ValueError("ref: the reference has NaN/Inf; fix the reference before comparing")
     o = out.double()
     r = ref.double().to(o.device)
     nan_rows = torch.isnan(o).all(dim=-1)
@@ -35,10 +39,19 @@ def error_metrics(out: torch.Tensor, ref: torch.Tensor, token_tol: float = TOKEN
     finite = torch.isfinite(o)
     d = torch.where(finite, o - r, torch.zeros_like(o))
     ref_norm = float(r.norm())
-    rel_l2 = float(d.norm()) / ref_norm if ref_norm > 0 else float("inf")
     o0 = torch.where(finite, o, torch.zeros_like(o))
-    cos = float(torch.nn.functional.cosine_similarity(o0.reshape(1, -1), r.reshape(1, -1)).item())
-    tok_err = d.norm(dim=-1) / r.norm(dim=-1).clamp(min=1e-12)
+    if ref_norm > 0:
+        rel_l2 = float(d.norm()) / ref_norm
+        cos = float(torch.nn.functional.cosine_similarity(o0.reshape(1, -1), r.reshape(1, -1)).item())
+    else:
+        # an EP rank that received no tokens: the right answer is exactly zero everywhere
+        exact = float(d.norm()) == 0.0
+        rel_l2 = 0.0 if exact else float("inf")
+        cos = 1.0 if exact else 0.0
+    tok_ref = r.norm(dim=-1)
+    tok_err = torch.where(tok_ref > 0, d.norm(dim=-1) / tok_ref.clamp(min=1e-12),
+                          torch.where(d.norm(dim=-1) > 0, torch.full_like(tok_ref, float("inf")),
+                                      torch.zeros_like(tok_ref)))
     bad_tokens = (tok_err > token_tol) | ~finite.all(dim=-1)
     if nan or inf:
         rel_l2 = max(rel_l2, float("inf")) if nan_rows.any() else rel_l2
