@@ -29,7 +29,6 @@ import torch
 from .case import MoECase
 from .flashinfer_hooks import (
     TRTLLM_FP4_OP,
-    InputInfo,
     call_with_supported_kwargs,
     find_meta_tensors,
     flashinfer_status,

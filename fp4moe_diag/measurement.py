@@ -203,7 +203,6 @@ def measure_ceilings(device: Any, copy_bytes: int = 2 * 2**30, gemm_n: int = 819
     a = torch.randn(gemm_n, gemm_n, device=dev, dtype=torch.bfloat16)
     bm = torch.randn(gemm_n, gemm_n, device=dev, dtype=torch.bfloat16)
     tg = time_fn(lambda: a @ bm, dev, warmup=3, repeats=repeats, flush_l2=False)
-    del src, dst, a, bm
     return Ceilings(
         copy_bytes_per_s=2 * (copy_bytes // 2) / (tc.median_us * 1e-6),
         bf16_flops_per_s=2 * gemm_n**3 / (tg.median_us * 1e-6),

@@ -6,8 +6,8 @@ HTML; ``05_report`` is also written as the shareable ``out_dir/report.html`` (co
 
 Everything else here is what the notebooks call, so they stay thin and this stays tested:
 :func:`context` (resolved parameters), :func:`load_report_data` (committed ``data/runs`` or a
-quick local run), :func:`summary_tables`, the bug-reproduction helpers for notebook 01, the
-correctness tables for 03 and the Nsight Compute (nsight-python) profiling for 04.
+quick local run), :func:`summary_tables`; notebook 01's helpers are in :mod:`.report_bug`, 03's in
+:mod:`.report_correctness`, 04's (Nsight Compute via nsight-python) in :mod:`.report_profile`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import math
 import os
 import re
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +41,10 @@ QUICK_TOKENS = (1, 4, 16, 64)
 LOCAL_TOKENS = (1, 4, 16, 64, 256, 1024)
 #: On CPU the local run divides H and I by this (the float32 reference of full gpt-oss shapes is slow).
 CPU_HIDDEN_SCALE = 24
+
+#: columns of a tune() result shown in notebooks 01 and 04
+TUNE_COLUMNS = ["backend", "tactic_label", "is_default_tactic", "is_best", "status", "time_median_us", "time_spread",
+                "rel_l2", "correct", "error_type", "error_message"]
 
 #: ncu metrics collected per kernel in notebook 04 (Speed Of Light + occupancy section names).
 NCU_METRICS = {
@@ -502,557 +505,6 @@ def provenance_table(df: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
-# =========================================================================== correctness (03)
-def correctness_table(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per measured tactic x shape: the error metrics and each tolerance check (PASS/FAIL)."""
-    from .correctness import COSINE_TOL, REL_L2_TOL
-
-    d = df[df["status"].isin(["ok", "incorrect", "failed", "aborted"])].copy()
-    if d.empty:
-        raise ValueError("df: correctness_table needs rows with status ok / incorrect / failed / aborted")
-    has = d["rel_l2"].notna()
-    d["rel_l2_ok"] = (d["rel_l2"] <= REL_L2_TOL) & has
-    d["cosine_ok"] = (d["cosine"] >= COSINE_TOL) & d["cosine"].notna()
-    d["finite_ok"] = (d["nan_count"].fillna(0) == 0) & (d["inf_count"].fillna(0) == 0) & has
-    d["all_rows_written"] = (d["unwritten_rows"].fillna(0) == 0) & has
-    verdict = d["correct"].fillna(False).astype(bool)
-    d["verdict"] = verdict.map({True: "PASS", False: "FAIL"})
-    d.loc[~has, "verdict"] = "no output (" + d.loc[~has, "status"].astype(str) + ")"
-    cols = ["backend", "model", "ep_size", "num_tokens", "tactic_label", "is_default_tactic", "verdict", "rel_l2",
-            "rel_l2_ok", "cosine", "cosine_ok", "max_abs_err", "frac_tokens_over_tol", "worst_token",
-            "nan_count", "inf_count", "unwritten_rows", "finite_ok", "all_rows_written", "ref_abs_mean",
-            "error_message"]
-    return d[cols].sort_values(["backend", "model", "ep_size", "num_tokens", "tactic_label"]).reset_index(drop=True)
-
-
-def correctness_summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Per backend x tactic: shapes checked, passed, worst rel_l2 (and where), min cosine."""
-    d = df[df["rel_l2"].notna()]
-    if d.empty:
-        return pd.DataFrame(columns=["backend", "tactic_label", "shapes", "passed", "failed", "max_rel_l2",
-                                     "worst_shape", "min_cosine", "max_frac_tokens_over_tol"])
-    rows = []
-    for (b, t), g in d.groupby(["backend", "tactic_label"]):
-        worst = g.loc[g["rel_l2"].astype(float).idxmax()]
-        passed = int(g["correct"].fillna(False).astype(bool).sum())
-        rows.append({"backend": b, "tactic_label": t, "shapes": len(g), "passed": passed, "failed": len(g) - passed,
-                     "max_rel_l2": float(g["rel_l2"].max()),
-                     "worst_shape": f"{worst['model']} EP{worst['ep_size']} T={worst['num_tokens']}",
-                     "min_cosine": float(g["cosine"].min()),
-                     "max_frac_tokens_over_tol": float(g["frac_tokens_over_tol"].max())})
-    return pd.DataFrame(rows).sort_values(["failed", "max_rel_l2"], ascending=False).reset_index(drop=True)
-
-
-def worst_tokens(df: pd.DataFrame, n: int = 10) -> pd.DataFrame:
-    """The ``n`` measurements with the largest share of tokens over the per-token tolerance (then rel_l2)."""
-    d = df[df["rel_l2"].notna()].copy()
-    cols = ["backend", "model", "ep_size", "num_tokens", "tactic_label", "frac_tokens_over_tol", "worst_token",
-            "rel_l2", "max_abs_err", "correct"]
-    return d.sort_values(["frac_tokens_over_tol", "rel_l2"], ascending=False)[cols].head(n).reset_index(drop=True)
-
-
-def style_pass_fail(df: pd.DataFrame) -> Any:
-    """Styler: PASS green, FAIL / no output red; boolean check columns coloured the same way."""
-    def colour(v: Any) -> str:
-        if v is True or v == "PASS":
-            return "background-color: #d9f2d9"
-        if v is False or (isinstance(v, str) and (v == "FAIL" or v.startswith("no output"))):
-            return "background-color: #f8d0d0; font-weight: bold"
-        return ""
-
-    check_cols = [c for c in df.columns if c == "verdict" or c.endswith("_ok") or c in ("finite_ok", "all_rows_written", "correct")]
-    sty = df.style
-    apply = getattr(sty, "map", None) or sty.applymap
-    return apply(colour, subset=check_cols).format(precision=4, na_rep="")
-
-
-def case_from_row(row: Any, shapes_file: Any = None) -> "Any":
-    """Rebuild the :class:`MoECase` of a results row (shape-table row for routing details, sizes from the row)."""
-    from .case import MoECase
-    from .shapes import load_vllm_cases
-
-    get = row.get if hasattr(row, "get") else (lambda k, d=None: getattr(row, k, d))
-    rec = {k: (None if (v is pd.NA or (isinstance(v, float) and math.isnan(v))) else v) for k, v in dict(row).items()}
-    try:
-        base = load_vllm_cases(shapes_file, models=[str(get("model"))], ep_sizes=[int(get("ep_size"))],
-                               token_counts=[int(get("num_tokens"))])
-    except (ValueError, FileNotFoundError):
-        base = []
-    if base:
-        return base[0].replace(hidden_size=int(get("hidden_size")), intermediate_size=int(get("intermediate_size")),
-                               seed=int(get("seed") or 0))
-    return MoECase.from_record(rec)
-
-
-def token_errors(case: Any, backend: str, device: str, tactic_label: Optional[str] = None) -> pd.DataFrame:
-    """Per-token relative error of one tactic vs the float32 reference (fresh activations, like the tuner)."""
-    import torch
-
-    from .autotuning import _backend_tactics
-    from .backends import get_backend
-    from .correctness import TOKEN_REL_TOL, per_token_errors, poison_
-    from .inputs import build_inputs, fresh_activations
-    from .reference import reference_moe
-
-    be = get_backend(backend)
-    sup = be.supports(device)
-    if not sup.ok:
-        raise ValueError(f"backend: {backend} cannot run on {device}: {sup.reason}")
-    inputs = build_inputs(case, device)
-    check = fresh_activations(inputs, seed=case.seed + 1_000_003)
-    ref = reference_moe(check, torch.float32)
-    prepared = be.prepare(check)
-    tactics = _backend_tactics(be, case, prepared)
-    t = next((x for x in tactics if tactic_label is None and x.is_default or x.label == tactic_label), tactics[0])
-    out = poison_(torch.empty((case.num_tokens, case.hidden_size), dtype=torch.bfloat16, device=device))
-    y = be.run(prepared, t, out)
-    err = per_token_errors(y, ref).numpy()
-    return pd.DataFrame({"token": range(len(err)), "rel_err": err, "over_tol": err > TOKEN_REL_TOL,
-                         "backend": backend, "tactic_label": t.label})
-
-
-# =========================================================================== bug reproduction (01)
-_KWARG_LINE = re.compile(r"^\s*\([A-Za-z][\w-]*(?:\s+\w+=\w+)*?\s+pid=\d+\)\s+[A-Za-z_]\w*\s+:\s")
-
-
-def extract_kwargs_log(text: str) -> str:
-    """The vLLM ``name : value`` kwarg lines of a bug report (traceback / prose dropped)."""
-    lines = [ln.strip() for ln in text.splitlines() if _KWARG_LINE.match(ln)]
-    if not lines:
-        raise ValueError("text: no vLLM kwarg lines ('(EngineCore_DP0 pid=N) name : value') found")
-    return "\n".join(lines)
-
-
-def seed_case(seed_file: Any = None) -> tuple[Any, str]:
-    """The seed's case, parsed from the bug report's vLLM log if present, else :data:`bugrepro.SEED_CASE`.
-
-    Returns ``(case, note)``.  The logged case is the vLLM batch (T=16384); notebook 01 runs the
-    report's minimal repro size (T=16) via ``case.with_tokens``.
-    """
-    from .bugrepro import SEED_CASE
-    from .vllm_log import parse_vllm_kwargs_log
-
-    path = Path(seed_file) if seed_file else SEED_FILE
-    if path.is_file():
-        log = extract_kwargs_log(path.read_text(encoding="utf-8", errors="replace"))
-        case = parse_vllm_kwargs_log(log, model="gpt-oss-20b")
-        return case, f"parsed from the vLLM kwargs log in {path} ({len(log.splitlines())} kwarg lines)"
-    return SEED_CASE, f"{path} not found: using fp4moe_diag.bugrepro.SEED_CASE (the seed's minimal repro)"
-
-
-def scaled_case(case: Any, scale: int, multiple: int = 128) -> Any:
-    """``case`` with H and I divided by ``scale`` (kept a multiple of ``multiple``, at least ``multiple``)."""
-    def s(v: int) -> int:
-        return max(multiple, (v // scale) // multiple * multiple)
-
-    return case.replace(hidden_size=s(case.hidden_size), intermediate_size=s(case.intermediate_size))
-
-
-def traceback_summary(tb: str, keep: Sequence[str] = ("flashinfer", "tvm_ffi", "fp4moe_diag")) -> str:
-    """The Python frames of ``tb`` that mention ``keep`` (file + the code line) and the exception line."""
-    if not tb:
-        return ""
-    lines = tb.splitlines()
-    is_exc = re.compile(r"^\s*[A-Za-z_.]*(Error|Exception)\b.*:")
-    out = []
-    for i, ln in enumerate(lines):
-        s = re.sub(r'"[^"]*/site-packages/', '"', ln.strip())
-        if s.startswith("File ") and any(k in s for k in keep):
-            out.append(s)
-            nxt = lines[i + 1].strip() if i + 1 < len(lines) else ""
-            if nxt and not nxt.startswith(("File ", "^")) and not is_exc.match(nxt):
-                out.append("    " + nxt)
-    exc = next((ln.strip() for ln in lines if is_exc.match(ln)), "")
-    if exc:
-        out.append(exc)
-    return "\n".join(out)
-
-
-def verdict_table(v: Any) -> pd.DataFrame:
-    rows = [("status", v.status), ("reason", v.reason), ("mode", v.mode),
-            ("flashinfer", v.flashinfer_version or "not installed"), ("device", v.device),
-            ("meta tuner inputs", ", ".join(f"{m.name}{list(m.shape or [])}" for m in v.meta_inputs) or "none")]
-    return pd.DataFrame(rows, columns=["field", "value"])
-
-
-def tuner_input_table(v: Any) -> pd.DataFrame:
-    """What ``AutoTuner.choose_one`` received: one row per input, ``is_meta`` marked."""
-    rows = [{"index": i.index, "name": i.name, "kind": i.kind, "device": i.device, "dtype": i.dtype,
-             "shape": "" if i.shape is None else str(tuple(i.shape)), "is_meta": bool(i.is_meta)}
-            for i in v.tuner_inputs]
-    return pd.DataFrame(rows, columns=["index", "name", "kind", "device", "dtype", "shape", "is_meta"])
-
-
-def style_meta_rows(table: pd.DataFrame) -> Any:
-    """Styler with the ``meta`` rows in red/bold (the tensor TVM-FFI cannot pack)."""
-    def row_style(r: pd.Series) -> list[str]:
-        css = "background-color: #f8d0d0; color: #7a0000; font-weight: bold" if bool(r.get("is_meta")) else ""
-        return [css] * len(r)
-
-    return table.style.apply(row_style, axis=1).hide(axis="index")
-
-
-def device_safe_tune(case: Any, ctx: ReportContext, backend: Optional[str] = None) -> tuple[Any, str]:
-    """:func:`fp4moe_diag.autotuning.tune` on the seed case: every tactic, no meta tensor, a best tactic.
-
-    On CPU (or when the backend cannot run here) it uses the reference backend, on a scaled-down
-    case in quick mode.  Returns ``(TuneResult, note)``.
-    """
-    from .autotuning import tune
-    from .backends import get_backend
-
-    kernels = [b for b in ctx.backends if b != "reference"]
-    name = backend or (kernels[0] if ctx.is_gpu and kernels else "reference")
-    be = get_backend(name)
-    note = ""
-    if not be.supports(ctx.device).ok or not be.check_case(case).ok:
-        why = be.supports(ctx.device).reason or be.check_case(case).reason
-        note = f"{name} cannot run this case here ({why}); using the reference backend. "
-        be = get_backend("reference")
-    if ctx.quick or not ctx.is_gpu:
-        scale = CPU_HIDDEN_SCALE if ctx.quick else 4
-        if not ctx.is_gpu:
-            case = scaled_case(case, scale)
-            note += f"Case scaled down for CPU: H={case.hidden_size}, I={case.intermediate_size}. "
-    res = tune(case, be, ctx.device, warmup=1 if ctx.quick else 3, repeats=3 if ctx.quick else 10)
-    note += (f"tune({case.label}, {be.name}) on {ctx.device}: {len(res.rows)} tactic(s), "
-             f"{len(res.ok_rows)} ok, best = {res.best.label if res.best else 'none'}")
-    return res, note
-
-
-def installed_version_row(verdict: Any = None) -> pd.DataFrame:
-    """The version-matrix row of the flashinfer importable here (no subprocess; uses ``verdict`` if given)."""
-    from .flashinfer_hooks import flashinfer_status
-
-    st = flashinfer_status()
-    row: dict[str, Any] = {"path": "(installed)", "version": st.version}
-    if st.importable:
-        try:
-            import inspect
-
-            core = importlib.import_module("flashinfer.fused_moe.core")
-            row["meta_placeholder_in_source"] = bool(re.search(r'device\s*=\s*"meta"', inspect.getsource(core)))
-        except Exception as e:  # noqa: BLE001
-            row["meta_placeholder_in_source"] = f"? ({type(e).__name__})"
-        row.update(has_routed_moe=st.has_routed_moe, routed_signature=st.routed_signature,
-                   has_sm90_interleave=st.has_sm90_interleave)
-    else:
-        row["error"] = st.reason
-    if verdict is not None:
-        row.update(static_status=verdict.status, static_reason=verdict.reason,
-                   meta_inputs=[m.name for m in verdict.meta_inputs])
-    return pd.DataFrame([row])
-
-
-def version_matrix_table(version_dirs: Any = None, verdict: Any = None) -> tuple[pd.DataFrame, str]:
-    """flashinfer version matrix: probe ``version_dirs`` (pip --target dirs), else the committed CSV, else this install."""
-    from .bugrepro import version_matrix
-
-    if isinstance(version_dirs, str):
-        version_dirs = [d.strip() for d in version_dirs.split(",") if d.strip()]
-    if version_dirs:
-        dirs = [str(Path(d) if Path(d).is_absolute() else REPO_ROOT / d) for d in version_dirs]
-        return version_matrix(dirs), f"probed {len(dirs)} install dir(s) in subprocesses"
-    if VERSION_MATRIX_CSV.is_file():
-        return pd.read_csv(VERSION_MATRIX_CSV), f"committed {VERSION_MATRIX_CSV.relative_to(REPO_ROOT)}"
-    per_run = sorted(RUNS_ROOT.glob("*/version_matrix.csv"))
-    if per_run:
-        return pd.read_csv(per_run[-1]), f"committed {per_run[-1].relative_to(REPO_ROOT)} (latest run that has one)"
-    return installed_version_row(verdict), ("only the installed flashinfer (pass version_dirs, or commit "
-                                            "data/flashinfer_version_matrix.csv from `python -m fp4moe_diag versions`)")
-
-
-def committed_verdicts(root: Any = None) -> pd.DataFrame:
-    """Bug verdicts committed with GPU runs (``data/runs/*/verdict_*.json``), one row each."""
-    base = Path(root) if root is not None else RUNS_ROOT
-    rows = []
-    for f in sorted(base.glob("*/verdict_*.json")):
-        try:
-            v = json.loads(f.read_text())
-        except Exception as e:  # noqa: BLE001
-            rows.append({"run": f.parent.name, "file": f.name, "status": f"unreadable: {type(e).__name__}"})
-            continue
-        meta = v.get("meta_inputs") or []
-        rows.append({"run": f.parent.name, "file": f.name, "status": v.get("status"), "device": v.get("device"),
-                     "flashinfer": v.get("flashinfer_version"), "mode": v.get("mode"),
-                     "meta tuner inputs": ", ".join(f"{m.get('name')}{m.get('shape')}" for m in meta) or "none",
-                     "reason": v.get("reason")})
-    return pd.DataFrame(rows)
-
-
-# =========================================================================== kernel profile (04)
-def nsight_status(device: str) -> tuple[bool, str]:
-    """Whether notebook 04 can profile here: a CUDA device, ``ncu`` on PATH, nsight-python importable."""
-    import torch
-
-    if not str(device).startswith("cuda") or not torch.cuda.is_available():
-        return False, "no CUDA GPU here: Nsight Compute profiles GPU kernels only"
-    ncu = shutil.which("ncu")
-    if not ncu:
-        return False, "Nsight Compute CLI `ncu` is not on PATH (install Nsight Compute / the CUDA toolkit)"
-    try:
-        _ncu_report_module()  # nsight-python imports it; older ones expect ncu's own copy on sys.path
-    except ImportError:
-        pass
-    try:
-        importlib.import_module("nsight")
-    except Exception as e:  # noqa: BLE001
-        return False, f"nsight-python is not importable ({type(e).__name__}: {e}); pip install nsight-python"
-    return True, f"ncu at {ncu}, nsight-python {_module_version('nsight')}"
-
-
-def _ncu_python_dir() -> Optional[Path]:
-    """``<ncu install>/extras/python`` (holds ``ncu_report.py``), if ncu is on PATH."""
-    ncu = shutil.which("ncu")
-    if not ncu:
-        return None
-    for base in (Path(ncu).resolve().parent, Path(ncu).resolve().parent.parent):
-        d = base / "extras" / "python"
-        if (d / "ncu_report.py").is_file() or d.is_dir():
-            return d
-    return None
-
-
-def committed_ncu_results(root: Any = None) -> pd.DataFrame:
-    """Every committed ``ncu_*.csv`` under ``data/runs/*/`` (and ``data/``), with a ``source`` column."""
-    base = Path(root) if root is not None else RUNS_ROOT
-    files = sorted(base.glob("*/ncu_*.csv")) + sorted(base.parent.glob("ncu_*.csv"))
-    frames = []
-    for f in files:
-        try:
-            d = pd.read_csv(f)
-        except Exception as e:  # noqa: BLE001
-            d = pd.DataFrame([{"error": f"{type(e).__name__}: {e}"}])
-        d.insert(0, "source", str(f.relative_to(REPO_ROOT)) if f.is_relative_to(REPO_ROOT) else str(f))
-        frames.append(d)
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-_NSIGHT_DRIVER = '''\
-"""Generated by fp4moe_diag.report.profile_kernels: nsight-python may re-run this script under ncu."""
-import sys
-from fp4moe_diag.report import _nsight_profile_main
-_nsight_profile_main(sys.argv[1])
-'''
-
-
-def profile_kernels(case: Any, backend: str, device: str, out_dir: Any, tactics: dict[str, str],
-                    runs: int = 3, timeout: float = 900.0) -> pd.DataFrame:
-    """Per-kernel ncu metrics of the given tactics (``{"best": label, "default": label}``) via nsight-python.
-
-    nsight-python runs ncu over a script, not over a notebook kernel, so this writes a driver
-    script and a JSON spec to ``out_dir`` and runs it in a subprocess.  Returns one row per
-    (role, kernel): mean duration (µs), DRAM / SM throughput (% of peak) and achieved occupancy (%).
-    """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    spec = {"case": case.to_record(), "backend": backend, "device": device, "tactics": tactics, "runs": runs,
-            "prefix": str(out / "nspy_"), "kernels_csv": str(out / "kernels.csv"),
-            "calls_csv": str(out / "calls.csv")}
-    (out / "spec.json").write_text(json.dumps(spec, indent=2, default=str))
-    script = out / "nsight_profile.py"
-    script.write_text(_NSIGHT_DRIVER)
-    env = dict(os.environ)
-    extras = _ncu_python_dir()
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
-                                        + ([str(extras)] if extras else []))
-    cp = subprocess.run([sys.executable, str(script), str(out / "spec.json")], cwd=str(REPO_ROOT), env=env,
-                        capture_output=True, text=True, timeout=timeout)
-    (out / "nsight_profile.log").write_text(cp.stdout + "\n--- stderr ---\n" + cp.stderr)
-    if cp.returncode != 0 or not Path(spec["kernels_csv"]).exists():
-        tail = "\n".join((cp.stderr or cp.stdout).strip().splitlines()[-15:])
-        raise RuntimeError(f"nsight profiling failed (exit {cp.returncode}); log: {out / 'nsight_profile.log'}\n{tail}")
-    return pd.read_csv(spec["kernels_csv"])
-
-
-def _ncu_report_module() -> Any:
-    try:
-        return importlib.import_module("ncu_report")
-    except ImportError:
-        extras = _ncu_python_dir()
-        if extras is not None and str(extras) not in sys.path:
-            sys.path.append(str(extras))
-            return importlib.import_module("ncu_report")
-        raise
-
-
-def read_ncu_report(path: Any, metrics: Sequence[str] = tuple(NCU_METRICS)) -> pd.DataFrame:
-    """Every profiled kernel of an ``.ncu-rep`` with its nsight-python annotation and ``metrics``."""
-    ncu_report = _ncu_report_module()
-    ctx = ncu_report.load_report(str(path))
-    rows = []
-    for r in range(ctx.num_ranges()):
-        rng = ctx.range_by_idx(r)
-        for a in range(rng.num_actions()):
-            act = rng.action_by_idx(a)
-            ann = ""
-            state = act.nvtx_state()
-            for did in state.domains():
-                dom = state.domain_by_id(did)
-                if dom.name() != "nsight-python":
-                    continue
-                names = []
-                for getter in ("start_end_ranges", "push_pop_ranges"):
-                    if hasattr(dom, getter):
-                        names = list(getattr(dom, getter)() or [])
-                        if names:
-                            break
-                ann = names[0] if names else ""
-            row = {"annotation": ann, "kernel": act.name()}
-            have = set(act.metric_names())
-            for m in metrics:
-                if m in have:
-                    row[m] = act[m].value()
-                    row[m + ".unit"] = act[m].unit()
-            rows.append(row)
-    return pd.DataFrame(rows)
-
-
-def kernels_table(raw: pd.DataFrame) -> pd.DataFrame:
-    """Raw ncu rows -> one row per (annotation, launch index): mean over runs, readable columns."""
-    if raw.empty:
-        return raw
-    d = raw[raw["annotation"] != ""].copy()
-    d["launch"] = d.groupby("annotation").cumcount()
-    n_k = d.groupby("annotation")["kernel"].transform(lambda s: _period(list(s)))
-    d["launch"] = d["launch"] % n_k
-    dur = "gpu__time_duration.sum"
-    if dur in d:
-        unit = str(d.get(dur + ".unit", pd.Series(["ns"])).iloc[0]).lower()
-        scale = {"ns": 1e-3, "nsecond": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}.get(unit, 1e-3)
-        d["duration_us"] = pd.to_numeric(d[dur], errors="coerce") * scale
-    ren = {m: v for m, v in NCU_METRICS.items() if m in d and m != dur}
-    d = d.rename(columns=ren)
-    keep = ["duration_us"] + list(ren.values())
-    out = d.groupby(["annotation", "launch", "kernel"], sort=False)[[c for c in keep if c in d]].mean().reset_index()
-    out["runs"] = d.groupby(["annotation", "launch", "kernel"], sort=False).size().values
-    out["role"] = out["annotation"].str.split(":").str[0]
-    out["tactic_label"] = out["annotation"].str.split(":", n=1).str[1].str.strip()
-    return out
-
-
-def _period(names: list[str]) -> int:
-    """Kernels per call: the smallest p such that the launch sequence repeats with period p."""
-    n = len(names)
-    for p in range(1, n + 1):
-        if n % p == 0 and names == names[:p] * (n // p):
-            return p
-    return n
-
-
-def _nsight_profile_main(spec_path: str) -> None:  # pragma: no cover - needs a GPU, ncu and nsight-python
-    import torch
-
-    import nsight
-
-    from .autotuning import _backend_tactics
-    from .backends import get_backend
-    from .case import MoECase
-    from .inputs import build_inputs
-
-    spec = json.loads(Path(spec_path).read_text())
-    case = MoECase.from_record(spec["case"])
-    dev = torch.device(spec["device"])
-    be = get_backend(spec["backend"])
-    inputs = build_inputs(case, dev)
-    prepared = be.prepare(inputs)
-    by_label = {t.label: t for t in _backend_tactics(be, case, prepared)}
-    chosen = [(role, by_label[label]) for role, label in spec["tactics"].items() if label in by_label]
-    if not chosen:
-        raise SystemExit(f"none of the tactics {spec['tactics']} is in {sorted(by_label)}")
-    out = torch.empty((case.num_tokens, case.hidden_size), dtype=torch.bfloat16, device=dev)
-    for _, t in chosen:  # JIT / autotuner warm-up outside the profiled ranges
-        be.run(prepared, t, out)
-    torch.cuda.synchronize(dev)
-
-    @nsight.analyze.kernel(configs=[(case.num_tokens,)], runs=int(spec["runs"]), metrics=list(NCU_METRICS),
-                           combine_kernel_metrics=lambda a, b: a + b, output_prefix=spec["prefix"],
-                           output_csv=True)
-    def fused_moe(num_tokens: int) -> None:
-        for role, t in chosen:
-            with nsight.annotate(f"{role}: {t.label}"):
-                be.run(prepared, t, out)
-        torch.cuda.synchronize(dev)
-
-    res = fused_moe()
-    if res is None:  # nsight-python < 1.0 re-ran this script under ncu; the child stops here
-        return
-    calls = res.to_dataframe()
-    calls.to_csv(spec["calls_csv"], index=False)
-    reps = sorted(Path(spec["prefix"]).parent.glob(Path(spec["prefix"]).name + "ncu-output-*.ncu-rep"))
-    if not reps:
-        raise SystemExit(f"no .ncu-rep written under {spec['prefix']}*")
-    kernels_table(read_ncu_report(reps[-1])).to_csv(spec["kernels_csv"], index=False)
-
-
-def profile_vs_events(kernels: pd.DataFrame, tune_rows: pd.DataFrame) -> pd.DataFrame:
-    """Per role (best/default): sum of ncu kernel durations next to the CUDA-event median of the tuner."""
-    if kernels.empty:
-        return pd.DataFrame()
-    aggs = {"kernels": ("kernel", "size")}
-    if "duration_us" in kernels:
-        aggs["ncu_sum_us"] = ("duration_us", "sum")
-    if "dram_throughput_pct" in kernels:
-        aggs["max_dram_pct"] = ("dram_throughput_pct", "max")
-    k = kernels.groupby(["role", "tactic_label"]).agg(**aggs).reset_index()
-    ev = tune_rows[["tactic_label", "time_median_us", "time_p10_us", "time_p90_us", "frac_bw_roofline"]]
-    return k.merge(ev, on="tactic_label", how="left").rename(columns={"time_median_us": "event_median_us"})
-
-
-#: Columns of a tune() result shown in the notebooks.
-TUNE_COLUMNS = ["backend", "tactic_label", "is_default_tactic", "is_best", "status", "time_median_us", "time_spread",
-                "rel_l2", "correct", "error_type", "error_message"]
-
-
-def kernel_profile_session(ctx: ReportContext, model: str = "gpt-oss-20b", ep_size: int = 2, num_tokens: int = 16,
-                           runs: int = 3, backend: Optional[str] = None) -> dict[str, Any]:
-    """Notebook 04's live part: tune one shape, then ncu-profile its best and default tactic.
-
-    Never raises for a missing GPU / ncu / nsight-python or a failing profile: the returned dict's
-    ``message`` says what happened; ``kernels`` (per kernel), ``summary`` (ncu sum vs CUDA events)
-    and ``tune_rows`` are DataFrames (empty when skipped); ``csv`` is where the kernel table went.
-    """
-    from .autotuning import tune
-    from .backends import get_backend
-    from .shapes import load_vllm_cases
-
-    empty = pd.DataFrame()
-    res: dict[str, Any] = {"kernels": empty, "summary": empty, "tune_rows": empty, "csv": None}
-    ok, why = nsight_status(ctx.device)
-    if not ok:
-        res["message"] = f"Live kernel profiling skipped: {why}."
-        return res
-    kernels = [b for b in ctx.backends if b != "reference"]
-    name = backend or (kernels[0] if kernels else "reference")
-    cases = load_vllm_cases(ctx.shapes_file, models=[model], ep_sizes=[ep_size], token_counts=[num_tokens])
-    if not cases:
-        res["message"] = f"Live kernel profiling skipped: no shape {model} EP{ep_size} in {ctx.shapes_file}."
-        return res
-    case = cases[0]
-    tr = tune(case, get_backend(name), ctx.device, warmup=3, repeats=10 if ctx.quick else 30)
-    res["tune_rows"] = tr.rows
-    if tr.best is None:
-        res["message"] = f"Live kernel profiling skipped: {name} has no correct tactic on {case.label}."
-        return res
-    tactics = {"best": tr.best.label}
-    if tr.default is not None and tr.default.label != tr.best.label:
-        tactics["default"] = tr.default.label
-    out = ctx.work_dir / f"ncu-{_slug(name, case.label)}"
-    try:
-        k = profile_kernels(case, name, ctx.device, out, tactics, runs=runs)
-    except (RuntimeError, subprocess.TimeoutExpired) as e:
-        res["message"] = f"Live kernel profiling failed (the rest of the report is unaffected): {e}"
-        return res
-    k.insert(0, "backend", name)
-    k.insert(1, "case", case.label)
-    csv = ctx.out_dir / f"ncu_{_slug(name, case.label)}.csv"
-    k.to_csv(csv, index=False)
-    res.update(kernels=k, summary=profile_vs_events(k, tr.rows), csv=csv,
-               message=f"Profiled {', '.join(f'{r}={t}' for r, t in tactics.items())} of {name} on {case.label}; "
-                       f"kernel table written to {csv} (copy it to data/runs/<run>/ to commit it).")
-    return res
-
-
 def worst_measurement(df: pd.DataFrame) -> Optional[pd.Series]:
     """The row with the largest rel_l2 (NaN/Inf first), or None when no row has one."""
     d = df[df["rel_l2"].notna()]
@@ -1143,3 +595,40 @@ def build_report_figures(df: pd.DataFrame, fig_dir: Any, max_shape_figures: int 
             show_markdown(f"#### {title}\n`{paths['png'].name}` / `{paths['svg'].name}` in `{fig_dir}`")
             show_figure(fig)
     return out
+
+
+# notebook-specific helpers live in their own modules; re-exported so notebooks keep using `report.X`
+from .report_correctness import (  # noqa: E402,F401
+    correctness_table,
+    correctness_summary,
+    worst_tokens,
+    style_pass_fail,
+    case_from_row,
+    token_errors,
+)
+from .report_bug import (  # noqa: E402,F401
+    extract_kwargs_log,
+    seed_case,
+    scaled_case,
+    traceback_summary,
+    verdict_table,
+    tuner_input_table,
+    style_meta_rows,
+    device_safe_tune,
+    installed_version_row,
+    version_matrix_table,
+    committed_verdicts,
+)
+from .report_profile import (  # noqa: E402,F401
+    nsight_status,
+    _ncu_python_dir,
+    committed_ncu_results,
+    profile_kernels,
+    _ncu_report_module,
+    read_ncu_report,
+    kernels_table,
+    _period,
+    _nsight_profile_main,
+    profile_vs_events,
+    kernel_profile_session,
+)
