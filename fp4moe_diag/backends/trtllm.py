@@ -51,10 +51,11 @@ def prepare_trtllm_weights(kwargs: dict, case: MoECase) -> dict:
     kw["gemm1_weights_scale"] = torch.stack(g1s).view(sdt).reshape(l, 2 * i, h // b)
     kw["gemm2_weights"] = torch.stack(g2w)
     kw["gemm2_weights_scale"] = torch.stack(g2s).view(sdt).reshape(l, h, i // b)
-    for name in ("gemm1_bias", "gemm1_alpha", "gemm1_beta", "gemm1_clamp_limit"):
-        t = kw.get(name)
-        if t is not None and name == "gemm1_bias":
-            kw[name] = reorder_rows_for_gated_act_gemm(t.reshape(l, 2 * i, 1)).reshape(l, 2 * i)
+    b13 = kw.get("gemm1_bias")
+    if b13 is not None:  # the bias rows follow the weight rows (reorder works on dim 0, per expert)
+        kw["gemm1_bias"] = torch.stack(
+            [reorder_rows_for_gated_act_gemm(b13[e].reshape(2 * i, 1)).reshape(2 * i) for e in range(l)]
+        )
     return kw
 
 
