@@ -132,3 +132,17 @@ def test_cpu_tensor_handed_to_cuda_device_is_rejected():
         inp = build_inputs(CASE, "cpu")
         with pytest.raises(ValueError, match="expected a tensor on cuda"):
             validate_inputs(inp, "cuda")
+
+
+def test_broken_cuda_context_aborts_remaining_tactics_cleanly(monkeypatch):
+    import fp4moe_diag.autotuning as at
+
+    b = PackingBackend(failing={1}, fail_with=RuntimeError("CUDA error: an illegal memory access was encountered"))
+    monkeypatch.setattr(at, "cuda_context_ok", lambda dev: (False, "RuntimeError: CUDA error: illegal memory access"))
+    res = tune(CASE, b, "cpu", warmup=1, repeats=2)
+    df = res.rows
+    assert list(df["status"]) == ["ok", "failed", "aborted", "aborted"]
+    assert not res.context_ok and "unusable after tactic t1" in res.notes[0]
+    assert (df[df["status"] == "aborted"]["error_message"].str.contains("t1")).all()
+    assert b.calls.count(2) == 0 and b.calls.count(3) == 0  # nothing launched after the broken context
+    assert res.best is not None and res.best.id == 0  # rows gathered so far are still usable
