@@ -111,12 +111,13 @@ def _err(e: BaseException) -> tuple[str, str]:
     return type(e).__name__, (msg[0] if msg else "")[:500]
 
 
-def _backend_tactics(backend: Backend, case: MoECase, prepared: Any) -> list[Tactic]:
-    import inspect
+#: the correctness check's activations come from this seed offset (tune and sweep must agree)
+CHECK_SEED_OFFSET = 1_000_003
 
-    if "prepared" in inspect.signature(backend.tactics).parameters:
-        return list(backend.tactics(case, prepared=prepared))
-    return list(backend.tactics(case))
+
+def correctness_inputs(inputs: MoEInputs) -> MoEInputs:
+    """Same weights and routing as ``inputs``, fresh random activations for the correctness check."""
+    return fresh_activations(inputs, seed=inputs.case.seed + CHECK_SEED_OFFSET)
 
 
 def tune(
@@ -147,7 +148,8 @@ def tune(
     dev = resolve_device(device)
     env = env if env is not None else environment_info(dev)
     base = {**env, **case.to_record(), "backend": backend.name}
-    base.update({k: v for k, v in (ceilings.as_dict() if ceilings else {}).items()})
+    if ceilings is not None:
+        base.update(ceilings.as_dict())
     rows: list[dict] = []
     result = TuneResult(case, backend.name, to_frame([]))
 
@@ -170,6 +172,11 @@ def tune(
         raise ValueError("inputs: built for a different case than the one given")
     validate_inputs(inputs, dev)  # ValueError before any kernel
 
+    if check_correctness:
+        # one prepared set serves the check and the timing: fresh activations, the case's weights
+        inputs = correctness_inputs(inputs)
+        if reference is None:
+            reference = reference_moe(inputs, torch.float32)
     try:
         prepared = backend.prepare(inputs)
     except Exception as e:  # noqa: BLE001
@@ -178,21 +185,19 @@ def tune(
         result.notes.append(traceback.format_exc())
         return finish()
     try:
-        tactic_list = list(tactics) if tactics is not None else _backend_tactics(backend, case, prepared)
+        tactic_list = list(tactics) if tactics is not None else list(backend.tactics(case, prepared=prepared))
     except Exception as e:  # noqa: BLE001
         et, em = _err(e)
         rows.append({**base, "status": "failed", "stage": "tactics", "error_type": et, "error_message": em})
         result.notes.append(traceback.format_exc())
         return finish()
 
-    check_inputs = None
-    if check_correctness:
-        check_inputs = fresh_activations(inputs, seed=case.seed + 1_000_003)
-        if reference is None:
-            reference = reference_moe(check_inputs, torch.float32)
-        check_prepared = backend.prepare(check_inputs) if check_inputs is not inputs else prepared
     work = moe_work(case, inputs.local_topk_ids)
     out = torch.empty((case.num_tokens, case.hidden_size), dtype=torch.bfloat16, device=dev)
+
+    def timed(tactic: Tactic) -> TimingStats:
+        return time_fn(lambda: backend.run(prepared, tactic, out), dev, warmup=warmup, repeats=repeats,
+                       flush_l2=flush_l2, cuda_graph=cuda_graph, max_seconds=max_seconds_per_tactic)
 
     for idx, t in enumerate(tactic_list):
         row = {**base, "tactic": str(t.id), "tactic_label": t.label, "is_default_tactic": t.is_default}
@@ -202,14 +207,12 @@ def tune(
         try:
             if check_correctness:
                 poison_(out)
-                y = backend.run(check_prepared, t, out)
+                y = backend.run(prepared, t, out)
                 if dev.type == "cuda":
                     torch.cuda.synchronize(dev)
                 row.update(error_metrics(y, reference))
             stage = "timing"
-            stats: TimingStats = time_fn(lambda: backend.run(prepared, t, out), dev, warmup=warmup,
-                                         repeats=repeats, flush_l2=flush_l2, cuda_graph=cuda_graph,
-                                         max_seconds=max_seconds_per_tactic)
+            stats = timed(t)
             row.update(stats.as_dict())
             row.update(roofline_fields(work, stats, ceilings))
             row["status"] = "ok" if (not check_correctness or row.get("correct")) else "incorrect"
@@ -241,9 +244,7 @@ def tune(
         result.best = next(t for t in tactic_list if str(t.id) == best_id)
         if repeat_best:  # noise figure: the same tactic timed a second time, after all the others
             try:
-                again = time_fn(lambda: backend.run(prepared, result.best, out), dev, warmup=warmup,
-                                repeats=repeats, flush_l2=flush_l2, cuda_graph=cuda_graph,
-                                max_seconds=max_seconds_per_tactic)
+                again = timed(result.best)
                 first = float(df.loc[best_idx, "time_median_us"])
                 df.loc[best_idx, "time_median_us_repeat"] = again.median_us
                 df.loc[best_idx, "noise_ratio"] = max(first, again.median_us) / min(first, again.median_us)
@@ -280,7 +281,7 @@ def sweep(
             bar.set_postfix_str(f"{case.label} {b.name}")
             if inputs is None and b.supports(dev).ok and b.check_case(case).ok:
                 inputs = build_inputs(case, dev)
-                reference = reference_moe(fresh_activations(inputs, seed=case.seed + 1_000_003), torch.float32)
+                reference = reference_moe(correctness_inputs(inputs), torch.float32)
             res = tune(case, b, dev, inputs=inputs, reference=reference, env=env, **tune_kwargs)
             frames.append(res.rows)
             if on_result:

@@ -93,10 +93,10 @@ def token_errors(case: Any, backend: str, device: str, tactic_label: Optional[st
     """Per-token relative error of one tactic vs the float32 reference (fresh activations, like the tuner)."""
     import torch
 
-    from .autotuning import _backend_tactics
+    from .autotuning import correctness_inputs
     from .backends import get_backend
     from .correctness import TOKEN_REL_TOL, per_token_errors, poison_
-    from .inputs import build_inputs, fresh_activations
+    from .inputs import build_inputs
     from .reference import reference_moe
 
     be = get_backend(backend)
@@ -104,10 +104,10 @@ def token_errors(case: Any, backend: str, device: str, tactic_label: Optional[st
     if not sup.ok:
         raise ValueError(f"backend: {backend} cannot run on {device}: {sup.reason}")
     inputs = build_inputs(case, device)
-    check = fresh_activations(inputs, seed=case.seed + 1_000_003)
+    check = correctness_inputs(inputs)
     ref = reference_moe(check, torch.float32)
     prepared = be.prepare(check)
-    tactics = _backend_tactics(be, case, prepared)
+    tactics = be.tactics(case, prepared=prepared)
     t = next((x for x in tactics if tactic_label is None and x.is_default or x.label == tactic_label), tactics[0])
     out = poison_(torch.empty((case.num_tokens, case.hidden_size), dtype=torch.bfloat16, device=device))
     y = be.run(prepared, t, out)

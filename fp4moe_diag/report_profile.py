@@ -179,7 +179,6 @@ def _nsight_profile_main(spec_path: str) -> None:  # pragma: no cover - needs a 
 
     import nsight
 
-    from .autotuning import _backend_tactics
     from .backends import get_backend
     from .case import MoECase
     from .inputs import build_inputs
@@ -190,7 +189,7 @@ def _nsight_profile_main(spec_path: str) -> None:  # pragma: no cover - needs a 
     be = get_backend(spec["backend"])
     inputs = build_inputs(case, dev)
     prepared = be.prepare(inputs)
-    by_label = {t.label: t for t in _backend_tactics(be, case, prepared)}
+    by_label = {t.label: t for t in be.tactics(case, prepared=prepared)}
     chosen = [(role, by_label[label]) for role, label in spec["tactics"].items() if label in by_label]
     if not chosen:
         raise SystemExit(f"none of the tactics {spec['tactics']} is in {sorted(by_label)}")

@@ -169,7 +169,7 @@ class TritonMXFP4Backend(Backend):
             return Support(False, f"triton kernels take bf16 activations only, not {case.activation_format.value}")
         return Support(True)
 
-    def tactics(self, case: MoECase) -> list[Tactic]:
+    def tactics(self, case: MoECase, prepared: Any = None) -> list[Tactic]:
         default = default_config(case)
         names = ("block_m", "block_n", "block_k", "num_warps", "num_stages")
         return [
