@@ -93,3 +93,25 @@ def test_best_tactic_handed_to_flashinfer_cache_is_used_without_autotune():
             routed_moe_function()(**kw)
     fallback = [c for c in stub2.scalars if c[0] == "trtllm_fp4_block_scale_moe"][-1]
     assert list(fallback[1][-1]) == [-1, -1]
+
+
+def test_trtllm_backend_tactics_run_and_commit_over_the_stub():
+    from fp4moe_diag.backends.flashinfer_common import FlashInferPrepared
+    from fp4moe_diag.backends.trtllm import TrtllmGenBackend
+
+    inp = build_inputs(SMALL)
+    kw = inp.trtllm_kwargs(tune_max_num_tokens=4)
+    kw["enable_pdl"] = False
+    prepared = FlashInferPrepared(inp, kw)  # unshuffled weights: the stub computes nothing
+    b = TrtllmGenBackend()
+    with stub_trtllm_gen_module() as stub:
+        tactics = b.tactics(SMALL, prepared=prepared)
+        assert [t.label for t in tactics] == ["default(-1)", "tile8/cfg0", "tile16/cfg0", "tile32/cfg0", "tile64/cfg0"]
+        out = torch.zeros(4, 256, dtype=torch.bfloat16)
+        assert b.run(prepared, tactics[2], out) is out
+        assert list(stub.scalars[-1][1][-1]) == [16, 0]  # the forced tactic reached the kernel call
+        key = b.commit_tactic(prepared, tactics[2])[0]
+    from flashinfer.autotuner import AutoTuner
+
+    assert AutoTuner.get().profiling_cache[key][1] == [16, 0]
+    AutoTuner.get().clear_cache()

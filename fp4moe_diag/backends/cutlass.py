@@ -18,15 +18,20 @@ own ``AutoTuner.choose_one`` (patched to answer it), so the op's real Python run
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Optional
 
 import torch
 
 from ..case import ActivationFormat, GatedActivation, MoECase, WeightFormat
 from ..inputs import MoEInputs, build_inputs
 from .base import Backend, Support, Tactic, register
-from .flashinfer_common import capture_tuner_calls, flashinfer_support, forced_call, valid_tactics
+from .flashinfer_common import (
+    FlashInferPrepared,
+    call_with_output,
+    capture_tuner_calls,
+    flashinfer_support,
+    valid_tactics,
+)
 
 GEMM1_OP = "trtllm::fused_moe::gemm1"
 GEMM2_OP = "trtllm::fused_moe::gemm2"
@@ -41,12 +46,6 @@ def interleave_mxfp4_scales_sm90(scales: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"scales: expected [E, R, K/32] with K/32 a multiple of 4, got {tuple(scales.shape)}")
     e, r, kb = scales.shape
     return scales.reshape(e, r, kb // 4, 4).permute(0, 2, 1, 3).reshape(e, kb // 4, r * 4).contiguous()
-
-
-@dataclass
-class CutlassPrepared:
-    inputs: MoEInputs
-    kwargs: dict
 
 
 def _cutlass_fn():
@@ -131,12 +130,12 @@ class CutlassBackend(Backend):
                       swiglu_limit=inputs.swiglu_limit)
         return kw
 
-    def prepare(self, inputs: MoEInputs) -> CutlassPrepared:
+    def prepare(self, inputs: MoEInputs) -> FlashInferPrepared:
         load_slim_module_if_configured()
-        return CutlassPrepared(inputs, self._kwargs(inputs))
+        return FlashInferPrepared(inputs, self._kwargs(inputs))
 
     # -- tactics -----------------------------------------------------------------------
-    def tactics(self, case: MoECase, prepared: Optional[CutlassPrepared] = None) -> list[Tactic]:
+    def tactics(self, case: MoECase, prepared: Optional[FlashInferPrepared] = None) -> list[Tactic]:
         if prepared is None:
             dev = "cuda" if torch.cuda.is_available() else "cpu"
             prepared = self.prepare(build_inputs(case.with_tokens(min(case.num_tokens, 8)), dev))
@@ -148,7 +147,7 @@ class CutlassBackend(Backend):
         out += [Tactic(id=(-1, t), label=f"g2:{t}", params={"gemm1": -1, "gemm2": t}) for t in n2]
         return out
 
-    def commit_tactic(self, prepared: CutlassPrepared, tactic: Tactic) -> list:
+    def commit_tactic(self, prepared: FlashInferPrepared, tactic: Tactic) -> list:
         """Hand the (gemm1, gemm2) tactic to FlashInfer's AutoTuner cache for this shape bucket."""
         from ..flashinfer_hooks import install_tactic_in_autotuner
 
@@ -156,10 +155,6 @@ class CutlassBackend(Backend):
         g = dict(zip((GEMM1_OP, GEMM2_OP), tactic.id))
         return [install_tactic_in_autotuner(c, g[c.custom_op]) for c in calls]
 
-    def run(self, prepared: CutlassPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def run(self, prepared: FlashInferPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
         g1, g2 = tactic.id
-        kw = dict(prepared.kwargs)
-        if output is not None:
-            kw["output"] = output
-        res = forced_call(_cutlass_fn(), kw, {GEMM1_OP: g1, GEMM2_OP: g2})
-        return res[0] if isinstance(res, (list, tuple)) else res
+        return call_with_output(_cutlass_fn(), prepared, {GEMM1_OP: g1, GEMM2_OP: g2}, output)

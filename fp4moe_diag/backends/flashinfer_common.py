@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
+
+import torch
 
 from ..flashinfer_hooks import (
     ChooseOneCall,
@@ -11,7 +14,26 @@ from ..flashinfer_hooks import (
     flashinfer_status,
     intercept_choose_one,
 )
+from ..inputs import MoEInputs
 from .base import Support
+
+
+@dataclass
+class FlashInferPrepared:
+    """A case's inputs and the keyword arguments of the FlashInfer entry point, laid out for it."""
+
+    inputs: MoEInputs
+    kwargs: dict
+
+
+def call_with_output(fn: Callable, prepared: FlashInferPrepared, tactics: dict[str, Any],
+                     output: Optional[torch.Tensor]) -> torch.Tensor:
+    """``fn(**prepared.kwargs, output=output)`` with ``tactics`` forced; the output tensor."""
+    kw = dict(prepared.kwargs)
+    if output is not None:
+        kw["output"] = output
+    res = forced_call(fn, kw, tactics)
+    return res[0] if isinstance(res, (list, tuple)) else res
 
 
 def flashinfer_support() -> Support:

@@ -15,7 +15,6 @@ Not yet run on a B200 by this project: treat its numbers as unverified until a B
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Optional
 
 import torch
@@ -24,7 +23,13 @@ from ..case import ActivationFormat, MoECase
 from ..flashinfer_hooks import TRTLLM_FP4_OP, routed_moe_function
 from ..inputs import MoEInputs, build_inputs
 from .base import Backend, Support, Tactic, register
-from .flashinfer_common import capture_tuner_calls, flashinfer_support, forced_call, valid_tactics
+from .flashinfer_common import (
+    FlashInferPrepared,
+    call_with_output,
+    capture_tuner_calls,
+    flashinfer_support,
+    valid_tactics,
+)
 
 EPILOGUE_TILE_M = 128
 
@@ -59,10 +64,9 @@ def prepare_trtllm_weights(kwargs: dict, case: MoECase) -> dict:
     return kw
 
 
-@dataclass
-class TrtllmPrepared:
-    inputs: MoEInputs
-    kwargs: dict
+def _kernel_tactic(tactic: Tactic) -> Any:
+    """The kernel takes a [tile_tokens_dim, config] list; our Tactic ids are hashable tuples."""
+    return list(tactic.id) if isinstance(tactic.id, tuple) else tactic.id
 
 
 @register
@@ -78,11 +82,11 @@ class TrtllmGenBackend(Backend):
             return Support(False, "fp4moe-diag builds bf16 hidden states; mxfp8 activations are not wired yet")
         return Support(True)
 
-    def prepare(self, inputs: MoEInputs) -> TrtllmPrepared:
+    def prepare(self, inputs: MoEInputs) -> FlashInferPrepared:
         kw = inputs.trtllm_kwargs(tune_max_num_tokens=max(1, inputs.case.num_tokens))
-        return TrtllmPrepared(inputs, prepare_trtllm_weights(kw, inputs.case))
+        return FlashInferPrepared(inputs, prepare_trtllm_weights(kw, inputs.case))
 
-    def tactics(self, case: MoECase, prepared: Optional[TrtllmPrepared] = None) -> list[Tactic]:
+    def tactics(self, case: MoECase, prepared: Optional[FlashInferPrepared] = None) -> list[Tactic]:
         if prepared is None:
             prepared = self.prepare(build_inputs(case, "cuda"))
         call = capture_tuner_calls(routed_moe_function(), prepared.kwargs, [TRTLLM_FP4_OP])[0]
@@ -94,18 +98,12 @@ class TrtllmGenBackend(Backend):
                        label=f"tile{t[0]}/cfg{t[1]}" if isinstance(t, (list, tuple)) else str(t)) for t in tacts]
         return out
 
-    def commit_tactic(self, prepared: TrtllmPrepared, tactic: Tactic) -> list:
+    def commit_tactic(self, prepared: FlashInferPrepared, tactic: Tactic) -> list:
         """Hand ``tactic`` to FlashInfer's AutoTuner cache: a later ``autotune(False)`` call uses it."""
         from ..flashinfer_hooks import install_tactic_in_autotuner
 
         call = capture_tuner_calls(routed_moe_function(), prepared.kwargs, [TRTLLM_FP4_OP])[0]
-        t: Any = list(tactic.id) if isinstance(tactic.id, tuple) else tactic.id
-        return [install_tactic_in_autotuner(call, t)]
+        return [install_tactic_in_autotuner(call, _kernel_tactic(tactic))]
 
-    def run(self, prepared: TrtllmPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
-        kw = dict(prepared.kwargs)
-        if output is not None:
-            kw["output"] = output
-        t: Any = list(tactic.id) if isinstance(tactic.id, tuple) else tactic.id
-        res = forced_call(routed_moe_function(), kw, {TRTLLM_FP4_OP: t})
-        return res[0] if isinstance(res, (list, tuple)) else res
+    def run(self, prepared: FlashInferPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
+        return call_with_output(routed_moe_function(), prepared, {TRTLLM_FP4_OP: _kernel_tactic(tactic)}, output)
