@@ -9,7 +9,11 @@
 # Phases (default: all but 'cutlass-build'): env reproduce versions sweep notebooks cutlass-build
 # (notebook 04 does the Nsight Compute profile; every sweep re-times each best tactic: noise_ratio)
 # Knobs: SWEEP_BACKENDS (triton,cutlass,reference), SWEEP_MODELS, SWEEP_EP, SWEEP_TOKENS,
-#        SWEEP_REPEATS, SWEEP_ARGS (extra args), FP4MOE_CUTLASS_MODULE (prebuilt slim module).
+#        SWEEP_REPEATS, SWEEP_ARGS (extra args), FP4MOE_CUTLASS_MODULE (prebuilt slim module),
+#        FP4MOE_FP4QUANT_MODULE (prebuilt flashinfer fp4 quantization module, for gputests).
+# Several sweeps in one call: SWEEPS="backends|models|out|timeout_s|extra args;..." (one entry per
+# sweep, run in order; each writes its own run folder; empty fields fall back to the SWEEP_* knobs).
+# Phase 'gputests' runs the GPU-only tests (pytest -m gpu) into $B/gputests.txt.
 set -u
 OUT=${OUT:-/tmp/fp4moe_out}
 B=$OUT/bundle
@@ -75,11 +79,34 @@ if has debug-cutlass; then
   timeout 200 python3 scripts/debug_cutlass.py 2>&1 | grep -v autotuner.py | tee "$B/debug_cutlass.txt" | tail -60
 fi
 
+if has gputests; then
+  log "GPU-only tests"
+  timeout "${GPUTESTS_TIMEOUT:-240}" python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tee "$B/gputests.txt" | tail -30
+fi
+
+run_sweep() {  # backends models out timeout extra...
+  local backends=${1:-${SWEEP_BACKENDS:-triton,cutlass,reference}} models=${2:-${SWEEP_MODELS:-gpt-oss-20b}}
+  local out=${3:-${SWEEP_OUT:-$B/run}} tmo=${4:-${SWEEP_TIMEOUT:-420}}
+  shift 4
+  log "sweep $backends $models -> $out (timeout ${tmo}s) $*"
+  timeout "$tmo" python3 -m fp4moe_diag sweep --backends "$backends" --models "$models" \
+    ${SWEEP_EP:+--ep $SWEEP_EP} ${SWEEP_TOKENS:+--tokens $SWEEP_TOKENS} \
+    --repeats "${SWEEP_REPEATS:-30}" --out "$out" --no-progress ${SWEEP_ARGS:-} "$@" 2>&1 \
+    | tee -a "$B/sweep.txt" | tail -60
+  if [ -d "$out" ]; then mkdir -p "$B/runs/$(basename "$out")" && cp "$out"/results.* "$B/runs/$(basename "$out")/"; fi
+}
+
 if has sweep; then
-  log "sweep"
-  timeout "${SWEEP_TIMEOUT:-420}" python3 -m fp4moe_diag sweep --backends "${SWEEP_BACKENDS:-triton,cutlass,reference}" \
-    --models "${SWEEP_MODELS:-gpt-oss-20b}" ${SWEEP_EP:+--ep $SWEEP_EP} ${SWEEP_TOKENS:+--tokens $SWEEP_TOKENS} \
-    --repeats "${SWEEP_REPEATS:-30}" --out "${SWEEP_OUT:-$B/run}" --no-progress ${SWEEP_ARGS:-} 2>&1 | tee "$B/sweep.txt" | tail -150
+  if [ -n "${SWEEPS:-}" ]; then
+    IFS=';' read -ra entries <<< "$SWEEPS"
+    for e in "${entries[@]}"; do
+      IFS='|' read -r sb sm so st sx <<< "$e"
+      # shellcheck disable=SC2086  # extra args are meant to split
+      run_sweep "$sb" "$sm" "$so" "$st" $sx
+    done
+  else
+    run_sweep "" "" "" ""
+  fi
 fi
 
 if has notebooks; then
@@ -88,7 +115,6 @@ if has notebooks; then
     ${NOTEBOOK_ARGS:-} 2>&1 | tail -20
 fi
 
-if [ -n "${SWEEP_OUT:-}" ] && [ -d "$SWEEP_OUT" ]; then mkdir -p "$B/run" && cp "$SWEEP_OUT"/results.* "$B/run/"; fi
 log "packing"
 tar -C "$OUT" -czf "$OUT/bundle.tgz" bundle && rm -rf "$B"
 ls -la "$OUT"

@@ -3,7 +3,7 @@
     python scripts/import_gpu_bundle.py /work/.device/12/bundle.tgz 2026-12-02-nvidia-h200 \
         --command "PHASES=... scripts/gpu_session.sh" --note "first run"
 
-Copies results.{parquet,csv}, env.txt, reproduce/verdict, version matrix, logs and executed
+Copies results.{parquet,csv} (the sweeps of the bundle concatenated), env.txt, reproduce/verdict, version matrix, logs and executed
 notebooks/HTML, and writes PROVENANCE.md (GPU, driver, torch, flashinfer, triton, commit, command).
 """
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 KEEP = ("env.txt", "reproduce.txt", "verdict_h200.json", "version_matrix.csv", "debug_cutlass.txt",
-        "sweep.txt", "cutlass_build.txt")
+        "sweep.txt", "cutlass_build.txt", "gputests.txt")
 
 
 def main() -> None:
@@ -38,8 +38,11 @@ def main() -> None:
         for name in KEEP:
             if (b / name).exists():
                 shutil.copy2(b / name, dst / name)
-        if (b / "run" / "results.parquet").exists():
-            df = pd.read_parquet(b / "run" / "results.parquet")
+        # one sweep -> bundle/run/, several (SWEEPS=...) -> bundle/runs/<name>/: one table per session
+        parts = sorted([b / "run" / "results.parquet"] + list((b / "runs").glob("*/results.parquet")))
+        frames = [pd.read_parquet(p) for p in parts if p.exists()]
+        if frames:
+            df = pd.concat(frames, ignore_index=True)
             df["run_id"] = args.run_id
             df.to_parquet(dst / "results.parquet", index=False)
             df.to_csv(dst / "results.csv", index=False)

@@ -59,9 +59,9 @@ def load_slim_module_if_configured() -> Optional[str]:
     path = os.environ.get("FP4MOE_CUTLASS_MODULE")
     if not path:
         return None
-    from . import cutlass_slim  # noqa: PLC0415
+    from .. import prebuilt  # noqa: PLC0415
 
-    cutlass_slim.install(path)
+    prebuilt.install("cutlass_fused_moe_sm90", path)
     return path
 
 
