@@ -63,13 +63,6 @@ def _dequant_tile(b, s, HALF: tl.constexpr, BLOCK_N: tl.constexpr):
 
 
 @triton.jit
-def _load_act(ptrs, mask, BLOCK_M: tl.constexpr, HALF: tl.constexpr):
-    """Contiguous [BLOCK_M, BLOCK_K] bf16 load split into even and odd K columns."""
-    x = tl.load(ptrs, mask=mask, other=0.0)
-    return tl.split(tl.reshape(x, (BLOCK_M, HALF, 2)))
-
-
-@triton.jit
 def _dot(a, b, acc, DOT_F32: tl.constexpr):
     """``acc + a @ b`` on bf16 operands.  ``DOT_F32`` (interpreter only: its bf16 ``tl.dot``
     multiplies raw bit patterns, triton-lang/triton#11584) upcasts the operands to fp32 first,
@@ -80,6 +73,32 @@ def _dot(a, b, acc, DOT_F32: tl.constexpr):
 
 
 @triton.jit
+def _load_x(ptrs, mask, BLOCK_M: tl.constexpr, HALF: tl.constexpr, DOT_SCALED: tl.constexpr):
+    """Activation tile [BLOCK_M, BLOCK_K]: whole for ``tl.dot_scaled``, else its even and odd K columns."""
+    x = tl.load(ptrs, mask=mask, other=0.0)
+    if DOT_SCALED:
+        return x, x
+    else:
+        return tl.split(tl.reshape(x, (BLOCK_M, HALF, 2)))
+
+
+@triton.jit
+def _mx_dot(xa, xb, w, s, acc, HALF: tl.constexpr, BLOCK_N: tl.constexpr, DOT_SCALED: tl.constexpr,
+            DOT_F32: tl.constexpr):
+    """``acc + x @ dequant(w, s)`` for a packed tile ``w`` [NB, 16, BLOCK_N] with scale bytes ``s``
+    [NB, BLOCK_N].  ``DOT_SCALED``: Triton's ``tl.dot_scaled`` (bf16 x e2m1 with ue8m0 scales; on
+    Hopper the compiler upcasts e2m1 with its own packed conversion), ``xa`` is the whole tile.
+    Else the bit-arithmetic dequant of :func:`_dequant_tile` and two half-K dots on ``xa``/``xb``
+    (even/odd K); the interpreter only has this path (no ``dot_scaled`` in Triton 3.6's interpreter)."""
+    if DOT_SCALED:
+        return tl.dot_scaled(xa, None, "bf16", tl.reshape(w, (HALF, BLOCK_N)), tl.trans(s), "e2m1", acc,
+                             fast_math=True)
+    else:
+        w_even, w_odd = _dequant_tile(w, s, HALF, BLOCK_N)
+        return _dot(xb, w_odd, _dot(xa, w_even, acc, DOT_F32), DOT_F32)
+
+
+@triton.jit
 def _moe_mxfp4_gemm1_kernel(
     x_ptr, w_ptr, ws_ptr, b_ptr, alpha_ptr, beta_ptr, limit_ptr, out_ptr,
     sorted_pair_ptr, block_expert_ptr,
@@ -87,6 +106,7 @@ def _moe_mxfp4_gemm1_kernel(
     stride_xm, stride_we, stride_wn, stride_se, stride_sn, stride_be, stride_om,
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
+    DOT_SCALED: tl.constexpr,
 ):
     """Grouped gate/up GEMM + gated activation. N = I (output columns), K = H."""
     pid_m = tl.program_id(0)
@@ -129,13 +149,10 @@ def _moe_mxfp4_gemm1_kernel(
         mask_s = mask_n[None, :] & (k0 // 32 + NB + offs_b[:, None] < K // 32)
         sl_next = tl.load(s_lin + NB, mask=mask_s, other=0)
         sg_next = tl.load(s_gate + NB, mask=mask_s, other=0)
-        x_even, x_odd = _load_act(x_ptrs, mask_x, BLOCK_M, HALF)
-        wl_even, wl_odd = _dequant_tile(tl.load(w_lin, mask=mask_w, other=0), sl, HALF, BLOCK_N)
-        acc_l = _dot(x_even, wl_even, acc_l, DOT_F32)
-        acc_l = _dot(x_odd, wl_odd, acc_l, DOT_F32)
-        wg_even, wg_odd = _dequant_tile(tl.load(w_gate, mask=mask_w, other=0), sg, HALF, BLOCK_N)
-        acc_g = _dot(x_even, wg_even, acc_g, DOT_F32)
-        acc_g = _dot(x_odd, wg_odd, acc_g, DOT_F32)
+        xa, xb = _load_x(x_ptrs, mask_x, BLOCK_M, HALF, DOT_SCALED)
+        acc_l = _mx_dot(xa, xb, tl.load(w_lin, mask=mask_w, other=0), sl, acc_l, HALF, BLOCK_N, DOT_SCALED, DOT_F32)
+        acc_g = _mx_dot(xa, xb, tl.load(w_gate, mask=mask_w, other=0), sg, acc_g, HALF, BLOCK_N, DOT_SCALED,
+                        DOT_F32)
         x_ptrs += BLOCK_K
         w_lin += HALF
         w_gate += HALF
@@ -166,7 +183,7 @@ def _moe_mxfp4_gemm2_kernel(
     num_pairs, N,
     stride_am, stride_we, stride_wn, stride_se, stride_sn, stride_be, stride_om,
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
+    HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr, DOT_SCALED: tl.constexpr,
 ):
     """Grouped down GEMM, times the routing weight, stored per pair. N = H, K = I."""
     pid_m = tl.program_id(0)
@@ -201,10 +218,8 @@ def _moe_mxfp4_gemm2_kernel(
         sc = s_next
         mask_s = mask_n[None, :] & (k0 // 32 + NB + offs_b[:, None] < K // 32)
         s_next = tl.load(s_ptrs + NB, mask=mask_s, other=0)
-        a_even, a_odd = _load_act(a_ptrs, mask_a, BLOCK_M, HALF)
-        w_even, w_odd = _dequant_tile(tl.load(w_ptrs, mask=mask_w, other=0), sc, HALF, BLOCK_N)
-        acc = _dot(a_even, w_even, acc, DOT_F32)
-        acc = _dot(a_odd, w_odd, acc, DOT_F32)
+        aa, ab = _load_x(a_ptrs, mask_a, BLOCK_M, HALF, DOT_SCALED)
+        acc = _mx_dot(aa, ab, tl.load(w_ptrs, mask=mask_w, other=0), sc, acc, HALF, BLOCK_N, DOT_SCALED, DOT_F32)
         a_ptrs += BLOCK_K
         w_ptrs += HALF
         s_ptrs += NB
@@ -221,12 +236,19 @@ def _moe_mxfp4_gemm2_kernel(
 INTERPRETED: bool = type(_moe_mxfp4_gemm1_kernel).__name__ == "InterpretedFunction"
 
 
+def _dot_scaled(requested: bool) -> bool:
+    if requested and INTERPRETED:
+        raise ValueError("dot_scaled: tl.dot_scaled has no interpreter implementation in Triton 3.6; "
+                         "use the bit-arithmetic dequant tactics under TRITON_INTERPRET=1")
+    return bool(requested)
+
+
 def launch_gemm1(
     x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bias: Optional[torch.Tensor],
     alpha: Optional[torch.Tensor], beta: Optional[torch.Tensor], limit: Optional[torch.Tensor],
     out: torch.Tensor, sorted_pair_ids: torch.Tensor, block_expert_ids: torch.Tensor,
     num_pairs: int, top_k: int, activation: int,
-    block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
+    block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
 ) -> None:
     """Launch gemm1 on ``block_expert_ids.numel()`` M-blocks. ``w [L, 2I, H/2]``, ``out [P, I]``."""
     inter, hidden = w.shape[1] // 2, x.shape[1]
@@ -244,6 +266,7 @@ def launch_gemm1(
         0 if bias is None else bias.stride(0), out.stride(0),
         K=hidden, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
         ACTIVATION=activation, HAS_BIAS=bias is not None, EVEN_K=hidden % block_k == 0, DOT_F32=INTERPRETED,
+        DOT_SCALED=_dot_scaled(dot_scaled),
         num_warps=num_warps, num_stages=num_stages,
     )
 
@@ -252,7 +275,7 @@ def launch_gemm2(
     a: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bias: Optional[torch.Tensor],
     topk_weights: torch.Tensor, out: torch.Tensor, sorted_pair_ids: torch.Tensor,
     block_expert_ids: torch.Tensor, num_pairs: int,
-    block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
+    block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
 ) -> None:
     """Launch gemm2. ``a [P, I]`` bf16, ``w [L, H, I/2]``, ``out [T*k, H]`` (rows by pair index)."""
     hidden, inter = w.shape[1], a.shape[1]
@@ -268,5 +291,5 @@ def launch_gemm2(
         0 if bias is None else bias.stride(0), out.stride(0),
         K=inter, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
         HAS_BIAS=bias is not None, EVEN_K=inter % block_k == 0, DOT_F32=INTERPRETED,
-        num_warps=num_warps, num_stages=num_stages,
+        DOT_SCALED=_dot_scaled(dot_scaled), num_warps=num_warps, num_stages=num_stages,
     )

@@ -45,14 +45,29 @@ CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
     (128, 64, 128, 8, 3),
     (128, 128, 64, 8, 3),
 )
-# Every config compiles for sm_90a without register spills at the gpt-oss shape (H = I = 2880;
-# ptxas -v, Triton 3.6): gemm1 holds two dequantized weight tiles and two accumulators, so the
-# larger tiles use 8 warps.
+# gemm1 holds two dequantized weight tiles and two accumulators, so the larger tiles use 8 warps.
+
+#: the same kernels with ``tl.dot_scaled`` (bf16 x e2m1, ue8m0 scales) instead of the bit-arithmetic
+#: dequant: id ``(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, "ds")``, label suffix ``-ds``.
+#: GPU only (Triton 3.6's interpreter has no dot_scaled).  Chosen so that neither GEMM spills
+#: registers on sm_90a at K = 3072 (ptxas -v on Triton 3.6's PTX, compiled on a CPU host).
+DOT_SCALED_CONFIGS: tuple[tuple[int, int, int, int, int, str], ...] = (
+    (16, 32, 128, 4, 3, "ds"),
+    (16, 32, 256, 8, 3, "ds"),
+    (16, 64, 128, 8, 3, "ds"),
+    (32, 64, 128, 8, 3, "ds"),
+    (64, 64, 64, 8, 3, "ds"),
+)
 
 
-def config_label(cfg: Sequence[int]) -> str:
-    bm, bn, bk, w, s = cfg
-    return f"m{bm}n{bn}k{bk}w{w}s{s}"
+def config_label(cfg: Sequence) -> str:
+    bm, bn, bk, w, s = cfg[:5]
+    return f"m{bm}n{bn}k{bk}w{w}s{s}" + ("-ds" if uses_dot_scaled(cfg) else "")
+
+
+def uses_dot_scaled(cfg: Sequence) -> bool:
+    """Whether a tactic id selects the ``tl.dot_scaled`` kernels (6th element ``"ds"``)."""
+    return len(cfg) > 5 and cfg[5] == "ds"
 
 
 def interpret_enabled() -> bool:
@@ -170,11 +185,16 @@ class TritonMXFP4Backend(Backend):
         return Support(True)
 
     def tactics(self, case: MoECase, prepared: Any = None) -> list[Tactic]:
+        """The bit-arithmetic configs everywhere; the ``tl.dot_scaled`` ones only when compiled (GPU)."""
         default = default_config(case)
         names = ("block_m", "block_n", "block_k", "num_warps", "num_stages")
+        configs: tuple = CONFIGS
+        if not (interpret_enabled() or kernels_interpreted()):
+            configs = CONFIGS + DOT_SCALED_CONFIGS
         return [
-            Tactic(id=cfg, label=config_label(cfg), params=dict(zip(names, cfg)), is_default=cfg == default)
-            for cfg in CONFIGS
+            Tactic(id=cfg, label=config_label(cfg), is_default=cfg == default,
+                   params={**dict(zip(names, cfg[:5])), "dot_scaled": uses_dot_scaled(cfg)})
+            for cfg in configs
         ]
 
     def versions(self) -> dict[str, str]:
@@ -213,13 +233,14 @@ class TritonMXFP4Backend(Backend):
             pair_out=torch.zeros((t * k, h), dtype=torch.float32, device=dev),
             out_f32=torch.empty((t, h), dtype=torch.float32, device=dev),
         )
-        for bm in sorted({cfg[0] for cfg in CONFIGS}):
+        for bm in sorted({cfg[0] for cfg in CONFIGS + DOT_SCALED_CONFIGS}):
             prep.grouping(bm)
         return prep
 
     def run(self, prepared: TritonPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
         kern = load_kernels()
-        bm, bn, bk, nw, ns = (int(v) for v in tactic.id)
+        bm, bn, bk, nw, ns = (int(v) for v in tactic.id[:5])
+        ds = uses_dot_scaled(tactic.id)
         p = prepared
         c = p.inputs.case
         x = p.hidden
@@ -234,12 +255,12 @@ class TritonMXFP4Backend(Backend):
             kern.launch_gemm1(
                 x, p.w13, p.w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
                 g.sorted_pair_ids, g.block_expert_ids, g.num_pairs, g.top_k, p.activation,
-                bm, bn, bk, nw, ns,
+                bm, bn, bk, nw, ns, dot_scaled=ds,
             )
             kern.launch_gemm2(
                 inter, p.w2, p.w2_scale, p.w2_bias, p.topk_weights, p.pair_out,
                 g.sorted_pair_ids, g.block_expert_ids, g.num_pairs,
-                bm, bn, bk, nw, ns,
+                bm, bn, bk, nw, ns, dot_scaled=ds,
             )
             torch.sum(p.pair_out.view(t, c.top_k, h), dim=1, out=p.out_f32)
         if output is None:
