@@ -158,7 +158,7 @@ def test_tactics_list():
             ds = len(t.id) == 6
             assert t.id[5:] in ((), ("ds",))
             assert t.label == f"m{bm}n{bn}k{bk}w{nw}s{ns}" + ("-ds" if ds else "")
-            assert bm in (16, 32, 64, 128) and bk in (64, 128, 256) and bn in (32, 64, 128)
+            assert bm in (16, 32, 64, 128) and bk in (64, 128, 256) and bn in (16, 32, 64, 128)
             assert t.params == dict(block_m=bm, block_n=bn, block_k=bk, num_warps=nw, num_stages=ns, dot_scaled=ds)
     assert b.default_tactic(_case(num_tokens=1)).label == "m16n64k128w4s3"
     assert b.default_tactic(_case(num_tokens=4096)).params["block_m"] == 64

@@ -73,29 +73,55 @@ def _dot(a, b, acc, DOT_F32: tl.constexpr):
 
 
 @triton.jit
-def _load_x(ptrs, mask, BLOCK_M: tl.constexpr, HALF: tl.constexpr, DOT_SCALED: tl.constexpr):
-    """Activation tile [BLOCK_M, BLOCK_K]: whole for ``tl.dot_scaled``, else its even and odd K columns."""
+def _load_act(ptrs, mask, BLOCK_M: tl.constexpr, HALF: tl.constexpr):
+    """Contiguous [BLOCK_M, BLOCK_K] bf16 load split into even and odd K columns."""
     x = tl.load(ptrs, mask=mask, other=0.0)
-    if DOT_SCALED:
-        return x, x
-    else:
-        return tl.split(tl.reshape(x, (BLOCK_M, HALF, 2)))
+    return tl.split(tl.reshape(x, (BLOCK_M, HALF, 2)))
 
 
 @triton.jit
-def _mx_dot(xa, xb, w, s, acc, HALF: tl.constexpr, BLOCK_N: tl.constexpr, DOT_SCALED: tl.constexpr,
-            DOT_F32: tl.constexpr):
+def _mx_dot(xa, xb, w, s, acc, HALF: tl.constexpr, BLOCK_N: tl.constexpr, DOT_F32: tl.constexpr):
     """``acc + x @ dequant(w, s)`` for a packed tile ``w`` [NB, 16, BLOCK_N] with scale bytes ``s``
-    [NB, BLOCK_N].  ``DOT_SCALED``: Triton's ``tl.dot_scaled`` (bf16 x e2m1 with ue8m0 scales; on
-    Hopper the compiler upcasts e2m1 with its own packed conversion), ``xa`` is the whole tile.
-    Else the bit-arithmetic dequant of :func:`_dequant_tile` and two half-K dots on ``xa``/``xb``
-    (even/odd K); the interpreter only has this path (no ``dot_scaled`` in Triton 3.6's interpreter)."""
-    if DOT_SCALED:
-        return tl.dot_scaled(xa, None, "bf16", tl.reshape(w, (HALF, BLOCK_N)), tl.trans(s), "e2m1", acc,
-                             fast_math=True)
+    [NB, BLOCK_N]: the bit-arithmetic dequant of :func:`_dequant_tile` and two half-K dots on the
+    even (``xa``) and odd (``xb``) K columns."""
+    w_even, w_odd = _dequant_tile(w, s, HALF, BLOCK_N)
+    return _dot(xb, w_odd, _dot(xa, w_even, acc, DOT_F32), DOT_F32)
+
+
+@triton.jit
+def _ds_ptrs(w_ptr, ws_ptr, e, offs_n, stride_we, stride_wn, stride_se, stride_sn,
+             HALF: tl.constexpr, NB: tl.constexpr):
+    """2-D tile pointers for ``tl.dot_scaled``: packed weights [HALF, BLOCK_N] (byte h holds K
+    elements 2h, 2h+1: the e2m1 K-packing dot_scaled expects) and scale bytes [BLOCK_N, NB]."""
+    offs_h = tl.arange(0, HALF)
+    offs_b = tl.arange(0, NB)
+    w = w_ptr + e * stride_we + offs_n[None, :].to(tl.int64) * stride_wn + offs_h[:, None]
+    s = ws_ptr + e * stride_se + offs_n[:, None].to(tl.int64) * stride_sn + offs_b[None, :]
+    return w, s
+
+
+@triton.jit
+def _ds_masks(k0, mask_m, mask_n, K: tl.constexpr, HALF: tl.constexpr, NB: tl.constexpr,
+              BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr):
+    """(activation, weight, scale) masks of the ``tl.dot_scaled`` K step at ``k0``."""
+    if EVEN_K:
+        return mask_m[:, None], mask_n[None, :], mask_n[:, None]
     else:
-        w_even, w_odd = _dequant_tile(w, s, HALF, BLOCK_N)
-        return _dot(xb, w_odd, _dot(xa, w_even, acc, DOT_F32), DOT_F32)
+        kx = k0 + tl.arange(0, BLOCK_K)
+        kh = k0 // 2 + tl.arange(0, HALF)
+        kb = k0 // 32 + tl.arange(0, NB)
+        return (mask_m[:, None] & (kx[None, :] < K), mask_n[None, :] & (kh[:, None] < K // 2),
+                mask_n[:, None] & (kb[None, :] < K // 32))
+
+
+@triton.jit
+def _ds_dot(x, w_ptrs, s_ptrs, mask_w, mask_s, acc):
+    """``acc + x @ dequant(w)`` by Triton's ``tl.dot_scaled`` (bf16 x e2m1, ue8m0 scales; on Hopper
+    the compiler upcasts e2m1 with its packed conversion).  GPU only: Triton 3.6's interpreter has
+    no dot_scaled."""
+    w = tl.load(w_ptrs, mask=mask_w, other=0)
+    sc = tl.load(s_ptrs, mask=mask_s, other=0)
+    return tl.dot_scaled(x, None, "bf16", w, sc, "e2m1", acc, fast_math=True)
 
 
 @triton.jit
@@ -125,39 +151,48 @@ def _moe_mxfp4_gemm1_kernel(
 
     offs_k = tl.arange(0, BLOCK_K)
     x_ptrs = x_ptr + tok[:, None] * stride_xm + offs_k[None, :]
-    w_lin = (w_ptr + e * stride_we + offs_n[None, None, :].to(tl.int64) * stride_wn
-             + offs_b[:, None, None] * 16 + offs_j[None, :, None])
-    w_gate = w_lin + N * stride_wn
-    s_lin = ws_ptr + e * stride_se + offs_n[None, :].to(tl.int64) * stride_sn + offs_b[:, None]
-    s_gate = s_lin + N * stride_sn
-
     acc_l = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    # scale bytes are too narrow for cp.async: prefetch them one iteration ahead in registers
-    mask_s = mask_n[None, :] & (offs_b[:, None] < K // 32)
-    sl_next = tl.load(s_lin, mask=mask_s, other=0)
-    sg_next = tl.load(s_gate, mask=mask_s, other=0)
-    for k0 in range(0, K, BLOCK_K):
-        if EVEN_K:
-            mask_x = mask_m[:, None]
-            mask_w = mask_n[None, None, :]
-        else:
-            mask_x = mask_m[:, None] & (k0 + offs_k[None, :] < K)
-            mask_w = (mask_n[None, :] & (k0 // 32 + offs_b[:, None] < K // 32))[:, None, :]
-        sl = sl_next
-        sg = sg_next
-        mask_s = mask_n[None, :] & (k0 // 32 + NB + offs_b[:, None] < K // 32)
-        sl_next = tl.load(s_lin + NB, mask=mask_s, other=0)
-        sg_next = tl.load(s_gate + NB, mask=mask_s, other=0)
-        xa, xb = _load_x(x_ptrs, mask_x, BLOCK_M, HALF, DOT_SCALED)
-        acc_l = _mx_dot(xa, xb, tl.load(w_lin, mask=mask_w, other=0), sl, acc_l, HALF, BLOCK_N, DOT_SCALED, DOT_F32)
-        acc_g = _mx_dot(xa, xb, tl.load(w_gate, mask=mask_w, other=0), sg, acc_g, HALF, BLOCK_N, DOT_SCALED,
-                        DOT_F32)
-        x_ptrs += BLOCK_K
-        w_lin += HALF
-        w_gate += HALF
-        s_lin += NB
-        s_gate += NB
+    if DOT_SCALED:
+        w_lin, s_lin = _ds_ptrs(w_ptr, ws_ptr, e, offs_n, stride_we, stride_wn, stride_se, stride_sn, HALF, NB)
+        for k0 in range(0, K, BLOCK_K):
+            mask_x, mask_w, mask_s = _ds_masks(k0, mask_m, mask_n, K, HALF, NB, BLOCK_K, EVEN_K)
+            x = tl.load(x_ptrs, mask=mask_x, other=0.0)
+            acc_l = _ds_dot(x, w_lin, s_lin, mask_w, mask_s, acc_l)
+            acc_g = _ds_dot(x, w_lin + N * stride_wn, s_lin + N * stride_sn, mask_w, mask_s, acc_g)
+            x_ptrs += BLOCK_K
+            w_lin += HALF
+            s_lin += NB
+    else:
+        w_lin = (w_ptr + e * stride_we + offs_n[None, None, :].to(tl.int64) * stride_wn
+                 + offs_b[:, None, None] * 16 + offs_j[None, :, None])
+        w_gate = w_lin + N * stride_wn
+        s_lin = ws_ptr + e * stride_se + offs_n[None, :].to(tl.int64) * stride_sn + offs_b[:, None]
+        s_gate = s_lin + N * stride_sn
+        # scale bytes are too narrow for cp.async: prefetch them one iteration ahead in registers
+        mask_s = mask_n[None, :] & (offs_b[:, None] < K // 32)
+        sl_next = tl.load(s_lin, mask=mask_s, other=0)
+        sg_next = tl.load(s_gate, mask=mask_s, other=0)
+        for k0 in range(0, K, BLOCK_K):
+            if EVEN_K:
+                mask_x = mask_m[:, None]
+                mask_w = mask_n[None, None, :]
+            else:
+                mask_x = mask_m[:, None] & (k0 + offs_k[None, :] < K)
+                mask_w = (mask_n[None, :] & (k0 // 32 + offs_b[:, None] < K // 32))[:, None, :]
+            sl = sl_next
+            sg = sg_next
+            mask_s = mask_n[None, :] & (k0 // 32 + NB + offs_b[:, None] < K // 32)
+            sl_next = tl.load(s_lin + NB, mask=mask_s, other=0)
+            sg_next = tl.load(s_gate + NB, mask=mask_s, other=0)
+            xa, xb = _load_act(x_ptrs, mask_x, BLOCK_M, HALF)
+            acc_l = _mx_dot(xa, xb, tl.load(w_lin, mask=mask_w, other=0), sl, acc_l, HALF, BLOCK_N, DOT_F32)
+            acc_g = _mx_dot(xa, xb, tl.load(w_gate, mask=mask_w, other=0), sg, acc_g, HALF, BLOCK_N, DOT_F32)
+            x_ptrs += BLOCK_K
+            w_lin += HALF
+            w_gate += HALF
+            s_lin += NB
+            s_gate += NB
 
     if HAS_BIAS:
         b_row = b_ptr + e * stride_be
@@ -201,28 +236,36 @@ def _moe_mxfp4_gemm2_kernel(
 
     offs_k = tl.arange(0, BLOCK_K)
     a_ptrs = a_ptr + offs_m[:, None].to(tl.int64) * stride_am + offs_k[None, :]
-    w_ptrs = (w_ptr + e * stride_we + offs_n[None, None, :].to(tl.int64) * stride_wn
-              + offs_b[:, None, None] * 16 + offs_j[None, :, None])
-    s_ptrs = ws_ptr + e * stride_se + offs_n[None, :].to(tl.int64) * stride_sn + offs_b[:, None]
-
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    mask_s = mask_n[None, :] & (offs_b[:, None] < K // 32)
-    s_next = tl.load(s_ptrs, mask=mask_s, other=0)
-    for k0 in range(0, K, BLOCK_K):
-        if EVEN_K:
-            mask_a = mask_m[:, None]
-            mask_w = mask_n[None, None, :]
-        else:
-            mask_a = mask_m[:, None] & (k0 + offs_k[None, :] < K)
-            mask_w = (mask_n[None, :] & (k0 // 32 + offs_b[:, None] < K // 32))[:, None, :]
-        sc = s_next
-        mask_s = mask_n[None, :] & (k0 // 32 + NB + offs_b[:, None] < K // 32)
-        s_next = tl.load(s_ptrs + NB, mask=mask_s, other=0)
-        aa, ab = _load_x(a_ptrs, mask_a, BLOCK_M, HALF, DOT_SCALED)
-        acc = _mx_dot(aa, ab, tl.load(w_ptrs, mask=mask_w, other=0), sc, acc, HALF, BLOCK_N, DOT_SCALED, DOT_F32)
-        a_ptrs += BLOCK_K
-        w_ptrs += HALF
-        s_ptrs += NB
+    if DOT_SCALED:
+        w_ptrs, s_ptrs = _ds_ptrs(w_ptr, ws_ptr, e, offs_n, stride_we, stride_wn, stride_se, stride_sn, HALF, NB)
+        for k0 in range(0, K, BLOCK_K):
+            mask_a, mask_w, mask_s = _ds_masks(k0, mask_m, mask_n, K, HALF, NB, BLOCK_K, EVEN_K)
+            acc = _ds_dot(tl.load(a_ptrs, mask=mask_a, other=0.0), w_ptrs, s_ptrs, mask_w, mask_s, acc)
+            a_ptrs += BLOCK_K
+            w_ptrs += HALF
+            s_ptrs += NB
+    else:
+        w_ptrs = (w_ptr + e * stride_we + offs_n[None, None, :].to(tl.int64) * stride_wn
+                  + offs_b[:, None, None] * 16 + offs_j[None, :, None])
+        s_ptrs = ws_ptr + e * stride_se + offs_n[None, :].to(tl.int64) * stride_sn + offs_b[:, None]
+        mask_s = mask_n[None, :] & (offs_b[:, None] < K // 32)
+        s_next = tl.load(s_ptrs, mask=mask_s, other=0)
+        for k0 in range(0, K, BLOCK_K):
+            if EVEN_K:
+                mask_a = mask_m[:, None]
+                mask_w = mask_n[None, None, :]
+            else:
+                mask_a = mask_m[:, None] & (k0 + offs_k[None, :] < K)
+                mask_w = (mask_n[None, :] & (k0 // 32 + offs_b[:, None] < K // 32))[:, None, :]
+            sc = s_next
+            mask_s = mask_n[None, :] & (k0 // 32 + NB + offs_b[:, None] < K // 32)
+            s_next = tl.load(s_ptrs + NB, mask=mask_s, other=0)
+            aa, ab = _load_act(a_ptrs, mask_a, BLOCK_M, HALF)
+            acc = _mx_dot(aa, ab, tl.load(w_ptrs, mask=mask_w, other=0), sc, acc, HALF, BLOCK_N, DOT_F32)
+            a_ptrs += BLOCK_K
+            w_ptrs += HALF
+            s_ptrs += NB
 
     if HAS_BIAS:
         acc += tl.load(b_ptr + e * stride_be + offs_n, mask=mask_n, other=0.0)[None, :]

@@ -50,10 +50,12 @@ CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
 #: the same kernels with ``tl.dot_scaled`` (bf16 x e2m1, ue8m0 scales) instead of the bit-arithmetic
 #: dequant: id ``(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, "ds")``, label suffix ``-ds``.
 #: GPU only (Triton 3.6's interpreter has no dot_scaled).  Chosen so that neither GEMM spills
-#: registers on sm_90a at K = 3072 (ptxas -v on Triton 3.6's PTX, compiled on a CPU host).
+#: registers on sm_90a at K = 3072 (ptxas -v on Triton 3.6's PTX, compiled on a CPU host); small
+#: N tiles because decode is latency-bound: more CTAs in flight beat bigger tiles (H200 sweep).
 DOT_SCALED_CONFIGS: tuple[tuple[int, int, int, int, int, str], ...] = (
+    (16, 16, 128, 4, 3, "ds"),
+    (16, 16, 256, 4, 3, "ds"),
     (16, 32, 128, 4, 3, "ds"),
-    (16, 32, 256, 8, 3, "ds"),
     (16, 64, 128, 8, 3, "ds"),
     (32, 64, 128, 8, 3, "ds"),
     (64, 64, 64, 8, 3, "ds"),
