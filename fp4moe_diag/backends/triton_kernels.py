@@ -101,6 +101,16 @@ def _ds_ptrs(w_ptr, ws_ptr, e, offs_n, stride_we, stride_wn, stride_se, stride_s
 
 
 @triton.jit
+def _bits_masks(k0, mask_m, mask_n, offs_k, offs_b, K: tl.constexpr, EVEN_K: tl.constexpr):
+    """(activation, weight) masks of the bit-dequant K step at ``k0`` (weights as [NB, 16, BLOCK_N])."""
+    if EVEN_K:
+        return mask_m[:, None], mask_n[None, None, :]
+    else:
+        return (mask_m[:, None] & (k0 + offs_k[None, :] < K),
+                (mask_n[None, :] & (k0 // 32 + offs_b[:, None] < K // 32))[:, None, :])
+
+
+@triton.jit
 def _ds_masks(k0, mask_m, mask_n, K: tl.constexpr, HALF: tl.constexpr, NB: tl.constexpr,
               BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr):
     """(activation, weight, scale) masks of the ``tl.dot_scaled`` K step at ``k0``."""
@@ -174,12 +184,7 @@ def _moe_mxfp4_gemm1_kernel(
         sl_next = tl.load(s_lin, mask=mask_s, other=0)
         sg_next = tl.load(s_gate, mask=mask_s, other=0)
         for k0 in range(0, K, BLOCK_K):
-            if EVEN_K:
-                mask_x = mask_m[:, None]
-                mask_w = mask_n[None, None, :]
-            else:
-                mask_x = mask_m[:, None] & (k0 + offs_k[None, :] < K)
-                mask_w = (mask_n[None, :] & (k0 // 32 + offs_b[:, None] < K // 32))[:, None, :]
+            mask_x, mask_w = _bits_masks(k0, mask_m, mask_n, offs_k, offs_b, K, EVEN_K)
             sl = sl_next
             sg = sg_next
             mask_s = mask_n[None, :] & (k0 // 32 + NB + offs_b[:, None] < K // 32)
@@ -252,12 +257,7 @@ def _moe_mxfp4_gemm2_kernel(
         mask_s = mask_n[None, :] & (offs_b[:, None] < K // 32)
         s_next = tl.load(s_ptrs, mask=mask_s, other=0)
         for k0 in range(0, K, BLOCK_K):
-            if EVEN_K:
-                mask_a = mask_m[:, None]
-                mask_w = mask_n[None, None, :]
-            else:
-                mask_a = mask_m[:, None] & (k0 + offs_k[None, :] < K)
-                mask_w = (mask_n[None, :] & (k0 // 32 + offs_b[:, None] < K // 32))[:, None, :]
+            mask_a, mask_w = _bits_masks(k0, mask_m, mask_n, offs_k, offs_b, K, EVEN_K)
             sc = s_next
             mask_s = mask_n[None, :] & (k0 // 32 + NB + offs_b[:, None] < K // 32)
             s_next = tl.load(s_ptrs + NB, mask=mask_s, other=0)
