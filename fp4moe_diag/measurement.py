@@ -88,6 +88,24 @@ class L2Flusher:
             self.buf.zero_()
 
 
+def _capture(fn: Callable[[], Any], dev: torch.device, stream: Any) -> tuple[Optional[Any], str]:
+    """Capture one call of ``fn`` in a CUDA graph: (graph, "") or (None, reason)."""
+    fn()  # lazy initialisation (allocations, JIT) outside the capture
+    torch.cuda.synchronize(dev)
+    g = torch.cuda.CUDAGraph()
+    s = torch.cuda.Stream(dev)
+    s.wait_stream(stream)
+    try:
+        with torch.cuda.stream(s):
+            with torch.cuda.graph(g, stream=s):
+                fn()
+    except Exception as e:  # noqa: BLE001 -- any capture failure falls back to eager timing
+        torch.cuda.synchronize(dev)
+        return None, f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+    stream.wait_stream(s)
+    return g, ""
+
+
 def time_fn(
     fn: Callable[[], Any],
     device: Any,
@@ -115,17 +133,11 @@ def time_fn(
     launch = fn
     method = "cuda-events"
     if cuda_graph:
-        fn()  # make sure lazy initialisation happened outside the capture
-        torch.cuda.synchronize(dev)
-        g = torch.cuda.CUDAGraph()
-        s = torch.cuda.Stream(dev)
-        s.wait_stream(stream)
-        with torch.cuda.stream(s):
-            with torch.cuda.graph(g, stream=s):
-                fn()
-        stream.wait_stream(s)
-        launch = g.replay
-        method = "cuda-graph"
+        graph, why = _capture(fn, dev, stream)
+        if graph is not None:
+            launch, method = graph.replay, "cuda-graph"
+        else:  # not capturable (e.g. a host sync inside): time eagerly and say so in the method
+            method = f"cuda-events (graph capture failed: {why})"
     flusher = L2Flusher(dev) if flush_l2 else None
     for _ in range(warmup):
         launch()

@@ -13,7 +13,7 @@
 #        FP4MOE_FP4QUANT_MODULE (prebuilt flashinfer fp4 quantization module, for gputests).
 # Several sweeps in one call: SWEEPS="backends|models|out|timeout_s|extra args;..." (one entry per
 # sweep, run in order; each writes its own run folder; empty fields fall back to the SWEEP_* knobs).
-# Phase 'gputests' runs the GPU-only tests (pytest -m gpu) into $B/gputests.txt.
+# Phase 'gputests' runs the GPU-only tests (pytest -m gpu; GPUTESTS_PATHS, default tests) into $B/gputests.txt.
 set -u
 OUT=${OUT:-/tmp/fp4moe_out}
 B=$OUT/bundle
@@ -81,7 +81,8 @@ fi
 
 if has gputests; then
   log "GPU-only tests"
-  timeout "${GPUTESTS_TIMEOUT:-240}" python3 -m pytest -q -m gpu -p no:cacheprovider tests 2>&1 | tee "$B/gputests.txt" | tail -30
+  # shellcheck disable=SC2086  # GPUTESTS_PATHS is a list of test paths
+  timeout "${GPUTESTS_TIMEOUT:-240}" python3 -m pytest -q -m gpu -p no:cacheprovider ${GPUTESTS_PATHS:-tests} 2>&1 | tee "$B/gputests.txt" | tail -30
 fi
 
 run_sweep() {  # backends models out timeout extra...

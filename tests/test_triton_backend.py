@@ -24,19 +24,25 @@ import pytest
 import torch
 
 from fp4moe_diag import MoECase, build_inputs
+from fp4moe_diag.backends.base import Tactic
 from fp4moe_diag.backends.triton_mxfp4 import (
     CONFIGS,
+    DECODE_CONFIGS,
     DOT_SCALED_CONFIGS,
+    KernelConfig,
     TritonMXFP4Backend,
     default_config,
     interpret_enabled,
+    k_split,
     kernels_interpreted,
+    parse_config,
+    split_k_fits,
 )
+from fp4moe_diag.backends.triton_routing import group_pairs_by_expert
 
 
 def interpreted_or_cpu() -> bool:
     return bool(interpret_enabled() or kernels_interpreted())
-from fp4moe_diag.backends.triton_routing import group_pairs_by_expert
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -146,23 +152,50 @@ def _case(**kw) -> MoECase:
 
 def test_tactics_list():
     b = TritonMXFP4Backend()
-    for case in (_case(), _case(num_tokens=4096), _case(num_tokens=40, num_experts=2)):
+    compiled = not interpreted_or_cpu()
+    # (case, decode configs expected): H = I = 64 admits only split_k 1; T*k > 256 gets none
+    for case, n_decode in ((_case(), 2), (_case(num_tokens=4096), 0), (_case(num_tokens=40, num_experts=2), 2),
+                           (_case(hidden_size=3072, intermediate_size=3072, num_tokens=64, top_k=4), 9),
+                           (_case(hidden_size=3072, intermediate_size=3072, num_tokens=65, top_k=4), 0)):
         tac = b.tactics(case)
-        assert len(tac) == len(CONFIGS) + (0 if interpreted_or_cpu() else len(DOT_SCALED_CONFIGS))
+        assert len(tac) == len(CONFIGS) + (len(DOT_SCALED_CONFIGS) + n_decode if compiled else 0)
         labels = [t.label for t in tac]
         assert len(set(labels)) == len(labels) and len({t.id for t in tac}) == len(tac)
         assert sum(t.is_default for t in tac) == 1
         assert b.default_tactic(case).id == default_config(case)
         for t in tac:
             bm, bn, bk, nw, ns = t.id[:5]
-            ds = len(t.id) == 6
-            assert t.id[5:] in ((), ("ds",))
-            assert t.label == f"m{bm}n{bn}k{bk}w{nw}s{ns}" + ("-ds" if ds else "")
+            mode = t.id[5] if len(t.id) > 5 else "bits"
+            sk = t.id[6] if len(t.id) > 6 else 1
+            assert mode in ("bits", "ds", "dsp") and sk in (1, 2, 4)
+            assert t.label == (f"m{bm}n{bn}k{bk}w{nw}s{ns}" + ("" if mode == "bits" else f"-{mode}")
+                               + (f"-sk{sk}" if sk > 1 else ""))
             assert bm in (16, 32, 64, 128) and bk in (64, 128, 256) and bn in (16, 32, 64, 128)
-            assert t.params == dict(block_m=bm, block_n=bn, block_k=bk, num_warps=nw, num_stages=ns, dot_scaled=ds)
+            assert t.params == dict(block_m=bm, block_n=bn, block_k=bk, num_warps=nw, num_stages=ns,
+                                    dot_scaled=mode != "bits", prefetch=mode == "dsp", split_k=sk)
     assert b.default_tactic(_case(num_tokens=1)).label == "m16n64k128w4s3"
     assert b.default_tactic(_case(num_tokens=4096)).params["block_m"] == 64
-    assert len(set(CONFIGS)) == len(CONFIGS)
+    assert len(set(CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS)) == len(CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS)
+
+
+def test_parse_config_and_labels():
+    assert parse_config((16, 64, 128, 4, 3)) == KernelConfig(16, 64, 128, 4, 3, "bits", 1)
+    assert parse_config((16, 32, 128, 4, 3, "ds")).label == "m16n32k128w4s3-ds"
+    kc = parse_config((16, 32, 128, 4, 1, "dsp", 4))
+    assert (kc.label, kc.dot_scaled, kc.prefetch, kc.split_k) == ("m16n32k128w4s1-dsp-sk4", True, True, 4)
+    for bad, word in (((16, 32, 128, 4), "tactic"), ((16, 32, 128, 4, 3, "fp8"), "mode"),
+                      ((16, 32, 128, 4, 3, "ds", 0), "split_k"), ((16, 0, 128, 4, 3), "tactic")):
+        with pytest.raises(ValueError, match=word):
+            parse_config(bad)
+
+
+@pytest.mark.parametrize("k, bk, sk, per, fits", [
+    (3072, 128, 1, 3072, True), (3072, 128, 4, 768, True), (3072, 256, 8, 512, False),  # 512*7 > 3072
+    (2880, 128, 2, 1536, True), (96, 64, 2, 64, True), (128, 32, 3, 64, False), (160, 32, 3, 64, True),
+])
+def test_split_k_arithmetic(k: int, bk: int, sk: int, per: int, fits: bool):
+    assert k_split(k, bk, sk) == per and per % bk == 0
+    assert split_k_fits(k, bk, sk) is fits
 
 
 def test_check_case():
@@ -216,6 +249,7 @@ _INTERP_SCRIPT = r"""
 import dataclasses, json, sys, torch
 from fp4moe_diag import MoECase, build_inputs
 from fp4moe_diag.reference import reference_moe
+from fp4moe_diag.backends.base import Tactic
 from fp4moe_diag.backends.triton_mxfp4 import TritonMXFP4Backend, kernels_interpreted
 
 b = TritonMXFP4Backend()
@@ -237,6 +271,10 @@ for name, kw in cases.items():
     ref = reference_moe(inp)
     prep = b.prepare(inp)
     tactics = b.tactics(case) if name in ("oai_bias", "many_tokens") else [b.default_tactic(case)]
+    if name in ("oai_bias", "uneven_k", "ep_offset"):  # split-K (bit-dequant kernels; K=96 leaves a short last split)
+        tactics += [Tactic(id=(16, 32, 32, 4, 1, "bits", 2), label="m16n32k32w4s1-sk2")]
+    if name == "uneven_k":  # K = 96 and 160 in three splits of 32 and 64: short last splits
+        tactics += [Tactic(id=(32, 16, 32, 4, 1, "bits", 3), label="m32n16k32w4s1-sk3")]
     for t in tactics:
         y = b.run(prep, t)
         assert y.dtype == torch.bfloat16 and y.shape == ref.shape
@@ -283,7 +321,10 @@ def test_interpreter_matches_reference(interp_results: dict, name: str):
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
 def test_interpreter_all_tactics_and_edge_cases(interp_results: dict):
-    assert sum(k.startswith("oai_bias/") for k in interp_results) == len(CONFIGS)
+    assert sum(k.startswith("oai_bias/") for k in interp_results) == len(CONFIGS) + 1
+    for name in ("oai_bias", "uneven_k", "ep_offset"):  # the split-K runs are there and correct
+        assert f"{name}/m16n32k32w4s1-sk2" in interp_results
+    assert "uneven_k/m32n16k32w4s1-sk3" in interp_results
     assert interp_results["output_arg"] < TOL
     assert interp_results["no_local_pairs_maxabs"] == 0.0
 
@@ -294,25 +335,29 @@ def test_interpreter_all_tactics_and_edge_cases(interp_results: dict):
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"), reason="TRITON_INTERPRET is set")
 @pytest.mark.parametrize(
-    "num_tokens, ep, activation, has_bias",
-    [(1, False, "swiglu_oai", True), (37, False, "swiglu_oai", True), (64, True, "swiglu_oai", True),
-     (16, False, "swiglu", False)],
+    "num_tokens, ep, activation, has_bias, hidden",
+    [(1, False, "swiglu_oai", True, 2880), (37, False, "swiglu_oai", True, 2880), (64, True, "swiglu_oai", True, 2880),
+     (16, False, "swiglu", False, 2880),
+     # gpt-oss padded to 3072 (as vLLM pads it): every decode tactic (split-K, prefetch) is offered
+     (4, False, "swiglu_oai", True, 3072), (64, True, "swiglu_oai", True, 3072)],
 )
-def test_gpu_gpt_oss_like(num_tokens: int, ep: bool, activation: str, has_bias: bool):
+def test_gpu_gpt_oss_like(num_tokens: int, ep: bool, activation: str, has_bias: bool, hidden: int):
     b = TritonMXFP4Backend()
     s = b.supports("cuda")
     if not s:
         pytest.skip(s.reason)
     ep_kw = dict(local_num_experts=16, local_expert_offset=16) if ep else {}
-    case = MoECase(num_tokens=num_tokens, hidden_size=2880, intermediate_size=2880, num_experts=32, top_k=4,
+    case = MoECase(num_tokens=num_tokens, hidden_size=hidden, intermediate_size=hidden, num_experts=32, top_k=4,
                    activation=activation, has_bias=has_bias, model="gpt-oss-20b-like", **ep_kw)
     from fp4moe_diag.reference import reference_moe
 
     inp = build_inputs(case, "cuda")
     ref = reference_moe(inp)
     prep = b.prepare(inp)
-    tactics = b.tactics(case) if num_tokens in (1, 37) else [b.default_tactic(case)]
+    tactics = b.tactics(case) if num_tokens in (1, 37) or hidden == 3072 else [b.default_tactic(case)]
     assert any(t.params["dot_scaled"] for t in tactics) or len(tactics) == 1
+    if hidden == 3072:
+        assert sum(t.params["split_k"] > 1 for t in tactics) == sum(c[6] > 1 for c in DECODE_CONFIGS)
     errs = {}
     for t in tactics:
         y = b.run(prep, t)

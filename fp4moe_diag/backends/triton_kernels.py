@@ -32,6 +32,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .triton_mxfp4 import k_split, split_k_fits
+
 ACT_SWIGLU = 0
 ACT_SWIGLU_OAI = 1
 
@@ -89,14 +91,13 @@ def _mx_dot(xa, xb, w, s, acc, HALF: tl.constexpr, BLOCK_N: tl.constexpr, DOT_F3
 
 
 @triton.jit
-def _ds_ptrs(w_ptr, ws_ptr, e, offs_n, stride_we, stride_wn, stride_se, stride_sn,
-             HALF: tl.constexpr, NB: tl.constexpr):
-    """2-D tile pointers for ``tl.dot_scaled``: packed weights [HALF, BLOCK_N] (byte h holds K
-    elements 2h, 2h+1: the e2m1 K-packing dot_scaled expects) and scale bytes [BLOCK_N, NB]."""
-    offs_h = tl.arange(0, HALF)
-    offs_b = tl.arange(0, NB)
-    w = w_ptr + e * stride_we + offs_n[None, :].to(tl.int64) * stride_wn + offs_h[:, None]
-    s = ws_ptr + e * stride_se + offs_n[:, None].to(tl.int64) * stride_sn + offs_b[None, :]
+def _ds_offsets(offs_n, stride_wn, stride_sn, HALF: tl.constexpr, NB: tl.constexpr):
+    """int32 tile offsets for ``tl.dot_scaled``: packed weights [HALF, BLOCK_N] (byte h holds K
+    elements 2h, 2h+1: the e2m1 K-packing dot_scaled expects) and scale bytes [BLOCK_N, NB], to add
+    to a scalar per-expert base pointer.  (Full int64 pointer tensors carried through the K loop
+    cost ~100 registers per thread in gemm1 and halved the occupancy.)"""
+    w = offs_n[None, :] * stride_wn + tl.arange(0, HALF)[:, None]
+    s = offs_n[:, None] * stride_sn + tl.arange(0, NB)[None, :]
     return w, s
 
 
@@ -125,80 +126,30 @@ def _ds_masks(k0, mask_m, mask_n, K: tl.constexpr, HALF: tl.constexpr, NB: tl.co
 
 
 @triton.jit
-def _ds_dot(x, w_ptrs, s_ptrs, mask_w, mask_s, acc):
-    """``acc + x @ dequant(w)`` by Triton's ``tl.dot_scaled`` (bf16 x e2m1, ue8m0 scales; on Hopper
-    the compiler upcasts e2m1 with its packed conversion).  GPU only: Triton 3.6's interpreter has
-    no dot_scaled."""
-    w = tl.load(w_ptrs, mask=mask_w, other=0)
-    sc = tl.load(s_ptrs, mask=mask_s, other=0)
+def _ds_load(w_ptrs, s_ptrs, mask_w, mask_s):
+    """One K step of packed weights [HALF, BLOCK_N] and scale bytes [BLOCK_N, NB] for dot_scaled."""
+    return tl.load(w_ptrs, mask=mask_w, other=0), tl.load(s_ptrs, mask=mask_s, other=0)
+
+
+@triton.jit
+def _ds_mma(x, w, sc, acc):
+    """``acc + x @ dequant(w, sc)`` on already loaded tiles (see :func:`_ds_dot`)."""
     return tl.dot_scaled(x, None, "bf16", w, sc, "e2m1", acc, fast_math=True)
 
 
 @triton.jit
-def _moe_mxfp4_gemm1_kernel(
-    x_ptr, w_ptr, ws_ptr, b_ptr, alpha_ptr, beta_ptr, limit_ptr, out_ptr,
-    sorted_pair_ptr, block_expert_ptr,
-    num_pairs, top_k, N,
-    stride_xm, stride_we, stride_wn, stride_se, stride_sn, stride_be, stride_om,
-    K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
-    DOT_SCALED: tl.constexpr,
-):
-    """Grouped gate/up GEMM + gated activation. N = I (output columns), K = H."""
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    e = tl.load(block_expert_ptr + pid_m).to(tl.int64)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    pair = tl.load(sorted_pair_ptr + offs_m)
-    mask_m = pair < num_pairs
-    tok = tl.where(mask_m, pair // top_k, 0).to(tl.int64)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    mask_n = offs_n < N
-    HALF: tl.constexpr = BLOCK_K // 2
-    NB: tl.constexpr = BLOCK_K // 32
-    offs_b = tl.arange(0, NB)
-    offs_j = tl.arange(0, 16)
+def _ds_dot(x, w_ptrs, s_ptrs, mask_w, mask_s, acc):
+    """``acc + x @ dequant(w)`` by Triton's ``tl.dot_scaled`` (bf16 x e2m1, ue8m0 scales; on Hopper
+    the compiler upcasts e2m1 with its packed conversion).  GPU only: Triton 3.6's interpreter has
+    no dot_scaled."""
+    w, sc = _ds_load(w_ptrs, s_ptrs, mask_w, mask_s)
+    return _ds_mma(x, w, sc, acc)
 
-    offs_k = tl.arange(0, BLOCK_K)
-    x_ptrs = x_ptr + tok[:, None] * stride_xm + offs_k[None, :]
-    acc_l = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    if DOT_SCALED:
-        w_lin, s_lin = _ds_ptrs(w_ptr, ws_ptr, e, offs_n, stride_we, stride_wn, stride_se, stride_sn, HALF, NB)
-        for k0 in range(0, K, BLOCK_K):
-            mask_x, mask_w, mask_s = _ds_masks(k0, mask_m, mask_n, K, HALF, NB, BLOCK_K, EVEN_K)
-            x = tl.load(x_ptrs, mask=mask_x, other=0.0)
-            acc_l = _ds_dot(x, w_lin, s_lin, mask_w, mask_s, acc_l)
-            acc_g = _ds_dot(x, w_lin + N * stride_wn, s_lin + N * stride_sn, mask_w, mask_s, acc_g)
-            x_ptrs += BLOCK_K
-            w_lin += HALF
-            s_lin += NB
-    else:
-        w_lin = (w_ptr + e * stride_we + offs_n[None, None, :].to(tl.int64) * stride_wn
-                 + offs_b[:, None, None] * 16 + offs_j[None, :, None])
-        w_gate = w_lin + N * stride_wn
-        s_lin = ws_ptr + e * stride_se + offs_n[None, :].to(tl.int64) * stride_sn + offs_b[:, None]
-        s_gate = s_lin + N * stride_sn
-        # scale bytes are too narrow for cp.async: prefetch them one iteration ahead in registers
-        mask_s = mask_n[None, :] & (offs_b[:, None] < K // 32)
-        sl_next = tl.load(s_lin, mask=mask_s, other=0)
-        sg_next = tl.load(s_gate, mask=mask_s, other=0)
-        for k0 in range(0, K, BLOCK_K):
-            mask_x, mask_w = _bits_masks(k0, mask_m, mask_n, offs_k, offs_b, K, EVEN_K)
-            sl = sl_next
-            sg = sg_next
-            mask_s = mask_n[None, :] & (k0 // 32 + NB + offs_b[:, None] < K // 32)
-            sl_next = tl.load(s_lin + NB, mask=mask_s, other=0)
-            sg_next = tl.load(s_gate + NB, mask=mask_s, other=0)
-            xa, xb = _load_act(x_ptrs, mask_x, BLOCK_M, HALF)
-            acc_l = _mx_dot(xa, xb, tl.load(w_lin, mask=mask_w, other=0), sl, acc_l, HALF, BLOCK_N, DOT_F32)
-            acc_g = _mx_dot(xa, xb, tl.load(w_gate, mask=mask_w, other=0), sg, acc_g, HALF, BLOCK_N, DOT_F32)
-            x_ptrs += BLOCK_K
-            w_lin += HALF
-            w_gate += HALF
-            s_lin += NB
-            s_gate += NB
 
+@triton.jit
+def _gemm1_epilogue(acc_l, acc_g, e, offs_m, offs_n, mask_m, mask_n, b_ptr, alpha_ptr, beta_ptr, limit_ptr,
+                    out_ptr, N, stride_be, stride_om, ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr):
+    """Bias, gated activation and the bf16 store of gemm1 (in gemm1 itself, or after the split-K sum)."""
     if HAS_BIAS:
         b_row = b_ptr + e * stride_be
         acc_l += tl.load(b_row + offs_n, mask=mask_n, other=0.0)[None, :]
@@ -217,17 +168,147 @@ def _moe_mxfp4_gemm1_kernel(
 
 
 @triton.jit
+def _moe_mxfp4_gemm1_kernel(
+    x_ptr, w_ptr, ws_ptr, b_ptr, alpha_ptr, beta_ptr, limit_ptr, out_ptr, part_ptr,
+    sorted_pair_ptr, block_expert_ptr,
+    num_pairs, top_k, N,
+    stride_xm, stride_we, stride_wn, stride_se, stride_sn, stride_be, stride_om, stride_ps, stride_pm,
+    K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
+    DOT_SCALED: tl.constexpr, SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, PREFETCH: tl.constexpr,
+):
+    """Grouped gate/up GEMM + gated activation. N = I (output columns), K = H.
+
+    Program ``(pid_m, pid_n, pid_k)`` reduces K elements ``[pid_k * K_SPLIT, (pid_k + 1) * K_SPLIT)``.
+    With ``SPLIT_K == 1`` it applies bias and activation and stores bf16 to ``out``; otherwise it
+    stores the fp32 (lin, gate) partial sums to plane ``pid_k`` of ``part`` [SPLIT_K, rows, 2N] and
+    :func:`_moe_mxfp4_gemm1_finalize_kernel` sums the planes.  ``PREFETCH`` (dot_scaled only) loads
+    the tiles of step k+1 into registers before the MMAs of step k."""
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    pid_k = tl.program_id(2)
+    e = tl.load(block_expert_ptr + pid_m).to(tl.int64)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    pair = tl.load(sorted_pair_ptr + offs_m)
+    mask_m = pair < num_pairs
+    tok = tl.where(mask_m, pair // top_k, 0).to(tl.int64)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask_n = offs_n < N
+    HALF: tl.constexpr = BLOCK_K // 2
+    NB: tl.constexpr = BLOCK_K // 32
+    offs_b = tl.arange(0, NB)
+    offs_j = tl.arange(0, 16)
+    kb = pid_k * K_SPLIT  # first K element of this split
+
+    offs_k = tl.arange(0, BLOCK_K)
+    acc_l = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if DOT_SCALED:
+        w_off, s_off = _ds_offsets(offs_n, stride_wn, stride_sn, HALF, NB)
+        w_lin = w_ptr + e * stride_we + kb // 2  # scalar base pointers, advanced by kk below
+        s_lin = ws_ptr + e * stride_se + kb // 32
+        w_gate = w_lin + N * stride_wn
+        s_gate = s_lin + N * stride_sn
+        x_row = x_ptr + tok[:, None] * stride_xm + kb
+        if PREFETCH:
+            mask_x, mask_w, mask_s = _ds_masks(kb, mask_m, mask_n, K, HALF, NB, BLOCK_K, EVEN_K)
+            x = tl.load(x_row + offs_k[None, :], mask=mask_x, other=0.0)
+            wl, sl = _ds_load(w_lin + w_off, s_lin + s_off, mask_w, mask_s)
+            wg, sg = _ds_load(w_gate + w_off, s_gate + s_off, mask_w, mask_s)
+            for kk in range(BLOCK_K, K_SPLIT, BLOCK_K):
+                mask_x, mask_w, mask_s = _ds_masks(kb + kk, mask_m, mask_n, K, HALF, NB, BLOCK_K, EVEN_K)
+                x_n = tl.load(x_row + kk + offs_k[None, :], mask=mask_x, other=0.0)
+                wl_n, sl_n = _ds_load(w_lin + kk // 2 + w_off, s_lin + kk // 32 + s_off, mask_w, mask_s)
+                wg_n, sg_n = _ds_load(w_gate + kk // 2 + w_off, s_gate + kk // 32 + s_off, mask_w, mask_s)
+                acc_l = _ds_mma(x, wl, sl, acc_l)
+                acc_g = _ds_mma(x, wg, sg, acc_g)
+                x, wl, sl, wg, sg = x_n, wl_n, sl_n, wg_n, sg_n
+            acc_l = _ds_mma(x, wl, sl, acc_l)
+            acc_g = _ds_mma(x, wg, sg, acc_g)
+        else:
+            for kk in range(0, K_SPLIT, BLOCK_K):
+                mask_x, mask_w, mask_s = _ds_masks(kb + kk, mask_m, mask_n, K, HALF, NB, BLOCK_K, EVEN_K)
+                x = tl.load(x_row + kk + offs_k[None, :], mask=mask_x, other=0.0)
+                acc_l = _ds_dot(x, w_lin + kk // 2 + w_off, s_lin + kk // 32 + s_off, mask_w, mask_s, acc_l)
+                acc_g = _ds_dot(x, w_gate + kk // 2 + w_off, s_gate + kk // 32 + s_off, mask_w, mask_s, acc_g)
+    else:
+        x_ptrs = x_ptr + tok[:, None] * stride_xm + kb + offs_k[None, :]
+        w_lin = (w_ptr + e * stride_we + offs_n[None, None, :].to(tl.int64) * stride_wn + kb // 2
+                 + offs_b[:, None, None] * 16 + offs_j[None, :, None])
+        w_gate = w_lin + N * stride_wn
+        s_lin = ws_ptr + e * stride_se + offs_n[None, :].to(tl.int64) * stride_sn + kb // 32 + offs_b[:, None]
+        s_gate = s_lin + N * stride_sn
+        # scale bytes are too narrow for cp.async: prefetch them one iteration ahead in registers
+        mask_s = mask_n[None, :] & (kb // 32 + offs_b[:, None] < K // 32)
+        sl_next = tl.load(s_lin, mask=mask_s, other=0)
+        sg_next = tl.load(s_gate, mask=mask_s, other=0)
+        for kk in range(0, K_SPLIT, BLOCK_K):
+            mask_x, mask_w = _bits_masks(kb + kk, mask_m, mask_n, offs_k, offs_b, K, EVEN_K)
+            sl = sl_next
+            sg = sg_next
+            mask_s = mask_n[None, :] & ((kb + kk) // 32 + NB + offs_b[:, None] < K // 32)
+            sl_next = tl.load(s_lin + NB, mask=mask_s, other=0)
+            sg_next = tl.load(s_gate + NB, mask=mask_s, other=0)
+            xa, xb = _load_act(x_ptrs, mask_x, BLOCK_M, HALF)
+            acc_l = _mx_dot(xa, xb, tl.load(w_lin, mask=mask_w, other=0), sl, acc_l, HALF, BLOCK_N, DOT_F32)
+            acc_g = _mx_dot(xa, xb, tl.load(w_gate, mask=mask_w, other=0), sg, acc_g, HALF, BLOCK_N, DOT_F32)
+            x_ptrs += BLOCK_K
+            w_lin += HALF
+            w_gate += HALF
+            s_lin += NB
+            s_gate += NB
+
+    if SPLIT_K == 1:
+        _gemm1_epilogue(acc_l, acc_g, e, offs_m, offs_n, mask_m, mask_n, b_ptr, alpha_ptr, beta_ptr, limit_ptr,
+                        out_ptr, N, stride_be, stride_om, ACTIVATION, HAS_BIAS)
+    else:
+        p = part_ptr + pid_k * stride_ps + offs_m[:, None].to(tl.int64) * stride_pm + offs_n[None, :]
+        tl.store(p, acc_l, mask=mask_n[None, :])
+        tl.store(p + N, acc_g, mask=mask_n[None, :])
+
+
+@triton.jit
+def _moe_mxfp4_gemm1_finalize_kernel(
+    part_ptr, b_ptr, alpha_ptr, beta_ptr, limit_ptr, out_ptr, sorted_pair_ptr, block_expert_ptr,
+    num_pairs, N, stride_ps, stride_pm, stride_be, stride_om,
+    SPLIT_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr,
+):
+    """Sum gemm1's split-K planes in a fixed order (deterministic), then bias + activation + store."""
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    e = tl.load(block_expert_ptr + pid_m).to(tl.int64)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    mask_m = tl.load(sorted_pair_ptr + offs_m) < num_pairs
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask_n = offs_n < N
+    p = part_ptr + offs_m[:, None].to(tl.int64) * stride_pm + offs_n[None, :]
+    mask = mask_m[:, None] & mask_n[None, :]
+    acc_l = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    acc_g = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for s in tl.static_range(SPLIT_K):
+        acc_l += tl.load(p + s * stride_ps, mask=mask, other=0.0)
+        acc_g += tl.load(p + s * stride_ps + N, mask=mask, other=0.0)
+    _gemm1_epilogue(acc_l, acc_g, e, offs_m, offs_n, mask_m, mask_n, b_ptr, alpha_ptr, beta_ptr, limit_ptr,
+                    out_ptr, N, stride_be, stride_om, ACTIVATION, HAS_BIAS)
+
+
+@triton.jit
 def _moe_mxfp4_gemm2_kernel(
     a_ptr, w_ptr, ws_ptr, b_ptr, topk_w_ptr, out_ptr,
     sorted_pair_ptr, block_expert_ptr,
     num_pairs, N,
-    stride_am, stride_we, stride_wn, stride_se, stride_sn, stride_be, stride_om,
+    stride_am, stride_we, stride_wn, stride_se, stride_sn, stride_be, stride_om, stride_os,
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr, DOT_SCALED: tl.constexpr,
+    SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, PREFETCH: tl.constexpr,
 ):
-    """Grouped down GEMM, times the routing weight, stored per pair. N = H, K = I."""
+    """Grouped down GEMM, times the routing weight, stored per pair. N = H, K = I.  Split ``pid_k``
+    stores its partial product to plane ``pid_k`` of ``out`` (plane stride ``stride_os``); the bias
+    goes into plane 0 only; the planes and top-k are summed on the host side."""
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
+    pid_k = tl.program_id(2)
     e = tl.load(block_expert_ptr + pid_m).to(tl.int64)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     pair = tl.load(sorted_pair_ptr + offs_m)
@@ -238,28 +319,42 @@ def _moe_mxfp4_gemm2_kernel(
     NB: tl.constexpr = BLOCK_K // 32
     offs_b = tl.arange(0, NB)
     offs_j = tl.arange(0, 16)
+    kb = pid_k * K_SPLIT
 
     offs_k = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + offs_m[:, None].to(tl.int64) * stride_am + offs_k[None, :]
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if DOT_SCALED:
-        w_ptrs, s_ptrs = _ds_ptrs(w_ptr, ws_ptr, e, offs_n, stride_we, stride_wn, stride_se, stride_sn, HALF, NB)
-        for k0 in range(0, K, BLOCK_K):
-            mask_a, mask_w, mask_s = _ds_masks(k0, mask_m, mask_n, K, HALF, NB, BLOCK_K, EVEN_K)
-            acc = _ds_dot(tl.load(a_ptrs, mask=mask_a, other=0.0), w_ptrs, s_ptrs, mask_w, mask_s, acc)
-            a_ptrs += BLOCK_K
-            w_ptrs += HALF
-            s_ptrs += NB
+        w_off, s_off = _ds_offsets(offs_n, stride_wn, stride_sn, HALF, NB)
+        w_base = w_ptr + e * stride_we + kb // 2
+        s_base = ws_ptr + e * stride_se + kb // 32
+        a_row = a_ptr + offs_m[:, None].to(tl.int64) * stride_am + kb
+        if PREFETCH:
+            mask_a, mask_w, mask_s = _ds_masks(kb, mask_m, mask_n, K, HALF, NB, BLOCK_K, EVEN_K)
+            a = tl.load(a_row + offs_k[None, :], mask=mask_a, other=0.0)
+            w, sc = _ds_load(w_base + w_off, s_base + s_off, mask_w, mask_s)
+            for kk in range(BLOCK_K, K_SPLIT, BLOCK_K):
+                mask_a, mask_w, mask_s = _ds_masks(kb + kk, mask_m, mask_n, K, HALF, NB, BLOCK_K, EVEN_K)
+                a_n = tl.load(a_row + kk + offs_k[None, :], mask=mask_a, other=0.0)
+                w_n, sc_n = _ds_load(w_base + kk // 2 + w_off, s_base + kk // 32 + s_off, mask_w, mask_s)
+                acc = _ds_mma(a, w, sc, acc)
+                a, w, sc = a_n, w_n, sc_n
+            acc = _ds_mma(a, w, sc, acc)
+        else:
+            for kk in range(0, K_SPLIT, BLOCK_K):
+                mask_a, mask_w, mask_s = _ds_masks(kb + kk, mask_m, mask_n, K, HALF, NB, BLOCK_K, EVEN_K)
+                a = tl.load(a_row + kk + offs_k[None, :], mask=mask_a, other=0.0)
+                acc = _ds_dot(a, w_base + kk // 2 + w_off, s_base + kk // 32 + s_off, mask_w, mask_s, acc)
     else:
-        w_ptrs = (w_ptr + e * stride_we + offs_n[None, None, :].to(tl.int64) * stride_wn
+        a_ptrs = a_ptr + offs_m[:, None].to(tl.int64) * stride_am + kb + offs_k[None, :]
+        w_ptrs = (w_ptr + e * stride_we + offs_n[None, None, :].to(tl.int64) * stride_wn + kb // 2
                   + offs_b[:, None, None] * 16 + offs_j[None, :, None])
-        s_ptrs = ws_ptr + e * stride_se + offs_n[None, :].to(tl.int64) * stride_sn + offs_b[:, None]
-        mask_s = mask_n[None, :] & (offs_b[:, None] < K // 32)
+        s_ptrs = ws_ptr + e * stride_se + offs_n[None, :].to(tl.int64) * stride_sn + kb // 32 + offs_b[:, None]
+        mask_s = mask_n[None, :] & (kb // 32 + offs_b[:, None] < K // 32)
         s_next = tl.load(s_ptrs, mask=mask_s, other=0)
-        for k0 in range(0, K, BLOCK_K):
-            mask_a, mask_w = _bits_masks(k0, mask_m, mask_n, offs_k, offs_b, K, EVEN_K)
+        for kk in range(0, K_SPLIT, BLOCK_K):
+            mask_a, mask_w = _bits_masks(kb + kk, mask_m, mask_n, offs_k, offs_b, K, EVEN_K)
             sc = s_next
-            mask_s = mask_n[None, :] & (k0 // 32 + NB + offs_b[:, None] < K // 32)
+            mask_s = mask_n[None, :] & ((kb + kk) // 32 + NB + offs_b[:, None] < K // 32)
             s_next = tl.load(s_ptrs + NB, mask=mask_s, other=0)
             aa, ab = _load_act(a_ptrs, mask_a, BLOCK_M, HALF)
             acc = _mx_dot(aa, ab, tl.load(w_ptrs, mask=mask_w, other=0), sc, acc, HALF, BLOCK_N, DOT_F32)
@@ -268,10 +363,11 @@ def _moe_mxfp4_gemm2_kernel(
             s_ptrs += NB
 
     if HAS_BIAS:
-        acc += tl.load(b_ptr + e * stride_be + offs_n, mask=mask_n, other=0.0)[None, :]
+        bias = tl.load(b_ptr + e * stride_be + offs_n, mask=mask_n & (pid_k == 0), other=0.0)
+        acc += bias[None, :]
     wt = tl.load(topk_w_ptr + pair, mask=mask_m, other=0.0)
     acc = acc * wt[:, None]
-    out_ptrs = out_ptr + pair[:, None].to(tl.int64) * stride_om + offs_n[None, :]
+    out_ptrs = out_ptr + pid_k * stride_os + pair[:, None].to(tl.int64) * stride_om + offs_n[None, :]
     tl.store(out_ptrs, acc.to(out_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
 
 
@@ -292,26 +388,53 @@ def launch_gemm1(
     out: torch.Tensor, sorted_pair_ids: torch.Tensor, block_expert_ids: torch.Tensor,
     num_pairs: int, top_k: int, activation: int,
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
+    split_k: int = 1, prefetch: bool = False, part: Optional[torch.Tensor] = None,
 ) -> None:
-    """Launch gemm1 on ``block_expert_ids.numel()`` M-blocks. ``w [L, 2I, H/2]``, ``out [P, I]``."""
+    """Launch gemm1 on ``block_expert_ids.numel()`` M-blocks. ``w [L, 2I, H/2]``, ``out [P, I]``.
+    ``split_k > 1`` needs ``part``: fp32 ``[split_k, >= P, 2I]`` (then a finalize kernel runs)."""
     inter, hidden = w.shape[1] // 2, x.shape[1]
     num_blocks = block_expert_ids.numel()
     if num_blocks == 0:
         return
+    ks = _check_split(hidden, block_k, split_k, prefetch, dot_scaled)
+    if split_k > 1 and (part is None or part.dtype != torch.float32 or part.shape[0] < split_k
+                        or part.shape[1] < num_blocks * block_m or part.shape[2] != 2 * inter):
+        raise ValueError(f"part: expected fp32 [{split_k}, >={num_blocks * block_m}, {2 * inter}] for split_k="
+                         f"{split_k}, got {None if part is None else (part.dtype, tuple(part.shape))}")
     dummy = w_scale  # never read when the constexpr switch is off
-    grid = (num_blocks, triton.cdiv(inter, block_n))
+    part_arg = dummy if split_k == 1 else part
+    grid = (num_blocks, triton.cdiv(inter, block_n), split_k)
     _moe_mxfp4_gemm1_kernel[grid](
         x, w, w_scale, dummy if bias is None else bias,
         dummy if alpha is None else alpha, dummy if beta is None else beta, dummy if limit is None else limit,
-        out, sorted_pair_ids, block_expert_ids,
+        out, part_arg, sorted_pair_ids, block_expert_ids,
         num_pairs, top_k, inter,
         x.stride(0), w.stride(0), w.stride(1), w_scale.stride(0), w_scale.stride(1),
         0 if bias is None else bias.stride(0), out.stride(0),
+        0 if split_k == 1 else part.stride(0), 0 if split_k == 1 else part.stride(1),
         K=hidden, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-        ACTIVATION=activation, HAS_BIAS=bias is not None, EVEN_K=hidden % block_k == 0, DOT_F32=INTERPRETED,
-        DOT_SCALED=_dot_scaled(dot_scaled),
+        ACTIVATION=activation, HAS_BIAS=bias is not None, EVEN_K=hidden % (block_k * split_k) == 0,
+        DOT_F32=INTERPRETED, DOT_SCALED=_dot_scaled(dot_scaled), SPLIT_K=split_k, K_SPLIT=ks, PREFETCH=prefetch,
         num_warps=num_warps, num_stages=num_stages,
     )
+    if split_k > 1:
+        fin_n = 64
+        _moe_mxfp4_gemm1_finalize_kernel[(num_blocks, triton.cdiv(inter, fin_n))](
+            part, dummy if bias is None else bias,
+            dummy if alpha is None else alpha, dummy if beta is None else beta, dummy if limit is None else limit,
+            out, sorted_pair_ids, block_expert_ids,
+            num_pairs, inter, part.stride(0), part.stride(1), 0 if bias is None else bias.stride(0), out.stride(0),
+            SPLIT_K=split_k, BLOCK_M=block_m, BLOCK_N=fin_n, ACTIVATION=activation, HAS_BIAS=bias is not None,
+            num_warps=4,
+        )
+
+
+def _check_split(k: int, block_k: int, split_k: int, prefetch: bool, dot_scaled: bool) -> int:
+    if not split_k_fits(k, block_k, split_k):
+        raise ValueError(f"split_k: {split_k} splits of K={k} in steps of block_k={block_k} leave a split empty")
+    if prefetch and not dot_scaled:
+        raise ValueError("prefetch: the register prefetch is implemented for the dot_scaled kernels only")
+    return k_split(k, block_k, split_k)
 
 
 def launch_gemm2(
@@ -319,20 +442,27 @@ def launch_gemm2(
     topk_weights: torch.Tensor, out: torch.Tensor, sorted_pair_ids: torch.Tensor,
     block_expert_ids: torch.Tensor, num_pairs: int,
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
+    split_k: int = 1, prefetch: bool = False,
 ) -> None:
-    """Launch gemm2. ``a [P, I]`` bf16, ``w [L, H, I/2]``, ``out [T*k, H]`` (rows by pair index)."""
+    """Launch gemm2. ``a [P, I]`` bf16, ``w [L, H, I/2]``, ``out [T*k, H]`` (rows by pair index), or
+    ``out [>= split_k, T*k, H]`` (one plane per split; the caller sums them)."""
     hidden, inter = w.shape[1], a.shape[1]
     num_blocks = block_expert_ids.numel()
     if num_blocks == 0:
         return
-    grid = (num_blocks, triton.cdiv(hidden, block_n))
+    ks = _check_split(inter, block_k, split_k, prefetch, dot_scaled)
+    planes = out.unsqueeze(0) if out.dim() == 2 else out
+    if planes.dim() != 3 or planes.shape[0] < split_k:
+        raise ValueError(f"out: expected [T*k, H] or [>= {split_k}, T*k, H] (one plane per split), got {tuple(out.shape)}")
+    grid = (num_blocks, triton.cdiv(hidden, block_n), split_k)
     _moe_mxfp4_gemm2_kernel[grid](
-        a, w, w_scale, w_scale if bias is None else bias, topk_weights, out,
+        a, w, w_scale, w_scale if bias is None else bias, topk_weights, planes,
         sorted_pair_ids, block_expert_ids,
         num_pairs, hidden,
         a.stride(0), w.stride(0), w.stride(1), w_scale.stride(0), w_scale.stride(1),
-        0 if bias is None else bias.stride(0), out.stride(0),
+        0 if bias is None else bias.stride(0), planes.stride(1), planes.stride(0),
         K=inter, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-        HAS_BIAS=bias is not None, EVEN_K=inter % block_k == 0, DOT_F32=INTERPRETED,
-        DOT_SCALED=_dot_scaled(dot_scaled), num_warps=num_warps, num_stages=num_stages,
+        HAS_BIAS=bias is not None, EVEN_K=inter % (block_k * split_k) == 0, DOT_F32=INTERPRETED,
+        DOT_SCALED=_dot_scaled(dot_scaled), SPLIT_K=split_k, K_SPLIT=ks, PREFETCH=prefetch,
+        num_warps=num_warps, num_stages=num_stages,
     )

@@ -62,14 +62,96 @@ DOT_SCALED_CONFIGS: tuple[tuple[int, int, int, int, int, str], ...] = (
 )
 
 
+#: decode-only tactics (offered when ``T * top_k <= DECODE_MAX_PAIRS``, GPU only):
+#: ``(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, mode, split_k)``.  ``split_k`` > 1 spreads
+#: the K loop over that many programs (more bytes in flight when only a few experts are active)
+#: and sums the fp32 partial planes in a fixed order (deterministic).  ``mode`` "dsp" is dot_scaled
+#: with the tiles of K step k+1 loaded into registers before the MMAs of step k, instead of
+#: Triton's cp.async pipeline (``num_stages``).  All of them: <= 160 registers, no spills on sm_90a.
+DECODE_CONFIGS: tuple[tuple[int, int, int, int, int, str, int], ...] = (
+    (16, 32, 128, 4, 4, "ds", 1),
+    (16, 32, 128, 4, 3, "ds", 2),
+    (16, 32, 128, 4, 3, "ds", 4),
+    (16, 32, 128, 4, 4, "ds", 4),
+    (16, 16, 128, 4, 4, "ds", 2),
+    (16, 64, 128, 4, 3, "ds", 2),
+    (16, 32, 256, 4, 3, "ds", 2),
+    (16, 32, 128, 4, 1, "dsp", 1),
+    (16, 32, 128, 4, 1, "dsp", 4),
+)
+DECODE_MAX_PAIRS = 256
+_MODES = ("bits", "ds", "dsp")
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """A parsed tactic id: tiles, launch parameters, kernel mode and split-K factor."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    num_warps: int
+    num_stages: int
+    mode: str = "bits"  # "bits" (bit-arithmetic dequant), "ds" (tl.dot_scaled), "dsp" (dot_scaled + prefetch)
+    split_k: int = 1
+
+    @property
+    def dot_scaled(self) -> bool:
+        return self.mode in ("ds", "dsp")
+
+    @property
+    def prefetch(self) -> bool:
+        return self.mode == "dsp"
+
+    @property
+    def label(self) -> str:
+        base = f"m{self.block_m}n{self.block_n}k{self.block_k}w{self.num_warps}s{self.num_stages}"
+        return base + ("" if self.mode == "bits" else f"-{self.mode}") + (f"-sk{self.split_k}" if self.split_k > 1 else "")
+
+    def params(self) -> dict[str, Any]:
+        return dict(block_m=self.block_m, block_n=self.block_n, block_k=self.block_k, num_warps=self.num_warps,
+                    num_stages=self.num_stages, dot_scaled=self.dot_scaled, prefetch=self.prefetch,
+                    split_k=self.split_k)
+
+
+def parse_config(cfg: Sequence) -> KernelConfig:
+    """Tactic id -> :class:`KernelConfig`: a 5-tuple (bit dequant), a 6-tuple ending "ds", or a
+    7-tuple ``(..., mode, split_k)``."""
+    cfg = tuple(cfg)
+    if len(cfg) not in (5, 6, 7) or not all(isinstance(v, int) and v > 0 for v in cfg[:5]):
+        raise ValueError(f"tactic: expected (block_m, block_n, block_k, num_warps, num_stages[, mode[, split_k]]) "
+                         f"with positive ints, got {cfg!r}")
+    mode = cfg[5] if len(cfg) > 5 else "bits"
+    split = cfg[6] if len(cfg) > 6 else 1
+    if mode not in _MODES:
+        raise ValueError(f"tactic: mode must be one of {_MODES}, got {mode!r}")
+    if not isinstance(split, int) or split < 1:
+        raise ValueError(f"tactic: split_k must be a positive int, got {split!r}")
+    return KernelConfig(*cfg[:5], mode=mode, split_k=split)
+
+
+def k_split(k: int, block_k: int, split_k: int) -> int:
+    """K elements per split: a whole number of ``block_k`` steps (the last split may be shorter)."""
+    per = -(-k // split_k)
+    return -(-per // block_k) * block_k
+
+
+def split_k_fits(k: int, block_k: int, split_k: int) -> bool:
+    """Whether ``split_k`` splits of ``k`` in ``block_k`` steps leave no split empty."""
+    return split_k >= 1 and k_split(k, block_k, split_k) * (split_k - 1) < k
+
+
+def _split_fits(case: MoECase, kc: KernelConfig) -> bool:
+    return all(split_k_fits(k, kc.block_k, kc.split_k) for k in (case.hidden_size, case.intermediate_size))
+
+
 def config_label(cfg: Sequence) -> str:
-    bm, bn, bk, w, s = cfg[:5]
-    return f"m{bm}n{bn}k{bk}w{w}s{s}" + ("-ds" if uses_dot_scaled(cfg) else "")
+    return parse_config(cfg).label
 
 
 def uses_dot_scaled(cfg: Sequence) -> bool:
-    """Whether a tactic id selects the ``tl.dot_scaled`` kernels (6th element ``"ds"``)."""
-    return len(cfg) > 5 and cfg[5] == "ds"
+    """Whether a tactic id selects the ``tl.dot_scaled`` kernels."""
+    return parse_config(cfg).dot_scaled
 
 
 def interpret_enabled() -> bool:
@@ -131,6 +213,8 @@ class TritonPrepared:
     out_f32: torch.Tensor  # fp32 [T, H]
     groupings: dict[int, ExpertGrouping] = field(default_factory=dict)
     inter_buf: Optional[torch.Tensor] = None  # bf16 [max padded pairs, I]
+    part_bufs: dict[int, torch.Tensor] = field(default_factory=dict)  # split_k -> fp32 [S, rows, 2I]
+    pair_planes: dict[int, torch.Tensor] = field(default_factory=dict)  # split_k -> fp32 [S, T*k, H]
 
     def grouping(self, block_m: int) -> ExpertGrouping:
         """The grouping for ``block_m`` (made on first use), with an intermediate buffer large enough."""
@@ -145,6 +229,22 @@ class TritonPrepared:
                     (max(rows, 1), c.intermediate_size), dtype=torch.bfloat16, device=self.pair_out.device
                 )
         return self.groupings[block_m]
+
+    def split_buffers(self, split_k: int, rows: int) -> tuple[Optional[torch.Tensor], torch.Tensor]:
+        """(gemm1 fp32 partials ``[split_k, rows, 2I]`` or None, gemm2 output planes ``[split_k, T*k, H]``).
+        The planes start as zeros: rows of pairs routed to other ranks are never written."""
+        if split_k == 1:
+            return None, self.pair_out.unsqueeze(0)
+        dev, c = self.pair_out.device, self.inputs.case
+        part = self.part_bufs.get(split_k)
+        if part is None or part.shape[1] < rows:
+            part = torch.empty((split_k, max(rows, 1), 2 * c.intermediate_size), dtype=torch.float32, device=dev)
+            self.part_bufs[split_k] = part
+        planes = self.pair_planes.get(split_k)
+        if planes is None:
+            planes = torch.zeros((split_k, *self.pair_out.shape), dtype=torch.float32, device=dev)
+            self.pair_planes[split_k] = planes
+        return part, planes
 
 
 @register
@@ -187,17 +287,19 @@ class TritonMXFP4Backend(Backend):
         return Support(True)
 
     def tactics(self, case: MoECase, prepared: Any = None) -> list[Tactic]:
-        """The bit-arithmetic configs everywhere; the ``tl.dot_scaled`` ones only when compiled (GPU)."""
+        """The bit-arithmetic configs everywhere; the ``tl.dot_scaled`` ones only when compiled (GPU),
+        plus the decode configs (prefetch, split-K) for ``T * top_k <= DECODE_MAX_PAIRS``."""
         default = default_config(case)
-        names = ("block_m", "block_n", "block_k", "num_warps", "num_stages")
         configs: tuple = CONFIGS
         if not (interpret_enabled() or kernels_interpreted()):
             configs = CONFIGS + DOT_SCALED_CONFIGS
-        return [
-            Tactic(id=cfg, label=config_label(cfg), is_default=cfg == default,
-                   params={**dict(zip(names, cfg[:5])), "dot_scaled": uses_dot_scaled(cfg)})
-            for cfg in configs
-        ]
+            if case.num_tokens * case.top_k <= DECODE_MAX_PAIRS:
+                configs += tuple(c for c in DECODE_CONFIGS if _split_fits(case, parse_config(c)))
+        out = []
+        for cfg in configs:
+            kc = parse_config(cfg)
+            out.append(Tactic(id=cfg, label=kc.label, is_default=cfg == default, params=kc.params()))
+        return out
 
     def versions(self) -> dict[str, str]:
         try:
@@ -241,8 +343,8 @@ class TritonMXFP4Backend(Backend):
 
     def run(self, prepared: TritonPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
         kern = load_kernels()
-        bm, bn, bk, nw, ns = (int(v) for v in tactic.id[:5])
-        ds = uses_dot_scaled(tactic.id)
+        kc = parse_config(tactic.id)
+        bm, bn, bk, nw, ns = kc.block_m, kc.block_n, kc.block_k, kc.num_warps, kc.num_stages
         p = prepared
         c = p.inputs.case
         x = p.hidden
@@ -252,19 +354,21 @@ class TritonMXFP4Backend(Backend):
                              f"{output.device}")
         g = p.grouping(bm)
         inter = p.inter_buf[: max(g.num_padded_pairs, 1)]
+        part, pair_out = p.split_buffers(kc.split_k, g.num_padded_pairs)
         ctx = torch.cuda.device(x.device) if x.device.type == "cuda" else contextlib.nullcontext()
         with ctx:
             kern.launch_gemm1(
                 x, p.w13, p.w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
                 g.sorted_pair_ids, g.block_expert_ids, g.num_pairs, g.top_k, p.activation,
-                bm, bn, bk, nw, ns, dot_scaled=ds,
+                bm, bn, bk, nw, ns, dot_scaled=kc.dot_scaled, split_k=kc.split_k, prefetch=kc.prefetch, part=part,
             )
             kern.launch_gemm2(
-                inter, p.w2, p.w2_scale, p.w2_bias, p.topk_weights, p.pair_out,
+                inter, p.w2, p.w2_scale, p.w2_bias, p.topk_weights, pair_out,
                 g.sorted_pair_ids, g.block_expert_ids, g.num_pairs,
-                bm, bn, bk, nw, ns, dot_scaled=ds,
+                bm, bn, bk, nw, ns, dot_scaled=kc.dot_scaled, split_k=kc.split_k, prefetch=kc.prefetch,
             )
-            torch.sum(p.pair_out.view(t, c.top_k, h), dim=1, out=p.out_f32)
+            # one fixed-order reduction over (split planes, top_k): deterministic, no atomics
+            torch.sum(pair_out.view(kc.split_k, t, c.top_k, h), dim=(0, 2), out=p.out_f32)
         if output is None:
             return p.out_f32.to(torch.bfloat16)
         output.copy_(p.out_f32)
