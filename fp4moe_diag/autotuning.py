@@ -136,11 +136,19 @@ def tune(
     ceilings: Optional[Ceilings] = None,
     env: Optional[dict] = None,
     max_seconds_per_tactic: Optional[float] = 10.0,
+    screen_repeats: Optional[int] = None,
+    screen_top: int = 4,
     repeat_best: bool = True,
     commit_best: bool = False,
     progress: Optional[Callable[[str], None]] = None,
 ) -> TuneResult:
-    """Run every tactic of ``backend`` on ``case``; one DataFrame row per tactic."""
+    """Run every tactic of ``backend`` on ``case``; one DataFrame row per tactic.
+
+    Every tactic is checked against the reference and timed.  With ``screen_repeats`` the timing is
+    two-pass: every tactic gets ``screen_repeats`` timed runs (its correctness run is the warm-up),
+    then the ``screen_top`` fastest correct ones, the default tactic and the backend's combined
+    tactic (if any) are timed in full (``warmup``/``repeats``); ``timing_pass`` says which.  The best
+    tactic is chosen among the fully timed rows."""
     if not isinstance(backend, Backend):
         raise ValueError(f"backend: expected a Backend instance, got {type(backend).__name__}")
     if device is None:
@@ -195,11 +203,19 @@ def tune(
     work = moe_work(case, inputs.local_topk_ids)
     out = torch.empty((case.num_tokens, case.hidden_size), dtype=torch.bfloat16, device=dev)
 
-    def timed(tactic: Tactic) -> TimingStats:
-        return time_fn(lambda: backend.run(prepared, tactic, out), dev, warmup=warmup, repeats=repeats,
-                       flush_l2=flush_l2, cuda_graph=cuda_graph, max_seconds=max_seconds_per_tactic)
+    if screen_repeats is not None and screen_repeats < 1:
+        raise ValueError(f"screen_repeats: expected >= 1 or None, got {screen_repeats}")
 
-    for idx, t in enumerate(tactic_list):
+    def timed(tactic: Tactic, screen: bool = False) -> TimingStats:
+        return time_fn(lambda: backend.run(prepared, tactic, out), dev, warmup=1 if screen else warmup,
+                       repeats=screen_repeats if screen else repeats, flush_l2=flush_l2, cuda_graph=cuda_graph,
+                       max_seconds=max_seconds_per_tactic)
+
+    screen = screen_repeats is not None
+    ok_rows: list[tuple[Tactic, dict]] = []
+
+    def measure(t: Tactic, idx: int, screened: bool) -> bool:
+        """One row for tactic ``t``: correctness, timing; False when the CUDA context is gone."""
         row = {**base, "tactic": str(t.id), "tactic_label": t.label, "is_default_tactic": t.is_default}
         if progress:
             progress(f"{backend.name} {t.label}")
@@ -212,9 +228,10 @@ def tune(
                     torch.cuda.synchronize(dev)
                 row.update(error_metrics(y, reference))
             stage = "timing"
-            stats = timed(t)
+            stats = timed(t, screened)
             row.update(stats.as_dict())
             row.update(roofline_fields(work, stats, ceilings))
+            row["timing_pass"] = "screen" if screened else "full"
             row["status"] = "ok" if (not check_correctness or row.get("correct")) else "incorrect"
             row["stage"] = ""
         except Exception as e:  # noqa: BLE001 - a failing tactic is a result
@@ -230,12 +247,40 @@ def tune(
                     rows.append({**base, "tactic": str(rest.id), "tactic_label": rest.label,
                                  "is_default_tactic": rest.is_default, "status": "aborted", "stage": "run",
                                  "error_message": msg})
-                break
-            continue
+                return False
+            return True
         rows.append(row)
+        if row["status"] == "ok":
+            ok_rows.append((t, row))
+        return True
+
+    alive = True
+    for idx, t in enumerate(tactic_list):
+        if not measure(t, idx, screen):
+            alive = False
+            break
+    if alive:
+        combo = backend.combined_tactic([(t, r["time_median_us"]) for t, r in ok_rows])
+        if combo is not None and all(str(combo.id) != str(t.id) for t in tactic_list):
+            tactic_list.append(combo)
+            alive = measure(combo, len(tactic_list) - 1, False)
+    if screen and alive:  # second pass: the fastest screened tactics and the default, in full
+        screened = sorted((r["time_median_us"], i) for i, (t, r) in enumerate(ok_rows) if r["timing_pass"] == "screen")
+        pick = {i for _, i in screened[: max(screen_top, 0)]}
+        pick |= {i for i, (t, r) in enumerate(ok_rows) if t.is_default and r["timing_pass"] == "screen"}
+        for i in sorted(pick):
+            t, row = ok_rows[i]
+            try:
+                stats = timed(t)
+            except Exception as e:  # noqa: BLE001
+                result.notes.append(f"full timing of {t.label} failed after its screen: {e}")
+                continue
+            row.update(stats.as_dict())
+            row.update(roofline_fields(work, stats, ceilings))
+            row["timing_pass"] = "full"
 
     df = to_frame(rows)
-    ok = df[df["status"] == "ok"]
+    ok = df[(df["status"] == "ok") & (df["timing_pass"] != "screen")]
     if len(ok):
         best_idx = ok["time_median_us"].idxmin()
         df.loc[:, "is_best"] = False

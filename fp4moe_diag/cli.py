@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -57,6 +58,26 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def summary_table(df: pd.DataFrame, max_rows: int = 150) -> str:
+    """The sweep's closing table: every row when there are at most ``max_rows``, else per case x
+    backend the best, the default and the combined tactic only (with default/best)."""
+    cols = [c for c in SUMMARY_COLUMNS if c in df]
+    d = df
+    head = ""
+    if len(df) > max_rows:
+        keep = df["is_best"].fillna(False).astype(bool) | df["is_default_tactic"].fillna(False).astype(bool)
+        keep |= df["tactic_label"].astype(str).str.contains(r"\+", regex=True) | (df["status"] != "ok")
+        d = df[keep].copy()
+        key = ["model", "ep_size", "num_tokens", "backend"]
+        best = df[df["is_best"].fillna(False).astype(bool)].set_index(key)["time_median_us"]
+        d["x_best"] = [r.time_median_us / best.get(tuple(r[k] for k in key), float("nan")) for _, r in d.iterrows()]
+        cols = cols + ["x_best"]
+        head = (f"{len(df)} rows; shown: best, default and combined tactic per case x backend, and rows that are "
+                f"not ok (x_best = time / best time)\n")
+    with pd.option_context("display.width", 220, "display.max_rows", 2000):
+        return head + d[cols].to_string(index=False, float_format=lambda x: f"{x:.4g}")
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     import torch
 
@@ -99,15 +120,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         b = res.best.label if res.best else "-"
         print(f"  {res.case.label} {res.backend}: {len(res.rows)} rows, best {b}", flush=True)
 
+    t0 = time.perf_counter()
     df = sweep(cases, backends, device, env=env, warmup=args.warmup, repeats=args.repeats,
                cuda_graph=args.cuda_graph, ceilings=ceilings, progress_bar=not args.no_progress,
-               max_seconds_per_tactic=args.max_seconds_per_tactic, on_result=checkpoint)
+               max_seconds_per_tactic=args.max_seconds_per_tactic, screen_repeats=args.screen,
+               screen_top=args.screen_top, on_result=checkpoint)
+    wall = time.perf_counter() - t0
     df["run_id"] = out_dir.name
     paths = save_run(df, out_dir)
-    print(f"\n{len(df)} rows -> {paths['parquet']} and {paths['csv']}\n")
-    cols = [c for c in SUMMARY_COLUMNS if c in df]
-    with pd.option_context("display.width", 200, "display.max_rows", 500):
-        print(df[cols].to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    print(f"\n{len(df)} rows in {wall:.0f} s -> {paths['parquet']} and {paths['csv']}\n")
+    print(summary_table(df, max_rows=args.max_table_rows))
     return 0
 
 
@@ -184,6 +206,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--cuda-graph", action="store_true", help="time CUDA-graph replays")
     s.add_argument("--max-seconds-per-tactic", type=float, default=10.0,
                    help="stop timing a tactic after this many seconds (fewer repeats, still a median)")
+    s.add_argument("--screen", type=int, default=None, metavar="N",
+                   help="two-pass timing: every tactic N timed runs, then the --screen-top fastest, the default "
+                        "and the combined tactic in full (every tactic is still checked for correctness)")
+    s.add_argument("--screen-top", type=int, default=4, help="tactics re-timed in full after --screen (default 4)")
+    s.add_argument("--max-table-rows", type=int, default=150,
+                   help="print every row up to this many, else only best/default/combined per case x backend")
     s.add_argument("--no-ceilings", action="store_true", help="skip the copy/GEMM roofline measurement")
     s.add_argument("--out", help="run folder (default data/runs/<date>-<gpu>[-tag])")
     s.add_argument("--tag", default="")

@@ -64,7 +64,9 @@ SCHEMA: list[tuple[str, str, str]] = [
     ("time_min_us", "float64", "fastest repeat (us)"),
     ("time_max_us", "float64", "slowest repeat (us)"),
     ("time_repeats", "Int64", "timed repeats"),
-    ("time_method", "string", "cuda-events | cuda-graph | wall-clock"),
+    ("time_method", "string", "cuda-events | cuda-graph | wall-clock (a failed graph capture says so)"),
+    ("timing_pass", "string", "full, or screen: timed with the --screen repeats only (the fastest --screen-top "
+                              "tactics, the default and the combined tactic are re-timed in full)"),
     ("time_spread", "float64", "(p90 - p10) / median"),
     ("time_median_us_repeat", "float64", "best tactic only: the same tactic timed again at the end of its sweep"),
     ("noise_ratio", "float64", "best tactic only: max/min of the two medians (1.0 = identical)"),

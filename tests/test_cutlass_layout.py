@@ -33,3 +33,16 @@ def test_cutlass_refuses_what_it_does_not_implement():
     assert not b.check_case(odd).ok and "128" in b.check_case(odd).reason
     with pytest.raises(ValueError, match="scale_layout"):
         CutlassBackend(scale_layout="zigzag")
+
+
+def test_combined_tactic_takes_the_fastest_gemm1_and_gemm2():
+    from fp4moe_diag.backends.base import Tactic
+    from fp4moe_diag.backends.cutlass import CutlassBackend
+
+    t = lambda g1, g2: Tactic(id=(g1, g2), label=f"{g1},{g2}")  # noqa: E731
+    timings = [(t(-1, -1), 100.0), (t(0, -1), 90.0), (t(3, -1), 80.0), (t(-1, 1), 95.0), (t(-1, 7), 70.0)]
+    combo = CutlassBackend().combined_tactic(timings)
+    assert combo.id == (3, 7) and combo.label == "g1:3+g2:7" and not combo.is_default
+    # a gemm whose tactics never beat the default: FlashInfer's tuner would keep -1 -> no new row
+    assert CutlassBackend().combined_tactic([(t(-1, -1), 50.0), (t(0, -1), 60.0), (t(-1, 1), 40.0)]) is None
+    assert CutlassBackend().combined_tactic([]) is None

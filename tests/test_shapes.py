@@ -196,3 +196,12 @@ def test_parse_token_counts_rejects_garbage() -> None:
 def test_table_is_readable_by_plain_pandas() -> None:
     df = pd.read_csv(default_table_path())
     assert df.loc[df["model"] == "gpt-oss-20b", "has_bias"].all()
+
+
+def test_readme_schema_table_is_generated_from_the_schema():
+    from pathlib import Path
+
+    from fp4moe_diag.results import schema_markdown
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert schema_markdown() in readme, "README's results table is stale: regenerate it from results.schema_markdown()"

@@ -86,6 +86,12 @@ class Backend(ABC):
     def run(self, prepared: Any, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Launch one tactic; returns the ``[T, H]`` output (bf16 for kernels)."""
 
+    def combined_tactic(self, timings: list[tuple[Tactic, float]]) -> Optional[Tactic]:
+        """A tactic assembled from the per-op winners of ``timings`` ((tactic, median us) of the correct
+        tactics), for
+        libraries whose tuner picks each op separately (CUTLASS: gemm1 and gemm2); None here."""
+        return None
+
     def default_tactic(self, case: MoECase) -> Optional[Tactic]:
         """What the library picks with no tuning (tactic -1 / fallback), if it is one of ours."""
         for t in self.tactics(case):

@@ -147,6 +147,19 @@ class CutlassBackend(Backend):
         out += [Tactic(id=(-1, t), label=f"g2:{t}", params={"gemm1": -1, "gemm2": t}) for t in n2]
         return out
 
+    def combined_tactic(self, timings: list[tuple[Tactic, float]]) -> Optional[Tactic]:
+        """(fastest gemm1 tactic, fastest gemm2 tactic): what FlashInfer's AutoTuner would pick, as
+        it profiles gemm1 and gemm2 separately.  None when neither beats the default."""
+        def fastest(pos: int) -> int:
+            cands = {t.id[pos]: us for t, us in timings if t.id[pos] != -1 and t.id[1 - pos] == -1}
+            dflt = [us for t, us in timings if t.id == (-1, -1)]
+            best = min(cands, key=cands.get, default=-1)
+            return best if best != -1 and (not dflt or cands[best] < dflt[0]) else -1
+        g1, g2 = fastest(0), fastest(1)
+        if g1 == -1 or g2 == -1:
+            return None
+        return Tactic(id=(g1, g2), label=f"g1:{g1}+g2:{g2}", params={"gemm1": g1, "gemm2": g2})
+
     def commit_tactic(self, prepared: FlashInferPrepared, tactic: Tactic) -> list:
         """Hand the (gemm1, gemm2) tactic to FlashInfer's AutoTuner cache for this shape bucket."""
         from ..flashinfer_hooks import install_tactic_in_autotuner
