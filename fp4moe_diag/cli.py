@@ -1,4 +1,4 @@
-"""Command line: ``python -m fp4moe_diag {reproduce,sweep,report,shapes,versions}``."""
+"""Command line: ``python -m fp4moe_diag {reproduce,sweep,profile,report,shapes,versions}``."""
 
 from __future__ import annotations
 
@@ -55,6 +55,30 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(v.to_dict(), indent=2, default=str))
         print(f"\nverdict written to {args.json}")
+    return 0
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    """Nsight Compute (through nsight-python) per-kernel metrics of chosen tactics of one shape."""
+    from .report import nsight_status, profile_kernels  # report re-exports report_profile (import order)
+    from .shapes import load_vllm_cases
+
+    device = args.device or "cuda"
+    ok, why = nsight_status(device)
+    if not ok:
+        print(f"cannot profile here: {why}", file=sys.stderr)
+        return 2
+    cases = load_vllm_cases(models=[args.model], ep_sizes=[args.ep], token_counts=[args.tokens])
+    if not cases:
+        print(f"no shape {args.model} EP{args.ep} in the shape table", file=sys.stderr)
+        return 2
+    labels = _strs(args.tactics) or []
+    tactics = {f"t{i}": lab for i, lab in enumerate(labels)}
+    out = Path(args.out)
+    k = profile_kernels(cases[0], args.backend, device, out, tactics, runs=args.runs)
+    k.to_csv(out / "kernels.csv", index=False)
+    with pd.option_context("display.width", 220, "display.max_columns", 30):
+        print(k.drop(columns=["annotation"], errors="ignore").to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     return 0
 
 
@@ -217,6 +241,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tag", default="")
     s.add_argument("--no-progress", action="store_true")
     s.set_defaults(func=cmd_sweep)
+
+    pr = sub.add_parser("profile", help="Nsight Compute metrics per kernel of chosen tactics (nsight-python)",
+                        description="Runs the given tactics of one backend on one vLLM shape under ncu (through "
+                        "nsight-python) and prints per-kernel time, DRAM/SM throughput, issue-slot use, occupancy.")
+    pr.add_argument("--backend", default="triton")
+    pr.add_argument("--model", default="gpt-oss-20b")
+    pr.add_argument("--ep", type=int, default=1)
+    pr.add_argument("--tokens", type=int, default=64)
+    pr.add_argument("--tactics", required=True, help="comma list of tactic labels (as in the sweep table)")
+    pr.add_argument("--runs", type=int, default=3)
+    pr.add_argument("--device", default=None)
+    pr.add_argument("--out", default="reports/profile")
+    pr.set_defaults(func=cmd_profile)
 
     rp = sub.add_parser("report", help="execute the notebooks headless (papermill) into reports/ + HTML",
                         description="Runs notebooks/*.ipynb with papermill into reports/ and exports HTML. "

@@ -155,9 +155,16 @@ def kernels_table(raw: pd.DataFrame) -> pd.DataFrame:
         unit = str(d.get(dur + ".unit", pd.Series(["ns"])).iloc[0]).lower()
         scale = {"ns": 1e-3, "nsecond": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}.get(unit, 1e-3)
         d["duration_us"] = pd.to_numeric(d[dur], errors="coerce") * scale
+    byt = "dram__bytes_read.sum"
+    if byt in d:
+        unit = str(d.get(byt + ".unit", pd.Series(["byte"])).iloc[0]).lower()
+        scale = {"byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9}.get(unit, 1.0)
+        d[byt] = pd.to_numeric(d[byt], errors="coerce") * scale
     ren = {m: v for m, v in NCU_METRICS.items() if m in d and m != dur}
     d = d.rename(columns=ren)
-    keep = ["duration_us"] + list(ren.values())
+    if "dram_read_bytes" in d and "duration_us" in d:
+        d["dram_read_GBps"] = d["dram_read_bytes"] / (d["duration_us"] * 1e3)
+    keep = ["duration_us"] + list(ren.values()) + (["dram_read_GBps"] if "dram_read_GBps" in d else [])
     out = d.groupby(["annotation", "launch", "kernel"], sort=False)[[c for c in keep if c in d]].mean().reset_index()
     out["runs"] = d.groupby(["annotation", "launch", "kernel"], sort=False).size().values
     out["role"] = out["annotation"].str.split(":").str[0]

@@ -337,8 +337,12 @@ def test_kernels_table_groups_launches_per_annotation():
         "gpu__time_duration.sum": [1000, 5000, 3000, 1200, 5200, 3200, 1000, 9000, 1000, 11000],
         "gpu__time_duration.sum.unit": ["nsecond"] * 10,
         "dram__throughput.avg.pct_of_peak_sustained_elapsed": [10, 80, 70, 10, 82, 72, 10, 50, 10, 52],
+        "dram__bytes_read.sum": [1, 10, 6, 1, 10.8, 6, 1, 9, 1, 11],
+        "dram__bytes_read.sum.unit": ["Mbyte"] * 10,
     })
     k = R.kernels_table(raw)
+    g1 = k[(k["role"] == "best") & (k["kernel"] == "gemm1")].iloc[0]
+    assert g1["dram_read_bytes"] == pytest.approx(10.4e6) and g1["dram_read_GBps"] == pytest.approx((10e6 / 5e3 + 10.8e6 / 5.2e3) / 2)  # mean of per-launch rates
     assert len(k) == 5 and k["runs"].tolist() == [2] * 5
     g1 = k[(k["role"] == "best") & (k["kernel"] == "gemm1")].iloc[0]
     assert g1["duration_us"] == pytest.approx(5.1) and g1["dram_throughput_pct"] == pytest.approx(81)
@@ -437,3 +441,9 @@ def test_all_notebooks_execute_in_quick_mode(tmp_path):
     assert "data:image/png;base64" in report
     pngs = sorted((tmp_path / "figures").glob("*.png"))
     assert pngs and all(p.with_suffix(".svg").exists() for p in pngs)
+
+
+def test_cli_profile_on_cpu_says_why_not():
+    from fp4moe_diag.cli import main
+
+    assert main(["profile", "--tactics", "m16n64k128w4s3-ds-sk2", "--device", "cpu"]) == 2

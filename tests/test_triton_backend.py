@@ -155,7 +155,7 @@ def test_tactics_list():
     compiled = not interpreted_or_cpu()
     # (case, decode configs expected): H = I = 64 admits only split_k 1; T*k > 256 gets none
     for case, n_decode in ((_case(), 2), (_case(num_tokens=4096), 0), (_case(num_tokens=40, num_experts=2), 2),
-                           (_case(hidden_size=3072, intermediate_size=3072, num_tokens=64, top_k=4), 9),
+                           (_case(hidden_size=3072, intermediate_size=3072, num_tokens=64, top_k=4), 8),
                            (_case(hidden_size=3072, intermediate_size=3072, num_tokens=65, top_k=4), 0)):
         tac = b.tactics(case)
         assert len(tac) == len(CONFIGS) + (len(DOT_SCALED_CONFIGS) + n_decode if compiled else 0)
@@ -167,7 +167,7 @@ def test_tactics_list():
             bm, bn, bk, nw, ns = t.id[:5]
             mode = t.id[5] if len(t.id) > 5 else "bits"
             sk = t.id[6] if len(t.id) > 6 else 1
-            assert mode in ("bits", "ds", "dsp") and sk in (1, 2, 4)
+            assert mode in ("bits", "ds", "dsp") and sk in (1, 2, 4, 8)
             assert t.label == (f"m{bm}n{bn}k{bk}w{nw}s{ns}" + ("" if mode == "bits" else f"-{mode}")
                                + (f"-sk{sk}" if sk > 1 else ""))
             assert bm in (16, 32, 64, 128) and bk in (64, 128, 256) and bn in (16, 32, 64, 128)
