@@ -6,7 +6,8 @@
 #
 #   OUT=/tmp/out PHASES="env reproduce sweep" scripts/gpu_session.sh
 #
-# Phases (default: all but 'cutlass-build'): env reproduce versions sweep notebooks cutlass-build
+# Phases (default: all but 'cutlass-build' and 'profile'): env reproduce versions sweep notebooks
+# cutlass-build profile (PROFILES="backend|model|ep|tokens|tactic labels;...": Nsight Compute tables)
 # (notebook 04 does the Nsight Compute profile; every sweep re-times each best tactic: noise_ratio)
 # Knobs: SWEEP_BACKENDS (triton,cutlass,reference), SWEEP_MODELS, SWEEP_EP, SWEEP_TOKENS,
 #        SWEEP_REPEATS, SWEEP_ARGS (extra args), FP4MOE_CUTLASS_MODULE (prebuilt slim module),
@@ -113,6 +114,18 @@ if has sweep; then
   else
     run_sweep "" "" "" ""
   fi
+fi
+
+if has profile; then  # PROFILES="backend|model|ep|tokens|tactic,labels;..." -> $B/profile/<n>/kernels.csv
+  IFS=';' read -ra profs <<< "${PROFILES:-triton|gpt-oss-20b|1|64|m16n64k128w4s3-ds-sk2}"
+  n=0
+  for pe in "${profs[@]}"; do
+    IFS='|' read -r pb pm pep pt ptac <<< "$pe"
+    n=$((n + 1))
+    log "ncu profile $pb $pm EP$pep T=$pt: $ptac"
+    timeout "${PROFILE_TIMEOUT:-180}" python3 -m fp4moe_diag profile --backend "$pb" --model "$pm" --ep "$pep" \
+      --tokens "$pt" --tactics "$ptac" --out "$B/profile/$n-$pb-$pm-ep$pep-t$pt" 2>&1 | tee -a "$B/profile.txt" | tail -25
+  done
 fi
 
 if has notebooks; then
