@@ -154,8 +154,8 @@ def test_tactics_list():
     b = TritonMXFP4Backend()
     compiled = not interpreted_or_cpu()
     # (case, decode configs expected): H = I = 64 admits only split_k 1; T*k > 256 gets none
-    for case, n_decode in ((_case(), 2), (_case(num_tokens=4096), 0), (_case(num_tokens=40, num_experts=2), 2),
-                           (_case(hidden_size=3072, intermediate_size=3072, num_tokens=64, top_k=4), 8),
+    for case, n_decode in ((_case(), 1), (_case(num_tokens=4096), 0), (_case(num_tokens=40, num_experts=2), 1),
+                           (_case(hidden_size=3072, intermediate_size=3072, num_tokens=64, top_k=4), 7),
                            (_case(hidden_size=3072, intermediate_size=3072, num_tokens=65, top_k=4), 0)):
         tac = b.tactics(case)
         assert len(tac) == len(CONFIGS) + (len(DOT_SCALED_CONFIGS) + n_decode if compiled else 0)
@@ -167,12 +167,12 @@ def test_tactics_list():
             bm, bn, bk, nw, ns = t.id[:5]
             mode = t.id[5] if len(t.id) > 5 else "bits"
             sk = t.id[6] if len(t.id) > 6 else 1
-            assert mode in ("bits", "ds", "dsp") and sk in (1, 2, 4, 8)
+            assert mode in ("bits", "ds") and sk in (1, 2, 4, 8)
             assert t.label == (f"m{bm}n{bn}k{bk}w{nw}s{ns}" + ("" if mode == "bits" else f"-{mode}")
                                + (f"-sk{sk}" if sk > 1 else ""))
             assert bm in (16, 32, 64, 128) and bk in (64, 128, 256) and bn in (16, 32, 64, 128)
             assert t.params == dict(block_m=bm, block_n=bn, block_k=bk, num_warps=nw, num_stages=ns,
-                                    dot_scaled=mode != "bits", prefetch=mode == "dsp", split_k=sk)
+                                    dot_scaled=mode != "bits", split_k=sk)
     assert b.default_tactic(_case(num_tokens=1)).label == "m16n64k128w4s3"
     assert b.default_tactic(_case(num_tokens=4096)).params["block_m"] == 64
     assert len(set(CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS)) == len(CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS)
@@ -181,9 +181,10 @@ def test_tactics_list():
 def test_parse_config_and_labels():
     assert parse_config((16, 64, 128, 4, 3)) == KernelConfig(16, 64, 128, 4, 3, "bits", 1)
     assert parse_config((16, 32, 128, 4, 3, "ds")).label == "m16n32k128w4s3-ds"
-    kc = parse_config((16, 32, 128, 4, 1, "dsp", 4))
-    assert (kc.label, kc.dot_scaled, kc.prefetch, kc.split_k) == ("m16n32k128w4s1-dsp-sk4", True, True, 4)
+    kc = parse_config((16, 32, 128, 4, 1, "ds", 4))
+    assert (kc.label, kc.dot_scaled, kc.split_k) == ("m16n32k128w4s1-ds-sk4", True, 4)
     for bad, word in (((16, 32, 128, 4), "tactic"), ((16, 32, 128, 4, 3, "fp8"), "mode"),
+                      ((16, 32, 128, 4, 3, "dsp", 1), "mode"),
                       ((16, 32, 128, 4, 3, "ds", 0), "split_k"), ((16, 0, 128, 4, 3), "tactic")):
         with pytest.raises(ValueError, match=word):
             parse_config(bad)
@@ -338,7 +339,7 @@ def test_interpreter_all_tactics_and_edge_cases(interp_results: dict):
     "num_tokens, ep, activation, has_bias, hidden",
     [(1, False, "swiglu_oai", True, 2880), (37, False, "swiglu_oai", True, 2880), (64, True, "swiglu_oai", True, 2880),
      (16, False, "swiglu", False, 2880),
-     # gpt-oss padded to 3072 (as vLLM pads it): every decode tactic (split-K, prefetch) is offered
+     # gpt-oss padded to 3072 (as vLLM pads it): every split-K decode tactic is offered
      (4, False, "swiglu_oai", True, 3072), (64, True, "swiglu_oai", True, 3072)],
 )
 def test_gpu_gpt_oss_like(num_tokens: int, ep: bool, activation: str, has_bias: bool, hidden: int):

@@ -126,24 +126,13 @@ def _ds_masks(k0, mask_m, mask_n, K: tl.constexpr, HALF: tl.constexpr, NB: tl.co
 
 
 @triton.jit
-def _ds_load(w_ptrs, s_ptrs, mask_w, mask_s):
-    """One K step of packed weights [HALF, BLOCK_N] and scale bytes [BLOCK_N, NB] for dot_scaled."""
-    return tl.load(w_ptrs, mask=mask_w, other=0), tl.load(s_ptrs, mask=mask_s, other=0)
-
-
-@triton.jit
-def _ds_mma(x, w, sc, acc):
-    """``acc + x @ dequant(w, sc)`` on already loaded tiles (see :func:`_ds_dot`)."""
-    return tl.dot_scaled(x, None, "bf16", w, sc, "e2m1", acc, fast_math=True)
-
-
-@triton.jit
 def _ds_dot(x, w_ptrs, s_ptrs, mask_w, mask_s, acc):
     """``acc + x @ dequant(w)`` by Triton's ``tl.dot_scaled`` (bf16 x e2m1, ue8m0 scales; on Hopper
     the compiler upcasts e2m1 with its packed conversion).  GPU only: Triton 3.6's interpreter has
     no dot_scaled."""
-    w, sc = _ds_load(w_ptrs, s_ptrs, mask_w, mask_s)
-    return _ds_mma(x, w, sc, acc)
+    w = tl.load(w_ptrs, mask=mask_w, other=0)
+    sc = tl.load(s_ptrs, mask=mask_s, other=0)
+    return tl.dot_scaled(x, None, "bf16", w, sc, "e2m1", acc, fast_math=True)
 
 
 @triton.jit
@@ -175,15 +164,14 @@ def _moe_mxfp4_gemm1_kernel(
     stride_xm, stride_we, stride_wn, stride_se, stride_sn, stride_be, stride_om, stride_ps, stride_pm,
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
-    DOT_SCALED: tl.constexpr, SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, PREFETCH: tl.constexpr,
+    DOT_SCALED: tl.constexpr, SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr,
 ):
     """Grouped gate/up GEMM + gated activation. N = I (output columns), K = H.
 
     Program ``(pid_m, pid_n, pid_k)`` reduces K elements ``[pid_k * K_SPLIT, (pid_k + 1) * K_SPLIT)``.
     With ``SPLIT_K == 1`` it applies bias and activation and stores bf16 to ``out``; otherwise it
     stores the fp32 (lin, gate) partial sums to plane ``pid_k`` of ``part`` [SPLIT_K, rows, 2N] and
-    :func:`_moe_mxfp4_gemm1_finalize_kernel` sums the planes.  ``PREFETCH`` (dot_scaled only) loads
-    the tiles of step k+1 into registers before the MMAs of step k."""
+    :func:`_moe_mxfp4_gemm1_finalize_kernel` sums the planes."""
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     pid_k = tl.program_id(2)
@@ -210,27 +198,11 @@ def _moe_mxfp4_gemm1_kernel(
         w_gate = w_lin + N * stride_wn
         s_gate = s_lin + N * stride_sn
         x_row = x_ptr + tok[:, None] * stride_xm + kb
-        if PREFETCH:
-            mask_x, mask_w, mask_s = _ds_masks(kb, mask_m, mask_n, K, HALF, NB, BLOCK_K, EVEN_K)
-            x = tl.load(x_row + offs_k[None, :], mask=mask_x, other=0.0)
-            wl, sl = _ds_load(w_lin + w_off, s_lin + s_off, mask_w, mask_s)
-            wg, sg = _ds_load(w_gate + w_off, s_gate + s_off, mask_w, mask_s)
-            for kk in range(BLOCK_K, K_SPLIT, BLOCK_K):
-                mask_x, mask_w, mask_s = _ds_masks(kb + kk, mask_m, mask_n, K, HALF, NB, BLOCK_K, EVEN_K)
-                x_n = tl.load(x_row + kk + offs_k[None, :], mask=mask_x, other=0.0)
-                wl_n, sl_n = _ds_load(w_lin + kk // 2 + w_off, s_lin + kk // 32 + s_off, mask_w, mask_s)
-                wg_n, sg_n = _ds_load(w_gate + kk // 2 + w_off, s_gate + kk // 32 + s_off, mask_w, mask_s)
-                acc_l = _ds_mma(x, wl, sl, acc_l)
-                acc_g = _ds_mma(x, wg, sg, acc_g)
-                x, wl, sl, wg, sg = x_n, wl_n, sl_n, wg_n, sg_n
-            acc_l = _ds_mma(x, wl, sl, acc_l)
-            acc_g = _ds_mma(x, wg, sg, acc_g)
-        else:
-            for kk in range(0, K_SPLIT, BLOCK_K):
-                mask_x, mask_w, mask_s = _ds_masks(kb + kk, mask_m, mask_n, K, HALF, NB, BLOCK_K, EVEN_K)
-                x = tl.load(x_row + kk + offs_k[None, :], mask=mask_x, other=0.0)
-                acc_l = _ds_dot(x, w_lin + kk // 2 + w_off, s_lin + kk // 32 + s_off, mask_w, mask_s, acc_l)
-                acc_g = _ds_dot(x, w_gate + kk // 2 + w_off, s_gate + kk // 32 + s_off, mask_w, mask_s, acc_g)
+        for kk in range(0, K_SPLIT, BLOCK_K):
+            mask_x, mask_w, mask_s = _ds_masks(kb + kk, mask_m, mask_n, K, HALF, NB, BLOCK_K, EVEN_K)
+            x = tl.load(x_row + kk + offs_k[None, :], mask=mask_x, other=0.0)
+            acc_l = _ds_dot(x, w_lin + kk // 2 + w_off, s_lin + kk // 32 + s_off, mask_w, mask_s, acc_l)
+            acc_g = _ds_dot(x, w_gate + kk // 2 + w_off, s_gate + kk // 32 + s_off, mask_w, mask_s, acc_g)
     else:
         x_ptrs = x_ptr + tok[:, None] * stride_xm + kb + offs_k[None, :]
         w_lin = (w_ptr + e * stride_we + offs_n[None, None, :].to(tl.int64) * stride_wn + kb // 2
@@ -301,7 +273,7 @@ def _moe_mxfp4_gemm2_kernel(
     stride_am, stride_we, stride_wn, stride_se, stride_sn, stride_be, stride_om, stride_os,
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr, DOT_SCALED: tl.constexpr,
-    SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, PREFETCH: tl.constexpr,
+    SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr,
 ):
     """Grouped down GEMM, times the routing weight, stored per pair. N = H, K = I.  Split ``pid_k``
     stores its partial product to plane ``pid_k`` of ``out`` (plane stride ``stride_os``); the bias
@@ -328,22 +300,10 @@ def _moe_mxfp4_gemm2_kernel(
         w_base = w_ptr + e * stride_we + kb // 2
         s_base = ws_ptr + e * stride_se + kb // 32
         a_row = a_ptr + offs_m[:, None].to(tl.int64) * stride_am + kb
-        if PREFETCH:
-            mask_a, mask_w, mask_s = _ds_masks(kb, mask_m, mask_n, K, HALF, NB, BLOCK_K, EVEN_K)
-            a = tl.load(a_row + offs_k[None, :], mask=mask_a, other=0.0)
-            w, sc = _ds_load(w_base + w_off, s_base + s_off, mask_w, mask_s)
-            for kk in range(BLOCK_K, K_SPLIT, BLOCK_K):
-                mask_a, mask_w, mask_s = _ds_masks(kb + kk, mask_m, mask_n, K, HALF, NB, BLOCK_K, EVEN_K)
-                a_n = tl.load(a_row + kk + offs_k[None, :], mask=mask_a, other=0.0)
-                w_n, sc_n = _ds_load(w_base + kk // 2 + w_off, s_base + kk // 32 + s_off, mask_w, mask_s)
-                acc = _ds_mma(a, w, sc, acc)
-                a, w, sc = a_n, w_n, sc_n
-            acc = _ds_mma(a, w, sc, acc)
-        else:
-            for kk in range(0, K_SPLIT, BLOCK_K):
-                mask_a, mask_w, mask_s = _ds_masks(kb + kk, mask_m, mask_n, K, HALF, NB, BLOCK_K, EVEN_K)
-                a = tl.load(a_row + kk + offs_k[None, :], mask=mask_a, other=0.0)
-                acc = _ds_dot(a, w_base + kk // 2 + w_off, s_base + kk // 32 + s_off, mask_w, mask_s, acc)
+        for kk in range(0, K_SPLIT, BLOCK_K):
+            mask_a, mask_w, mask_s = _ds_masks(kb + kk, mask_m, mask_n, K, HALF, NB, BLOCK_K, EVEN_K)
+            a = tl.load(a_row + kk + offs_k[None, :], mask=mask_a, other=0.0)
+            acc = _ds_dot(a, w_base + kk // 2 + w_off, s_base + kk // 32 + s_off, mask_w, mask_s, acc)
     else:
         a_ptrs = a_ptr + offs_m[:, None].to(tl.int64) * stride_am + kb + offs_k[None, :]
         w_ptrs = (w_ptr + e * stride_we + offs_n[None, None, :].to(tl.int64) * stride_wn + kb // 2
@@ -388,7 +348,7 @@ def launch_gemm1(
     out: torch.Tensor, sorted_pair_ids: torch.Tensor, block_expert_ids: torch.Tensor,
     num_pairs: int, top_k: int, activation: int,
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
-    split_k: int = 1, prefetch: bool = False, part: Optional[torch.Tensor] = None,
+    split_k: int = 1, part: Optional[torch.Tensor] = None,
 ) -> None:
     """Launch gemm1 on ``block_expert_ids.numel()`` M-blocks. ``w [L, 2I, H/2]``, ``out [P, I]``.
     ``split_k > 1`` needs ``part``: fp32 ``[split_k, >= P, 2I]`` (then a finalize kernel runs)."""
@@ -396,7 +356,7 @@ def launch_gemm1(
     num_blocks = block_expert_ids.numel()
     if num_blocks == 0:
         return
-    ks = _check_split(hidden, block_k, split_k, prefetch, dot_scaled)
+    ks = _check_split(hidden, block_k, split_k)
     if split_k > 1 and (part is None or part.dtype != torch.float32 or part.shape[0] < split_k
                         or part.shape[1] < num_blocks * block_m or part.shape[2] != 2 * inter):
         raise ValueError(f"part: expected fp32 [{split_k}, >={num_blocks * block_m}, {2 * inter}] for split_k="
@@ -414,7 +374,7 @@ def launch_gemm1(
         0 if split_k == 1 else part.stride(0), 0 if split_k == 1 else part.stride(1),
         K=hidden, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
         ACTIVATION=activation, HAS_BIAS=bias is not None, EVEN_K=hidden % (block_k * split_k) == 0,
-        DOT_F32=INTERPRETED, DOT_SCALED=_dot_scaled(dot_scaled), SPLIT_K=split_k, K_SPLIT=ks, PREFETCH=prefetch,
+        DOT_F32=INTERPRETED, DOT_SCALED=_dot_scaled(dot_scaled), SPLIT_K=split_k, K_SPLIT=ks,
         num_warps=num_warps, num_stages=num_stages,
     )
     if split_k > 1:
@@ -429,11 +389,9 @@ def launch_gemm1(
         )
 
 
-def _check_split(k: int, block_k: int, split_k: int, prefetch: bool, dot_scaled: bool) -> int:
+def _check_split(k: int, block_k: int, split_k: int) -> int:
     if not split_k_fits(k, block_k, split_k):
         raise ValueError(f"split_k: {split_k} splits of K={k} in steps of block_k={block_k} leave a split empty")
-    if prefetch and not dot_scaled:
-        raise ValueError("prefetch: the register prefetch is implemented for the dot_scaled kernels only")
     return k_split(k, block_k, split_k)
 
 
@@ -442,7 +400,7 @@ def launch_gemm2(
     topk_weights: torch.Tensor, out: torch.Tensor, sorted_pair_ids: torch.Tensor,
     block_expert_ids: torch.Tensor, num_pairs: int,
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
-    split_k: int = 1, prefetch: bool = False,
+    split_k: int = 1,
 ) -> None:
     """Launch gemm2. ``a [P, I]`` bf16, ``w [L, H, I/2]``, ``out [T*k, H]`` (rows by pair index), or
     ``out [>= split_k, T*k, H]`` (one plane per split; the caller sums them)."""
@@ -450,7 +408,7 @@ def launch_gemm2(
     num_blocks = block_expert_ids.numel()
     if num_blocks == 0:
         return
-    ks = _check_split(inter, block_k, split_k, prefetch, dot_scaled)
+    ks = _check_split(inter, block_k, split_k)
     planes = out.unsqueeze(0) if out.dim() == 2 else out
     if planes.dim() != 3 or planes.shape[0] < split_k:
         raise ValueError(f"out: expected [T*k, H] or [>= {split_k}, T*k, H] (one plane per split), got {tuple(out.shape)}")
@@ -463,6 +421,6 @@ def launch_gemm2(
         0 if bias is None else bias.stride(0), planes.stride(1), planes.stride(0),
         K=inter, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
         HAS_BIAS=bias is not None, EVEN_K=inter % (block_k * split_k) == 0, DOT_F32=INTERPRETED,
-        DOT_SCALED=_dot_scaled(dot_scaled), SPLIT_K=split_k, K_SPLIT=ks, PREFETCH=prefetch,
+        DOT_SCALED=_dot_scaled(dot_scaled), SPLIT_K=split_k, K_SPLIT=ks,
         num_warps=num_warps, num_stages=num_stages,
     )

@@ -65,9 +65,8 @@ DOT_SCALED_CONFIGS: tuple[tuple[int, int, int, int, int, str], ...] = (
 #: decode-only tactics (offered when ``T * top_k <= DECODE_MAX_PAIRS``, GPU only):
 #: ``(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, mode, split_k)``.  ``split_k`` > 1 spreads
 #: the K loop over that many programs (more bytes in flight when only a few experts are active)
-#: and sums the fp32 partial planes in a fixed order (deterministic).  ``mode`` "dsp" is dot_scaled
-#: with the tiles of K step k+1 loaded into registers before the MMAs of step k, instead of
-#: Triton's cp.async pipeline (``num_stages``).  All of them: <= 160 registers, no spills on sm_90a.
+#: and sums the fp32 partial planes in a fixed order (deterministic).  All of them: <= 160
+#: registers, no spills on sm_90a, cp.async-pipelined operands (Triton's num_stages).
 DECODE_CONFIGS: tuple[tuple[int, int, int, int, int, str, int], ...] = (
     (16, 32, 128, 4, 4, "ds", 1),
     (16, 32, 128, 4, 3, "ds", 2),
@@ -76,13 +75,13 @@ DECODE_CONFIGS: tuple[tuple[int, int, int, int, int, str, int], ...] = (
     (16, 64, 128, 4, 3, "ds", 2),
     (16, 64, 128, 4, 3, "ds", 4),
     (16, 32, 256, 4, 3, "ds", 2),
-    (16, 32, 128, 4, 1, "dsp", 1),
 )
 # H200, gpt-oss-20b/120b decode (2026-12-03): m16n64k128-ds-sk2 is best from T=4 up (32% of the
-# copy roofline), -sk4 at T<=2; "dsp" is 10-15% slower than Triton's own cp.async pipeline (kept as
-# the comparison); BLOCK_N=16 tiles are 2x slower.
+# copy roofline), -sk4 at T<=2; BLOCK_N=16 tiles are 2x slower.  A register-prefetch variant of
+# the dot_scaled loop (tiles of step k+1 loaded before the MMAs of step k) was 10-15% slower than
+# Triton's own cp.async pipeline and was dropped (data/runs/2026-12-03-nvidia-h200-s3-*: "-dsp").
 DECODE_MAX_PAIRS = 256
-_MODES = ("bits", "ds", "dsp")
+_MODES = ("bits", "ds")
 
 
 @dataclass(frozen=True)
@@ -94,16 +93,12 @@ class KernelConfig:
     block_k: int
     num_warps: int
     num_stages: int
-    mode: str = "bits"  # "bits" (bit-arithmetic dequant), "ds" (tl.dot_scaled), "dsp" (dot_scaled + prefetch)
+    mode: str = "bits"  # "bits" (bit-arithmetic dequant) or "ds" (tl.dot_scaled)
     split_k: int = 1
 
     @property
     def dot_scaled(self) -> bool:
-        return self.mode in ("ds", "dsp")
-
-    @property
-    def prefetch(self) -> bool:
-        return self.mode == "dsp"
+        return self.mode == "ds"
 
     @property
     def label(self) -> str:
@@ -112,8 +107,7 @@ class KernelConfig:
 
     def params(self) -> dict[str, Any]:
         return dict(block_m=self.block_m, block_n=self.block_n, block_k=self.block_k, num_warps=self.num_warps,
-                    num_stages=self.num_stages, dot_scaled=self.dot_scaled, prefetch=self.prefetch,
-                    split_k=self.split_k)
+                    num_stages=self.num_stages, dot_scaled=self.dot_scaled, split_k=self.split_k)
 
 
 def parse_config(cfg: Sequence) -> KernelConfig:
@@ -290,7 +284,7 @@ class TritonMXFP4Backend(Backend):
 
     def tactics(self, case: MoECase, prepared: Any = None) -> list[Tactic]:
         """The bit-arithmetic configs everywhere; the ``tl.dot_scaled`` ones only when compiled (GPU),
-        plus the decode configs (prefetch, split-K) for ``T * top_k <= DECODE_MAX_PAIRS``."""
+        plus the split-K decode configs for ``T * top_k <= DECODE_MAX_PAIRS``."""
         default = default_config(case)
         configs: tuple = CONFIGS
         if not (interpret_enabled() or kernels_interpreted()):
@@ -362,12 +356,12 @@ class TritonMXFP4Backend(Backend):
             kern.launch_gemm1(
                 x, p.w13, p.w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
                 g.sorted_pair_ids, g.block_expert_ids, g.num_pairs, g.top_k, p.activation,
-                bm, bn, bk, nw, ns, dot_scaled=kc.dot_scaled, split_k=kc.split_k, prefetch=kc.prefetch, part=part,
+                bm, bn, bk, nw, ns, dot_scaled=kc.dot_scaled, split_k=kc.split_k, part=part,
             )
             kern.launch_gemm2(
                 inter, p.w2, p.w2_scale, p.w2_bias, p.topk_weights, pair_out,
                 g.sorted_pair_ids, g.block_expert_ids, g.num_pairs,
-                bm, bn, bk, nw, ns, dot_scaled=kc.dot_scaled, split_k=kc.split_k, prefetch=kc.prefetch,
+                bm, bn, bk, nw, ns, dot_scaled=kc.dot_scaled, split_k=kc.split_k,
             )
             # one fixed-order reduction over (split planes, top_k): deterministic, no atomics
             torch.sum(pair_out.view(kc.split_k, t, c.top_k, h), dim=(0, 2), out=p.out_f32)
