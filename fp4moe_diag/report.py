@@ -368,6 +368,8 @@ def local_run(ctx: ReportContext, *, models: Sequence[str] = ("gpt-oss-20b",), e
     if not cases:
         raise ValueError(f"no cases in {ctx.shapes_file} for models={list(models)} ep_sizes={list(ep_sizes)}")
     if hidden_scale and hidden_scale > 1:
+        from .report_bug import scaled_case  # noqa: PLC0415 -- report_bug imports this module
+
         cases = [scaled_case(c, hidden_scale) for c in cases]
     ceilings = measure_ceilings(ctx.device) if ctx.is_gpu else None
     df = sweep(cases, [get_backend(b) for b in backends], ctx.device, env=env, warmup=warmup, repeats=repeats,
@@ -492,6 +494,8 @@ def summary_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
     else:
         tables["failures"] = pd.DataFrame(columns=["backend", "status", "stage", "tactic_label", "error_type",
                                                    "error_message", "rows"])
+    from .report_correctness import correctness_summary  # noqa: PLC0415
+
     tables["correctness"] = correctness_summary(df)
     tables["provenance"] = provenance_table(df)
     return tables
@@ -530,6 +534,8 @@ def try_token_errors(row: Optional[pd.Series], ctx: ReportContext) -> tuple[pd.D
         return pd.DataFrame(), (f"The worst measurement is {what}, but {b} cannot run here ({sup.reason}); "
                                 f"its recorded worst token is #{row['worst_token']} with "
                                 f"{float(row['frac_tokens_over_tol'] or 0):.1%} of tokens over the per-token tolerance.")
+    from .report_correctness import case_from_row, token_errors  # noqa: PLC0415
+
     case = case_from_row(row, ctx.shapes_file)
     te = token_errors(case, b, ctx.device, str(row["tactic_label"]))
     return te, f"Per-token errors of the worst measurement, re-run here: {what} ({case.label})."
@@ -600,38 +606,28 @@ def build_report_figures(df: pd.DataFrame, fig_dir: Any, max_shape_figures: int 
     return out
 
 
-# notebook-specific helpers live in their own modules; re-exported so notebooks keep using `report.X`
-from .report_correctness import (  # noqa: E402,F401
-    correctness_table,
-    correctness_summary,
-    worst_tokens,
-    style_pass_fail,
-    case_from_row,
-    token_errors,
-)
-from .report_bug import (  # noqa: E402,F401
-    extract_kwargs_log,
-    seed_case,
-    scaled_case,
-    traceback_summary,
-    verdict_table,
-    tuner_input_table,
-    style_meta_rows,
-    device_safe_tune,
-    installed_version_row,
-    version_matrix_table,
-    committed_verdicts,
-)
-from .report_profile import (  # noqa: E402,F401
-    nsight_status,
-    _ncu_python_dir,
-    committed_ncu_results,
-    profile_kernels,
-    _ncu_report_module,
-    read_ncu_report,
-    kernels_table,
-    _period,
-    _nsight_profile_main,
-    profile_vs_events,
-    kernel_profile_session,
-)
+# notebook-specific helpers live in their own modules; re-exported lazily (PEP 562) so notebooks keep
+# using `report.X` and each of those modules can also be imported first (they import this module).
+_REEXPORTS: dict[str, tuple[str, ...]] = {
+    "report_correctness": (
+        "correctness_table", "correctness_summary", "worst_tokens", "style_pass_fail", "case_from_row",
+        "token_errors",
+    ),
+    "report_bug": (
+        "extract_kwargs_log", "seed_case", "scaled_case", "traceback_summary", "verdict_table",
+        "tuner_input_table", "style_meta_rows", "device_safe_tune", "installed_version_row",
+        "version_matrix_table", "committed_verdicts",
+    ),
+    "report_profile": (
+        "nsight_status", "_ncu_python_dir", "committed_ncu_results", "profile_kernels", "_ncu_report_module",
+        "read_ncu_report", "kernels_table", "_period", "_nsight_profile_main", "profile_vs_events",
+        "kernel_profile_session",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    for mod, names in _REEXPORTS.items():
+        if name in names:
+            return getattr(importlib.import_module(f"{__package__}.{mod}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -447,3 +447,15 @@ def test_cli_profile_on_cpu_says_why_not():
     from fp4moe_diag.cli import main
 
     assert main(["profile", "--tactics", "m16n64k128w4s3-ds-sk2", "--device", "cpu"]) == 2
+
+
+@pytest.mark.parametrize("mod", ["report_profile", "report_bug", "report_correctness"])
+def test_report_helper_modules_import_first(mod: str):
+    # nsight-python's driver script imports report_profile before report: no import cycle may bite
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", f"import fp4moe_diag.{mod}; from fp4moe_diag.report import "
+                        f"nsight_status, kernels_table, committed_verdicts, token_errors"],
+                       capture_output=True, text=True, cwd=str(R.REPO_ROOT))
+    assert r.returncode == 0, r.stderr[-2000:]
