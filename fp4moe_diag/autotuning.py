@@ -13,6 +13,7 @@ FlashInfer's own ``AutoTuner`` cache so a following ``autotune(False)`` call use
 
 from __future__ import annotations
 
+import datetime
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
@@ -115,6 +116,10 @@ def _err(e: BaseException) -> tuple[str, str]:
 CHECK_SEED_OFFSET = 1_000_003
 
 
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
 def correctness_inputs(inputs: MoEInputs) -> MoEInputs:
     """Same weights and routing as ``inputs``, fresh random activations for the correctness check."""
     return fresh_activations(inputs, seed=inputs.case.seed + CHECK_SEED_OFFSET)
@@ -155,7 +160,7 @@ def tune(
         device = inputs.device if inputs is not None else ("cuda" if torch.cuda.is_available() else "cpu")
     dev = resolve_device(device)
     env = env if env is not None else environment_info(dev)
-    base = {**env, **case.to_record(), "backend": backend.name}
+    base = {**env, **case.to_record(), "backend": backend.name, "timestamp": _now()}
     if ceilings is not None:
         base.update(ceilings.as_dict())
     rows: list[dict] = []
@@ -216,7 +221,8 @@ def tune(
 
     def measure(t: Tactic, idx: int, screened: bool) -> bool:
         """One row for tactic ``t``: correctness, timing; False when the CUDA context is gone."""
-        row = {**base, "tactic": str(t.id), "tactic_label": t.label, "is_default_tactic": t.is_default}
+        row = {**base, "tactic": str(t.id), "tactic_label": t.label, "is_default_tactic": t.is_default,
+               "timestamp": _now()}
         if progress:
             progress(f"{backend.name} {t.label}")
         stage = "run"

@@ -182,6 +182,27 @@ def best_per_shape(df: pd.DataFrame) -> pd.DataFrame:
     return res
 
 
+def latest_per_shape(best: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
+    """Rows of :func:`best_per_shape` with, for a shape measured in several runs (same GPU, backend,
+    case, T), only one run's row: a run timed with CUDA graphs (no host launch gaps) before one timed
+    eagerly, then the most recent (last row ``timestamp``, then run id).  Gives one line per backend
+    across runs that each cover part of the tokens."""
+    if best.empty or "run_id" not in best or best["run_id"].nunique() < 2:
+        return best
+    runs = df.assign(run_id=df["run_id"].astype("string").fillna(""))
+    g = runs.groupby("run_id")
+    graph = (g["time_method"].agg(lambda s: (s.astype("string") == "cuda-graph").mean() > 0.5)
+             if "time_method" in runs else pd.Series(False, index=g.size().index))
+    when = (g["timestamp"].max().astype("string").fillna("") if "timestamp" in runs
+            else pd.Series("", index=g.size().index))
+    order = {rid: (bool(graph.get(rid, False)), str(when.get(rid, "")), str(rid)) for rid in g.size().index}
+    pos = {rid: i for i, rid in enumerate(sorted(order, key=order.get))}
+    ranked = best.assign(_rank=best["run_id"].astype("string").fillna("").map(pos).fillna(-1))
+    keys = [c for c in SHAPE_COLUMNS if c != "run_id"]
+    out = ranked.sort_values("_rank", kind="stable").groupby(keys, dropna=False, sort=False).tail(1)
+    return out.drop(columns="_rank").sort_index()
+
+
 def default_by_tokens(rows: pd.DataFrame) -> dict[int, str]:
     """``{T: tactic_label}`` of the library's default tactic at each token count (it can change with T)."""
     d = rows[rows["is_default_tactic"].fillna(False).astype(bool) & rows["tactic_label"].notna()]
@@ -448,7 +469,7 @@ def best_vs_default(df: pd.DataFrame) -> Figure:
     (model x EP).  Bottom: default time / best time; 1x means tuning buys nothing.
     """
     _require(df, "best_vs_default", ["status", "time_median_us", "is_default_tactic", *SHAPE_COLUMNS])
-    best = best_per_shape(df)
+    best = latest_per_shape(best_per_shape(df), df)
     best = best[best["best_us"].notna()]
     if best.empty:
         raise ValueError("df: best_vs_default needs at least one shape with an 'ok' tactic timing")
@@ -509,7 +530,7 @@ def roofline_fraction(df: pd.DataFrame, *, goal: float = ROOFLINE_GOAL,
     the goal (default 60 % of the copy bandwidth measured in the same run).
     """
     _require(df, "roofline_fraction", ["frac_bw_roofline", "status", "time_median_us", *SHAPE_COLUMNS])
-    best = best_per_shape(df)
+    best = latest_per_shape(best_per_shape(df), df)
     best = best[best["frac_bw_roofline"].notna() & np.isfinite(best["frac_bw_roofline"].astype(float))]
     if best.empty:
         raise ValueError("df: roofline_fraction needs rows with frac_bw_roofline; none of the best tactics has "
@@ -642,7 +663,7 @@ def error_boxplot(df: pd.DataFrame, *, tol: float = REL_L2_TOL, max_groups: int 
 def backend_comparison(df: pd.DataFrame, *, max_panels: int = 12) -> Figure:
     """Best time of each backend vs tokens, one panel per shape (model x EP), log-log."""
     _require(df, "backend_comparison", ["status", "time_median_us", *SHAPE_COLUMNS])
-    best = best_per_shape(df)
+    best = latest_per_shape(best_per_shape(df), df)
     best = best[best["best_us"].notna()]
     if best.empty:
         raise ValueError("df: backend_comparison needs at least one shape with an 'ok' tactic timing")

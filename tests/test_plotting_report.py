@@ -459,3 +459,28 @@ def test_report_helper_modules_import_first(mod: str):
                         f"nsight_status, kernels_table, committed_verdicts, token_errors"],
                        capture_output=True, text=True, cwd=str(R.REPO_ROOT))
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_latest_per_shape_keeps_the_newest_run_of_each_shape():
+    from fp4moe_diag.plotting import best_per_shape, latest_per_shape
+
+    old = [_row("triton", "a", 0, t, 1, t_us=100.0 * t, is_best=True) for t in (1, 64, 512)]
+    new = [_row("triton", "a", 0, t, 1, t_us=10.0 * t, is_best=True) for t in (1, 64)]  # a later, partial run
+    for r in old:
+        r.update(run_id="z-older-but-later-name", timestamp="2026-12-01T10:00:00")
+    for r in new:
+        r.update(run_id="a-newer", timestamp="2026-12-03T10:00:00")
+    df = to_frame(old + new)
+    best = best_per_shape(df)
+    assert len(best) == 5
+    kept = latest_per_shape(best, df).set_index("num_tokens")
+    assert sorted(kept.index) == [1, 64, 512]
+    assert kept.loc[1, "run_id"] == "a-newer" and kept.loc[1, "best_us"] == 10.0
+    assert kept.loc[512, "run_id"] == "z-older-but-later-name" and kept.loc[512, "best_us"] == 51200.0
+    single = best[best["run_id"] == "a-newer"]
+    assert latest_per_shape(single, df).equals(single)  # one run: unchanged
+    # a CUDA-graph-timed run wins over an eager one for the shapes both have, whatever the dates
+    for r in old:
+        r.update(time_method="cuda-graph")
+    kept = latest_per_shape(best_per_shape(to_frame(old + new)), to_frame(old + new)).set_index("num_tokens")
+    assert set(kept["run_id"]) == {"z-older-but-later-name"}
