@@ -136,6 +136,17 @@ def _ds_dot(x, w_ptrs, s_ptrs, mask_w, mask_s, acc):
 
 
 @triton.jit
+def _tile(block_expert_ptr, sorted_pair_ptr, num_pairs, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """This program's tile: (split index, expert, rows, their pair ids, row mask, columns, column mask)."""
+    pid_m = tl.program_id(0)
+    e = tl.load(block_expert_ptr + pid_m).to(tl.int64)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    pair = tl.load(sorted_pair_ptr + offs_m)
+    offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    return tl.program_id(2), e, offs_m, pair, pair < num_pairs, offs_n, offs_n < N
+
+
+@triton.jit
 def _gemm1_epilogue(acc_l, acc_g, e, offs_m, offs_n, mask_m, mask_n, b_ptr, alpha_ptr, beta_ptr, limit_ptr,
                     out_ptr, N, stride_be, stride_om, ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr):
     """Bias, gated activation and the bf16 store of gemm1 (in gemm1 itself, or after the split-K sum)."""
@@ -172,16 +183,9 @@ def _moe_mxfp4_gemm1_kernel(
     With ``SPLIT_K == 1`` it applies bias and activation and stores bf16 to ``out``; otherwise it
     stores the fp32 (lin, gate) partial sums to plane ``pid_k`` of ``part`` [SPLIT_K, rows, 2N] and
     :func:`_moe_mxfp4_gemm1_finalize_kernel` sums the planes."""
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    pid_k = tl.program_id(2)
-    e = tl.load(block_expert_ptr + pid_m).to(tl.int64)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    pair = tl.load(sorted_pair_ptr + offs_m)
-    mask_m = pair < num_pairs
+    pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile(block_expert_ptr, sorted_pair_ptr, num_pairs, N,
+                                                           BLOCK_M, BLOCK_N)
     tok = tl.where(mask_m, pair // top_k, 0).to(tl.int64)
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    mask_n = offs_n < N
     HALF: tl.constexpr = BLOCK_K // 2
     NB: tl.constexpr = BLOCK_K // 32
     offs_b = tl.arange(0, NB)
@@ -247,13 +251,7 @@ def _moe_mxfp4_gemm1_finalize_kernel(
     ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr,
 ):
     """Sum gemm1's split-K planes in a fixed order (deterministic), then bias + activation + store."""
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    e = tl.load(block_expert_ptr + pid_m).to(tl.int64)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    mask_m = tl.load(sorted_pair_ptr + offs_m) < num_pairs
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    mask_n = offs_n < N
+    _, e, offs_m, _, mask_m, offs_n, mask_n = _tile(block_expert_ptr, sorted_pair_ptr, num_pairs, N, BLOCK_M, BLOCK_N)
     p = part_ptr + offs_m[:, None].to(tl.int64) * stride_pm + offs_n[None, :]
     mask = mask_m[:, None] & mask_n[None, :]
     acc_l = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -278,15 +276,8 @@ def _moe_mxfp4_gemm2_kernel(
     """Grouped down GEMM, times the routing weight, stored per pair. N = H, K = I.  Split ``pid_k``
     stores its partial product to plane ``pid_k`` of ``out`` (plane stride ``stride_os``); the bias
     goes into plane 0 only; the planes and top-k are summed on the host side."""
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
-    pid_k = tl.program_id(2)
-    e = tl.load(block_expert_ptr + pid_m).to(tl.int64)
-    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    pair = tl.load(sorted_pair_ptr + offs_m)
-    mask_m = pair < num_pairs
-    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    mask_n = offs_n < N
+    pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile(block_expert_ptr, sorted_pair_ptr, num_pairs, N,
+                                                           BLOCK_M, BLOCK_N)
     HALF: tl.constexpr = BLOCK_K // 2
     NB: tl.constexpr = BLOCK_K // 32
     offs_b = tl.arange(0, NB)
