@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -58,6 +59,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def split_labels(text: Optional[str]) -> list[str]:
+    """Comma list of tactic labels; commas inside parentheses belong to the label ("default(-1,-1)")."""
+    return [x.strip() for x in re.split(r",(?![^()]*\))", text or "") if x.strip()]
+
+
 def cmd_profile(args: argparse.Namespace) -> int:
     """Nsight Compute (through nsight-python) per-kernel metrics of chosen tactics of one shape."""
     from .report import nsight_status, profile_kernels  # report re-exports report_profile (import order)
@@ -72,7 +78,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     if not cases:
         print(f"no shape {args.model} EP{args.ep} in the shape table", file=sys.stderr)
         return 2
-    labels = _strs(args.tactics) or []
+    labels = split_labels(args.tactics)
     tactics = {f"t{i}": lab for i, lab in enumerate(labels)}
     out = Path(args.out)
     k = profile_kernels(cases[0], args.backend, device, out, tactics, runs=args.runs)

@@ -619,8 +619,8 @@ _REEXPORTS: dict[str, tuple[str, ...]] = {
         "version_matrix_table", "committed_verdicts",
     ),
     "report_profile": (
-        "nsight_status", "_ncu_python_dir", "committed_ncu_results", "profile_kernels", "_ncu_report_module",
-        "read_ncu_report", "kernels_table", "_period", "_nsight_profile_main", "profile_vs_events",
+        "nsight_status", "_ncu_python_dir", "committed_ncu_results", "profile_kernels", "ncu_csv_export",
+        "raw_from_ncu_csv", "kernels_from_calls", "kernels_table", "_period", "_nsight_profile_main", "profile_vs_events",
         "kernel_profile_session",
     ),
 }

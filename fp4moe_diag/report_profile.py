@@ -25,10 +25,6 @@ def nsight_status(device: str) -> tuple[bool, str]:
     if not ncu:
         return False, "Nsight Compute CLI `ncu` is not on PATH (install Nsight Compute / the CUDA toolkit)"
     try:
-        _ncu_report_module()  # nsight-python imports it; older ones expect ncu's own copy on sys.path
-    except ImportError:
-        pass
-    try:
         importlib.import_module("nsight")
     except Exception as e:  # noqa: BLE001
         return False, f"nsight-python is not importable ({type(e).__name__}: {e}); pip install nsight-python"
@@ -99,47 +95,78 @@ def profile_kernels(case: Any, backend: str, device: str, out_dir: Any, tactics:
     return pd.read_csv(spec["kernels_csv"])
 
 
-def _ncu_report_module() -> Any:
-    try:
-        return importlib.import_module("ncu_report")
-    except ImportError:
-        extras = _ncu_python_dir()
-        if extras is not None and str(extras) not in sys.path:
-            sys.path.append(str(extras))
-            return importlib.import_module("ncu_report")
-        raise
+def ncu_csv_export(report: Any, metrics: Sequence[str] = tuple(NCU_METRICS), ncu: Optional[str] = None) -> str:
+    """``ncu --import <report> --csv --page raw --metrics ...``: one CSV row per profiled kernel.
+
+    The ncu CLI, not ncu's ``ncu_report`` Python module: loading a report with the latter crashed
+    the process (SIGSEGV in ``load_report``) on the H200 image (ncu 2025.3.1, Python 3.12)."""
+    exe = ncu or shutil.which("ncu")
+    if not exe:
+        raise RuntimeError("ncu is not on PATH")
+    cp = subprocess.run([exe, "--import", str(report), "--csv", "--page", "raw", "--metrics", ",".join(metrics)],
+                        capture_output=True, text=True, timeout=300)
+    if cp.returncode != 0:
+        raise RuntimeError(f"ncu --import failed ({cp.returncode}): {cp.stderr.strip()[-500:]}")
+    return cp.stdout
 
 
-def read_ncu_report(path: Any, metrics: Sequence[str] = tuple(NCU_METRICS)) -> pd.DataFrame:
-    """Every profiled kernel of an ``.ncu-rep`` with its nsight-python annotation and ``metrics``."""
-    ncu_report = _ncu_report_module()
-    ctx = ncu_report.load_report(str(path))
-    rows = []
-    for r in range(ctx.num_ranges()):
-        rng = ctx.range_by_idx(r)
-        for a in range(rng.num_actions()):
-            act = rng.action_by_idx(a)
-            ann = ""
-            state = act.nvtx_state()
-            for did in state.domains():
-                dom = state.domain_by_id(did)
-                if dom.name() != "nsight-python":
-                    continue
-                names = []
-                for getter in ("start_end_ranges", "push_pop_ranges"):
-                    if hasattr(dom, getter):
-                        names = list(getattr(dom, getter)() or [])
-                        if names:
-                            break
-                ann = names[0] if names else ""
-            row = {"annotation": ann, "kernel": act.name()}
-            have = set(act.metric_names())
-            for m in metrics:
-                if m in have:
-                    row[m] = act[m].value()
-                    row[m + ".unit"] = act[m].unit()
-            rows.append(row)
-    return pd.DataFrame(rows)
+def raw_from_ncu_csv(text: str, calls: pd.DataFrame, metrics: Sequence[str] = tuple(NCU_METRICS)) -> pd.DataFrame:
+    """Rows of :func:`ncu_csv_export` (launch order; the 2nd CSV row holds the units) -> the raw frame of
+    :func:`kernels_table` (``annotation``, ``kernel``, metric and ``<metric>.unit`` columns).
+
+    The annotation of each launch comes from nsight-python's per-annotation table ``calls`` (its
+    ``Kernel`` column lists the kernels of one call, '|'-joined): every run launches the annotated
+    ranges in order.  Returns an empty frame when the launches do not follow that pattern."""
+    import csv
+    import io as _io
+
+    rows = list(csv.reader(_io.StringIO(text.strip())))
+    rows = [r for r in rows if r and not r[0].startswith("==")]  # drop ncu's own "==PROF==" lines
+    if len(rows) < 3 or "Kernel Name" not in rows[0]:
+        return pd.DataFrame()
+    head, units, body = rows[0], rows[1], rows[2:]
+    name_col = head.index("Kernel Name")
+    seq = (calls.drop_duplicates("Annotation")[["Annotation", "Kernel"]] if len(calls) else calls)
+    per_run = [(str(a), str(k).split("|")) for a, k in zip(seq.get("Annotation", []), seq.get("Kernel", []))]
+    expected = [(a, k) for a, ks in per_run for k in ks]
+    if not expected or len(body) % len(expected):
+        return pd.DataFrame()
+    out = []
+    for i, r in enumerate(body):
+        ann, want = expected[i % len(expected)]
+        got = r[name_col]
+        if not (got == want or got.startswith(want + "(") or want in got):
+            return pd.DataFrame()
+        rec = {"annotation": ann, "kernel": want}
+        for m in metrics:
+            if m in head:
+                j = head.index(m)
+                rec[m] = pd.to_numeric(r[j].replace(",", ""), errors="coerce")
+                rec[m + ".unit"] = units[j] if j < len(units) else ""
+        out.append(rec)
+    return pd.DataFrame(out)
+
+
+def kernels_from_calls(calls: pd.DataFrame) -> pd.DataFrame:
+    """Fallback when per-kernel rows are not available: nsight-python's own table, one row per
+    annotation (role: tactic) with the additive metrics summed over the call's kernels (duration,
+    DRAM bytes read and their ratio); percentages summed over kernels mean nothing and are left out."""
+    if calls.empty:
+        return pd.DataFrame()
+    piv = calls.pivot_table(index=["Annotation", "Kernel"], columns="Metric", values="AvgValue", aggfunc="first")
+    out = pd.DataFrame({"annotation": [a for a, _ in piv.index], "kernel": [k for _, k in piv.index]})
+    if "gpu__time_duration.sum" in piv:
+        out["duration_us"] = piv["gpu__time_duration.sum"].to_numpy() * 1e-3  # nsight-python reports ns
+    if "dram__bytes_read.sum" in piv:
+        out["dram_read_bytes"] = piv["dram__bytes_read.sum"].to_numpy()
+        if "duration_us" in out:
+            out["dram_read_GBps"] = out["dram_read_bytes"] / (out["duration_us"] * 1e3)
+    runs = calls.groupby("Annotation")["NumRuns"].max() if "NumRuns" in calls else None
+    out["runs"] = out["annotation"].map(runs) if runs is not None else pd.NA
+    out["role"] = out["annotation"].str.split(":").str[0]
+    out["tactic_label"] = out["annotation"].str.split(":", n=1).str[1].str.strip()
+    out["launch"] = "all"
+    return out
 
 
 def kernels_table(raw: pd.DataFrame) -> pd.DataFrame:
@@ -219,10 +246,16 @@ def _nsight_profile_main(spec_path: str) -> None:  # pragma: no cover - needs a 
         return
     calls = res.to_dataframe()
     calls.to_csv(spec["calls_csv"], index=False)
+    table = kernels_from_calls(calls)
     reps = sorted(Path(spec["prefix"]).parent.glob(Path(spec["prefix"]).name + "ncu-output-*.ncu-rep"))
-    if not reps:
-        raise SystemExit(f"no .ncu-rep written under {spec['prefix']}*")
-    kernels_table(read_ncu_report(reps[-1])).to_csv(spec["kernels_csv"], index=False)
+    if reps:
+        try:
+            per_kernel = kernels_table(raw_from_ncu_csv(ncu_csv_export(reps[-1]), calls))
+            if len(per_kernel):
+                table = per_kernel
+        except Exception as e:  # noqa: BLE001 -- the per-call table above still stands
+            print(f"per-kernel export failed, keeping nsight-python's per-call sums: {e}", file=sys.stderr)
+    table.to_csv(spec["kernels_csv"], index=False)
 
 
 def profile_vs_events(kernels: pd.DataFrame, tune_rows: pd.DataFrame) -> pd.DataFrame:

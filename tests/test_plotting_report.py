@@ -484,3 +484,50 @@ def test_latest_per_shape_keeps_the_newest_run_of_each_shape():
         r.update(time_method="cuda-graph")
     kept = latest_per_shape(best_per_shape(to_frame(old + new)), to_frame(old + new)).set_index("num_tokens")
     assert set(kept["run_id"]) == {"z-older-but-later-name"}
+
+
+# ------------------------------------------------------------------ Nsight Compute tables without ncu_report
+CALLS_CSV = REPO / "tests" / "data" / "nsight_calls_triton_t64.csv"  # nsight-python's table, H200 run
+
+
+def test_kernels_from_calls_on_the_h200_table():
+    k = R.kernels_from_calls(pd.read_csv(CALLS_CSV)).set_index("tactic_label")
+    assert list(k.index) == ["m16n64k128w4s3-ds-sk2", "m16n64k128w4s3"]
+    best = k.loc["m16n64k128w4s3-ds-sk2"]
+    assert best["duration_us"] == pytest.approx(358.272) and best["runs"] == 3 and best["role"] == "t0"
+    assert best["dram_read_GBps"] == pytest.approx(533428309.3333333 / 358272.0)  # bytes / ns = GB/s
+    assert "issue_slots_busy_pct" not in k  # percentages summed over kernels are not reported
+
+
+def _ncu_csv(calls: pd.DataFrame, runs: int, rename=None) -> str:
+    seq = [(a, ks.split("|")) for a, ks in calls.drop_duplicates("Annotation")[["Annotation", "Kernel"]].values]
+    lines = ['"ID","Kernel Name","gpu__time_duration.sum","dram__bytes_read.sum"', '"","","nsecond","Mbyte"']
+    i = 0
+    for r in range(runs):
+        for a, ks in seq:
+            for j, kname in enumerate(ks):
+                shown = (rename or {}).get(kname, kname)
+                lines.append(f'"{i}","{shown}(int, float*)","{1000 * (j + 1) + r}","{10 * (j + 1)}"')
+                i += 1
+    return "\n".join(["==PROF== Disconnected", *lines])
+
+
+def test_per_kernel_rows_from_the_ncu_csv_export():
+    calls = pd.read_csv(CALLS_CSV)
+    raw = R.raw_from_ncu_csv(_ncu_csv(calls, runs=3), calls)
+    assert len(raw) == 3 * (5 + 4) and set(raw["annotation"]) == set(calls["Annotation"])
+    k = R.kernels_table(raw)
+    g1 = k[(k["tactic_label"] == "m16n64k128w4s3-ds-sk2") & (k["kernel"] == "_moe_mxfp4_gemm1_kernel")].iloc[0]
+    assert g1["runs"] == 3 and g1["duration_us"] == pytest.approx(1.001)  # (1000 + 1001 + 1002) ns / 3
+    assert g1["dram_read_bytes"] == pytest.approx(10e6) and g1["dram_read_GBps"] == pytest.approx(10e6 / 1001)
+    # launches that do not follow the annotated sequence: no guessing
+    assert R.raw_from_ncu_csv(_ncu_csv(calls, runs=3, rename={"_moe_mxfp4_gemm2_kernel": "other"}), calls).empty
+    assert R.raw_from_ncu_csv(_ncu_csv(calls, runs=3) + '\n"99","x","1","1"', calls).empty
+    assert R.raw_from_ncu_csv("", calls).empty
+
+
+def test_cli_profile_splits_labels_with_commas():
+    from fp4moe_diag.cli import split_labels
+
+    assert split_labels("default(-1,-1),g1:20, m16n64k128w4s3-ds-sk2") == ["default(-1,-1)", "g1:20",
+                                                                           "m16n64k128w4s3-ds-sk2"]
