@@ -252,6 +252,8 @@ def test_summary_tables(df):
     bs = t["backend_summary"].set_index("backend")
     assert bs.loc["cutlass", "fastest_backend_on_shapes"] == 8
     assert bs.loc["reference", "median_speedup_vs_default"] == pytest.approx(1.0)
+    dec_best, dec_med = bs["best_roofline_decode(T<=64)"], bs["median_roofline_decode(T<=64)"]
+    assert (dec_best >= dec_med).all() and dec_best.notna().all()
     assert t["failures"]["rows"].sum() == 2 and t["failures"]["tactic_label"].eq("g2:0").all()
     assert t["provenance"].loc[0, "gpu_name"] == GPU and t["provenance"].loc[0, "flashinfer_version"] == FI
     with pytest.raises(ValueError):
