@@ -15,7 +15,24 @@
 # Several sweeps in one call: SWEEPS="backends|models|out|timeout_s|extra args;..." (one entry per
 # sweep, run in order; each writes its own run folder; empty fields fall back to the SWEEP_* knobs).
 # Phase 'gputests' runs the GPU-only tests (pytest -m gpu; GPUTESTS_PATHS, default tests) into $B/gputests.txt.
+# Presets (PRESET=...): the runs committed under data/runs/2026-12-03-nvidia-h200-s3-*:
+#   full20b       whole gpt-oss-20b sweep (EP1+EP2, T=1..16384, cutlass+triton+reference), ~530 s
+#   120b-ep4      gpt-oss-120b EP4 T=1..4096, cutlass+triton+reference, ~160 s
+#   decode-graph  T<=64 for 20b EP1/EP2 and 120b EP4 as CUDA-graph replays, cutlass+triton, ~90 s
 set -u
+case "${PRESET:-}" in
+  "") ;;
+  full20b) SWEEPS=${SWEEPS:-"cutlass,triton,reference|gpt-oss-20b:1,gpt-oss-20b:2|/tmp/r/full20b|560|"} ;;
+  120b-ep4) SWEEPS=${SWEEPS:-"cutlass,triton,reference|gpt-oss-120b:4:4096|/tmp/r/120b-ep4|300|"} ;;
+  decode-graph) SWEEPS=${SWEEPS:-"cutlass,triton|gpt-oss-20b:1:64,gpt-oss-20b:2:64,gpt-oss-120b:4:64|/tmp/r/decode-graph|300|--cuda-graph"} ;;
+  *) echo "unknown PRESET=$PRESET (full20b, 120b-ep4, decode-graph)" >&2; exit 2 ;;
+esac
+if [ -n "${PRESET:-}" ]; then
+  PHASES=${PHASES:-"env sweep"}
+  SWEEP_REPEATS=${SWEEP_REPEATS:-20}
+  SWEEP_ARGS=${SWEEP_ARGS:-"--warmup 3 --max-seconds-per-tactic 0.5 --screen 3 --screen-top 4"}
+  export FP4MOE_CUTLASS_MODULE=${FP4MOE_CUTLASS_MODULE:-$PWD/.carry/fused_moe_90_slim_full.so.xz}
+fi
 OUT=${OUT:-/tmp/fp4moe_out}
 B=$OUT/bundle
 mkdir -p "$B"
@@ -100,7 +117,10 @@ run_sweep() {  # backends models out timeout extra...
     ${SWEEP_EP:+--ep $SWEEP_EP} ${SWEEP_TOKENS:+--tokens $SWEEP_TOKENS} \
     --repeats "${SWEEP_REPEATS:-30}" --out "$out" --no-progress ${SWEEP_ARGS:-} "$@" 2>&1 \
     | tee -a "$B/sweep.txt" | tail -60
-  if [ -d "$out" ]; then mkdir -p "$B/runs/$(basename "$out")" && cp "$out"/results.* "$B/runs/$(basename "$out")/"; fi
+  case "$out" in
+    "$B"/*) ;;  # already inside the bundle (the default $B/run)
+    *) if [ -d "$out" ]; then mkdir -p "$B/runs/$(basename "$out")" && cp "$out"/results.* "$B/runs/$(basename "$out")/"; fi ;;
+  esac
 }
 
 if has sweep; then
