@@ -286,7 +286,7 @@ def tune(
             row["timing_pass"] = "full"
 
     df = to_frame(rows)
-    ok = df[(df["status"] == "ok") & (df["timing_pass"] != "screen")]
+    ok = df[(df["status"] == "ok") & (df["timing_pass"].fillna("full") != "screen")]
     if len(ok):
         best_idx = ok["time_median_us"].idxmin()
         df.loc[:, "is_best"] = False

@@ -208,3 +208,13 @@ def test_combined_tactic_gets_its_own_fully_timed_row():
 def test_screen_repeats_must_be_positive():
     with pytest.raises(ValueError, match="screen_repeats"):
         tune(CASE, SleepyBackend(), "cpu", screen_repeats=0)
+
+
+def test_screening_keeps_failed_and_incorrect_rows():
+    res = tune(CASE, PackingBackend(failing={1}), "cpu", warmup=1, repeats=3, screen_repeats=1, screen_top=1)
+    df = res.rows
+    assert list(df["status"]) == ["ok", "failed", "ok", "incorrect"]
+    assert df.loc[df["status"] == "failed", "timing_pass"].isna().all()
+    assert res.best is not None and res.best.id in (0, 2)
+    best = df[df["is_best"] == True].iloc[0]  # noqa: E712
+    assert best["timing_pass"] == "full" and best["time_repeats"] == 3
