@@ -103,7 +103,8 @@ def ncu_csv_export(report: Any, metrics: Sequence[str] = tuple(NCU_METRICS), ncu
     exe = ncu or shutil.which("ncu")
     if not exe:
         raise RuntimeError("ncu is not on PATH")
-    cp = subprocess.run([exe, "--import", str(report), "--csv", "--page", "raw", "--metrics", ",".join(metrics)],
+    cp = subprocess.run([exe, "--import", str(report), "--csv", "--page", "raw", "--print-units", "base",
+                        "--metrics", ",".join(metrics)],
                         capture_output=True, text=True, timeout=300)
     if cp.returncode != 0:
         raise RuntimeError(f"ncu --import failed ({cp.returncode}): {cp.stderr.strip()[-500:]}")
