@@ -81,8 +81,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     labels = split_labels(args.tactics)
     tactics = {f"t{i}": lab for i, lab in enumerate(labels)}
     out = Path(args.out)
-    k = profile_kernels(cases[0], args.backend, device, out, tactics, runs=args.runs)
-    k.to_csv(out / "kernels.csv", index=False)
+    k = profile_kernels(cases[0], args.backend, device, out, tactics, runs=args.runs)  # also writes kernels.csv
     with pd.option_context("display.width", 220, "display.max_columns", 30):
         print(k.drop(columns=["annotation"], errors="ignore").to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     return 0

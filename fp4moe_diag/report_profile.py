@@ -170,6 +170,12 @@ def kernels_from_calls(calls: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _in_unit(d: pd.DataFrame, metric: str, scales: dict[str, float], default_unit: str) -> pd.Series:
+    """Column ``metric`` converted with ``scales[<its .unit column>]`` (``default_unit`` if none)."""
+    unit = str(d.get(metric + ".unit", pd.Series([default_unit])).iloc[0]).lower()
+    return pd.to_numeric(d[metric], errors="coerce") * scales.get(unit, scales[default_unit])
+
+
 def kernels_table(raw: pd.DataFrame) -> pd.DataFrame:
     """Raw ncu rows -> one row per (annotation, launch index): mean over runs, readable columns."""
     if raw.empty:
@@ -180,14 +186,11 @@ def kernels_table(raw: pd.DataFrame) -> pd.DataFrame:
     d["launch"] = d["launch"] % n_k
     dur = "gpu__time_duration.sum"
     if dur in d:
-        unit = str(d.get(dur + ".unit", pd.Series(["ns"])).iloc[0]).lower()
-        scale = {"ns": 1e-3, "nsecond": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}.get(unit, 1e-3)
-        d["duration_us"] = pd.to_numeric(d[dur], errors="coerce") * scale
+        d["duration_us"] = _in_unit(d, dur, {"ns": 1e-3, "nsecond": 1e-3, "usecond": 1.0, "us": 1.0,
+                                             "msecond": 1e3, "ms": 1e3}, "ns")
     byt = "dram__bytes_read.sum"
     if byt in d:
-        unit = str(d.get(byt + ".unit", pd.Series(["byte"])).iloc[0]).lower()
-        scale = {"byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9}.get(unit, 1.0)
-        d[byt] = pd.to_numeric(d[byt], errors="coerce") * scale
+        d[byt] = _in_unit(d, byt, {"byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9}, "byte")
     ren = {m: v for m, v in NCU_METRICS.items() if m in d and m != dur}
     d = d.rename(columns=ren)
     if "dram_read_bytes" in d and "duration_us" in d:

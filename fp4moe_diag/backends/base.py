@@ -88,8 +88,7 @@ class Backend(ABC):
 
     def combined_tactic(self, timings: list[tuple[Tactic, float]]) -> Optional[Tactic]:
         """A tactic assembled from the per-op winners of ``timings`` ((tactic, median us) of the correct
-        tactics), for
-        libraries whose tuner picks each op separately (CUTLASS: gemm1 and gemm2); None here."""
+        tactics), for libraries whose tuner picks each op separately (CUTLASS: gemm1 and gemm2); None here."""
         return None
 
     def default_tactic(self, case: MoECase) -> Optional[Tactic]:

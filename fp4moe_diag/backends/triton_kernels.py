@@ -353,12 +353,11 @@ def launch_gemm1(
         raise ValueError(f"part: expected fp32 [{split_k}, >={num_blocks * block_m}, {2 * inter}] for split_k="
                          f"{split_k}, got {None if part is None else (part.dtype, tuple(part.shape))}")
     dummy = w_scale  # never read when the constexpr switch is off
+    epi = [dummy if v is None else v for v in (bias, alpha, beta, limit)]  # epilogue operands
     part_arg = dummy if split_k == 1 else part
     grid = (num_blocks, triton.cdiv(inter, block_n), split_k)
     _moe_mxfp4_gemm1_kernel[grid](
-        x, w, w_scale, dummy if bias is None else bias,
-        dummy if alpha is None else alpha, dummy if beta is None else beta, dummy if limit is None else limit,
-        out, part_arg, sorted_pair_ids, block_expert_ids,
+        x, w, w_scale, *epi, out, part_arg, sorted_pair_ids, block_expert_ids,
         num_pairs, top_k, inter,
         x.stride(0), w.stride(0), w.stride(1), w_scale.stride(0), w_scale.stride(1),
         0 if bias is None else bias.stride(0), out.stride(0),
@@ -371,9 +370,7 @@ def launch_gemm1(
     if split_k > 1:
         fin_n = 64
         _moe_mxfp4_gemm1_finalize_kernel[(num_blocks, triton.cdiv(inter, fin_n))](
-            part, dummy if bias is None else bias,
-            dummy if alpha is None else alpha, dummy if beta is None else beta, dummy if limit is None else limit,
-            out, sorted_pair_ids, block_expert_ids,
+            part, *epi, out, sorted_pair_ids, block_expert_ids,
             num_pairs, inter, part.stride(0), part.stride(1), 0 if bias is None else bias.stride(0), out.stride(0),
             SPLIT_K=split_k, BLOCK_M=block_m, BLOCK_N=fin_n, ACTIVATION=activation, HAS_BIAS=bias is not None,
             num_warps=4,

@@ -141,15 +141,6 @@ def _split_fits(case: MoECase, kc: KernelConfig) -> bool:
     return all(split_k_fits(k, kc.block_k, kc.split_k) for k in (case.hidden_size, case.intermediate_size))
 
 
-def config_label(cfg: Sequence) -> str:
-    return parse_config(cfg).label
-
-
-def uses_dot_scaled(cfg: Sequence) -> bool:
-    """Whether a tactic id selects the ``tl.dot_scaled`` kernels."""
-    return parse_config(cfg).dot_scaled
-
-
 def interpret_enabled() -> bool:
     """Whether ``TRITON_INTERPRET`` asks for Triton's CPU interpreter."""
     return os.environ.get("TRITON_INTERPRET", "").strip().lower() in ("1", "true", "yes", "on")
