@@ -146,6 +146,7 @@ def tune(
     repeat_best: bool = True,
     commit_best: bool = False,
     progress: Optional[Callable[[str], None]] = None,
+    clock: Optional[Callable[[], float]] = None,
 ) -> TuneResult:
     """Run every tactic of ``backend`` on ``case``; one DataFrame row per tactic.
 
@@ -156,6 +157,8 @@ def tune(
     tactic is chosen among the fully timed rows."""
     if not isinstance(backend, Backend):
         raise ValueError(f"backend: expected a Backend instance, got {type(backend).__name__}")
+    if screen_repeats is not None and screen_repeats < 1:
+        raise ValueError(f"screen_repeats: expected >= 1 or None, got {screen_repeats}")
     if device is None:
         device = inputs.device if inputs is not None else ("cuda" if torch.cuda.is_available() else "cpu")
     dev = resolve_device(device)
@@ -208,13 +211,12 @@ def tune(
     work = moe_work(case, inputs.local_topk_ids)
     out = torch.empty((case.num_tokens, case.hidden_size), dtype=torch.bfloat16, device=dev)
 
-    if screen_repeats is not None and screen_repeats < 1:
-        raise ValueError(f"screen_repeats: expected >= 1 or None, got {screen_repeats}")
+    clock_kw = {} if clock is None else {"clock": clock}
 
     def timed(tactic: Tactic, screen: bool = False) -> TimingStats:
         return time_fn(lambda: backend.run(prepared, tactic, out), dev, warmup=1 if screen else warmup,
                        repeats=screen_repeats if screen else repeats, flush_l2=flush_l2, cuda_graph=cuda_graph,
-                       max_seconds=max_seconds_per_tactic)
+                       max_seconds=max_seconds_per_tactic, **clock_kw)
 
     screen = screen_repeats is not None
     ok_rows: list[tuple[Tactic, dict]] = []

@@ -114,8 +114,12 @@ def time_fn(
     flush_l2: bool = True,
     cuda_graph: bool = False,
     max_seconds: Optional[float] = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> TimingStats:
-    """Median-of-repeats timing of ``fn`` on ``device`` (CUDA events on GPU, perf_counter on CPU)."""
+    """Median-of-repeats timing of ``fn`` on ``device`` (CUDA events on GPU, ``clock`` on CPU).
+
+    ``clock`` (seconds) times the CPU path and bounds ``max_seconds``; tests pass a fake clock so
+    their verdicts never depend on the machine's load."""
     if repeats < 1:
         raise ValueError(f"repeats: expected >= 1, got {repeats}")
     dev = torch.device(device)
@@ -124,9 +128,9 @@ def time_fn(
             fn()
         ts = []
         for _ in range(repeats):
-            t0 = time.perf_counter()
+            t0 = clock()
             fn()
-            ts.append((time.perf_counter() - t0) * 1e6)
+            ts.append((clock() - t0) * 1e6)
         return summarize(ts, "wall-clock")
 
     stream = torch.cuda.current_stream(dev)
@@ -144,7 +148,7 @@ def time_fn(
     torch.cuda.synchronize(dev)
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-    t_begin = time.perf_counter()
+    t_begin = clock()
     done = 0
     for i in range(repeats):
         if flusher is not None:
@@ -155,7 +159,7 @@ def time_fn(
         done += 1
         if max_seconds is not None and i % 8 == 7:
             torch.cuda.synchronize(dev)
-            if time.perf_counter() - t_begin > max_seconds:
+            if clock() - t_begin > max_seconds:
                 break
     torch.cuda.synchronize(dev)
     ts = [starts[i].elapsed_time(ends[i]) * 1e3 for i in range(done)]

@@ -5,18 +5,30 @@
 #   bash scripts/bootstrap.sh --test    # install, then run the test suite
 #   bash scripts/bootstrap.sh --deps    # install only
 #
-# On a GPU machine install the [gpu] extra too: pip install -e .[gpu]
+# Every package CI installs is pinned in constraints-cpu.txt (the lock; requirements-cpu.txt names
+# what we need directly). On a GPU machine install the [gpu] extra too: pip install -e .[gpu]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 MODE=${1:-report}
+case "$MODE" in report|--deps|--test) ;; *) echo "bootstrap.sh: unknown mode '$MODE' (expected --test, --deps or nothing)" >&2; exit 2 ;; esac
 
-$PY -m pip install -q --disable-pip-version-check -r requirements-cpu.txt
-# flashinfer-python pinned to the version of the bug report; --no-deps keeps the CUDA
-# wheels (cudnn frontend, cutlass-dsl) off CPU machines: its Python layer does not need them.
-$PY -m pip install -q --disable-pip-version-check --no-deps "flashinfer-python==0.5.2"
-$PY -m pip install -q --disable-pip-version-check triton 2>/dev/null || echo "triton not installable here: its tests will skip"
-$PY -m pip install -q --disable-pip-version-check --no-deps -e .
+# pip quietly: its output goes to a log that is shown (without the index-location noise) only on failure
+pip_q() {
+  local log; log=$(mktemp)
+  if ! $PY -m pip install --disable-pip-version-check --no-input "$@" >"$log" 2>&1; then
+    grep -v "^WARNING: Location '" "$log" >&2 || true
+    echo "bootstrap.sh: pip install $* failed (log above)" >&2
+    rm -f "$log"; exit 1
+  fi
+  rm -f "$log"
+}
+
+pip_q -r requirements-cpu.txt -c constraints-cpu.txt
+# flashinfer-python --no-deps keeps the CUDA wheels (cudnn frontend, cutlass-dsl, ...) off CPU machines: its
+# Python layer does not need them. triton: the interpreter runs our kernels on CPU.
+pip_q --no-deps -c constraints-cpu.txt flashinfer-python triton
+pip_q --no-deps -e .
 $PY -m ipykernel install --user --name python3 >/dev/null 2>&1 || true
 
 case "$MODE" in

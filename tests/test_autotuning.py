@@ -148,8 +148,18 @@ def test_broken_cuda_context_aborts_remaining_tactics_cleanly(monkeypatch):
     assert res.best is not None and res.best.id == 0  # rows gathered so far are still usable
 
 
+class FakeClock:
+    """A clock (seconds) that only the backend moves: timings are exact, whatever the machine's load."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 class SleepyBackend(Backend):
-    """Tactic i takes SLEEP_MS[i] ms of wall clock (CPU timing) and computes the reference."""
+    """Tactic i takes SLEEP_MS[i] ms on the fake clock (CPU timing) and computes the reference."""
 
     name = "sleepy"
     device_types = ("cpu",)
@@ -159,6 +169,7 @@ class SleepyBackend(Backend):
         self.calls: list = []
         self.combo = combo
         self.seen_timings: list = []
+        self.clock = FakeClock()
 
     def tactics(self, case, prepared=None):
         return [Tactic(id=i, label=f"t{i}", is_default=(i == 0)) for i in range(len(self.SLEEP_MS))]
@@ -168,10 +179,8 @@ class SleepyBackend(Backend):
         return Tactic(id=99, label="t1+t3") if self.combo else None
 
     def run(self, prepared, tactic, output: Optional[torch.Tensor] = None):
-        import time
-
         self.calls.append(tactic.id)
-        time.sleep((0.5 if tactic.id == 99 else self.SLEEP_MS[tactic.id]) / 1e3)
+        self.clock.now += (0.5 if tactic.id == 99 else self.SLEEP_MS[tactic.id]) / 1e3
         y = reference_moe(prepared).to(torch.bfloat16)
         if output is not None:
             output.copy_(y)
@@ -181,7 +190,7 @@ class SleepyBackend(Backend):
 
 def test_screening_times_every_tactic_then_the_fastest_and_default_in_full():
     b = SleepyBackend()
-    res = tune(CASE, b, "cpu", warmup=2, repeats=5, screen_repeats=2, screen_top=2, repeat_best=False)
+    res = tune(CASE, b, "cpu", warmup=2, repeats=5, screen_repeats=2, screen_top=2, repeat_best=False, clock=b.clock)
     df = res.rows.set_index("tactic_label")
     assert list(df.index) == [f"t{i}" for i in range(6)] and (df["status"] == "ok").all()
     # t1 (1 ms) and t3 (2 ms) are the two fastest; t0 is the default: those three are timed in full
@@ -189,8 +198,8 @@ def test_screening_times_every_tactic_then_the_fastest_and_default_in_full():
                                        "t5": "screen"}
     assert dict(df["time_repeats"]) == {"t0": 5, "t1": 5, "t2": 2, "t3": 5, "t4": 2, "t5": 2}
     assert res.best.id == 1 and bool(df.loc["t1", "is_best"])
-    for label, ms in (("t1", 1.0), ("t5", 8.0)):  # the medians are the sleeps (plus the reference)
-        assert ms * 1e3 <= df.loc[label, "time_median_us"] < ms * 1e3 + 50e3
+    for label, ms in zip(df.index, SleepyBackend.SLEEP_MS):  # the medians are exactly the fake durations
+        assert df.loc[label, "time_median_us"] == pytest.approx(ms * 1e3, rel=1e-9)
     # per tactic: 1 correctness run + 1 warm-up + 2 screened; full pass: 2 warm-up + 5 more each
     assert [b.calls.count(i) for i in range(6)] == [11, 11, 4, 11, 4, 4]
     assert sorted(i for i, _ in b.seen_timings) == list(range(6))  # the combiner saw every correct tactic
@@ -198,7 +207,7 @@ def test_screening_times_every_tactic_then_the_fastest_and_default_in_full():
 
 def test_combined_tactic_gets_its_own_fully_timed_row():
     b = SleepyBackend(combo=True)
-    res = tune(CASE, b, "cpu", warmup=1, repeats=3, screen_repeats=1, screen_top=1, repeat_best=False)
+    res = tune(CASE, b, "cpu", warmup=1, repeats=3, screen_repeats=1, screen_top=1, repeat_best=False, clock=b.clock)
     df = res.rows.set_index("tactic_label")
     assert "t1+t3" in df.index and df.loc["t1+t3", "timing_pass"] == "full"
     assert df.loc["t1+t3", "status"] == "ok" and df.loc["t1+t3", "time_repeats"] == 3

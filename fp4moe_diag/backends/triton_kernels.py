@@ -314,8 +314,10 @@ def _moe_mxfp4_gemm2_kernel(
             s_ptrs += NB
 
     if HAS_BIAS:
-        bias = tl.load(b_ptr + e * stride_be + offs_n, mask=mask_n & (pid_k == 0), other=0.0)
-        acc += bias[None, :]
+        # plane 0 only. (A scalar in the mask, ``mask_n & (pid_k == 0)``, is rejected by Triton 3.9's
+        # interpreter: 'mask has unsupported dtype'; a where on the loaded row is valid on 3.6 to 3.9.)
+        bias = tl.load(b_ptr + e * stride_be + offs_n, mask=mask_n, other=0.0)
+        acc += tl.where(pid_k == 0, bias, 0.0)[None, :]
     wt = tl.load(topk_w_ptr + pair, mask=mask_m, other=0.0)
     acc = acc * wt[:, None]
     out_ptrs = out_ptr + pid_k * stride_os + pair[:, None].to(tl.int64) * stride_om + offs_n[None, :]
