@@ -8,7 +8,7 @@ Two levels:
   ``not-applicable`` (why).  Anything else that goes wrong is ``inconclusive``.
 * :func:`static_meta_check` -- on any machine (H200, CPU): the same call with FlashInfer's
   trtllm-gen JIT module replaced by a TVM-FFI packing stub
-  (:class:`fp4moe_diag.flashinfer_hooks.TvmFfiPackingStub`), recording what the stock
+  (:class:`fp4moe_diag.backends.flashinfer.hooks.TvmFfiPackingStub`), recording what the stock
   ``AutoTuner.choose_one`` receives.  It shows *which* argument is on ``meta`` and whether the
   stock profiling path dies on it in TVM-FFI's own packer.
 """
@@ -27,7 +27,7 @@ from typing import Any, Optional
 import torch
 
 from .case import MoECase
-from .flashinfer_hooks import (
+from .backends.flashinfer.hooks import (
     TRTLLM_FP4_OP,
     call_with_supported_kwargs,
     find_meta_tensors,
@@ -154,7 +154,7 @@ def reproduce_meta_bug(case: MoECase = SEED_CASE, device: Any = None) -> BugVerd
     from flashinfer import autotune
 
     kwargs = _routed_kwargs(case, dev)
-    from .backends.trtllm import prepare_trtllm_weights
+    from .backends.flashinfer.trtllm import prepare_trtllm_weights
 
     kwargs = prepare_trtllm_weights(kwargs, case)
     fn = routed_moe_function()
@@ -181,7 +181,7 @@ try:
     out["version"] = getattr(flashinfer, "__version__", None)
     src = inspect.getsource(core)
     out["meta_placeholder_in_source"] = bool(re.search(r'device\s*=\s*"meta"', src))
-    from fp4moe_diag.flashinfer_hooks import flashinfer_status
+    from fp4moe_diag.backends.flashinfer.hooks import flashinfer_status
     st = flashinfer_status()
     out["has_routed_moe"] = st.has_routed_moe
     out["routed_signature"] = st.routed_signature

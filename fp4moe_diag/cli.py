@@ -110,9 +110,9 @@ def summary_table(df: pd.DataFrame, max_rows: int = 150) -> str:
 def cmd_sweep(args: argparse.Namespace) -> int:
     import torch
 
-    from .autotuning import sweep
+    from .tune import sweep
     from .backends import get_backend
-    from .measurement import measure_ceilings
+    from .measure.ceilings import measure_ceilings
     from .results import environment_info, run_dir_name, save_run
     from .shapes import load_vllm_cases
 

@@ -30,7 +30,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
-from .correctness import REL_L2_TOL
+from .measure.correctness import REL_L2_TOL
 
 #: Token counts at or below this are "decode" shapes (highlighted in :func:`roofline_fraction`; the
 #: decode-roofline goal of issue #4 is stated for <= 64 tokens).
@@ -596,7 +596,7 @@ def error_boxplot(df: pd.DataFrame, *, tol: float = REL_L2_TOL, max_groups: int 
     """rel. L2 error vs the float32 reference, one box per backend x tactic over all shapes.
 
     Points: individual shapes (red x = incorrect); red triangles at the top: NaN/Inf outputs.
-    Dashed line: the pass tolerance (:data:`fp4moe_diag.correctness.REL_L2_TOL`).  With more than
+    Dashed line: the pass tolerance (:data:`fp4moe_diag.measure.correctness.REL_L2_TOL`).  With more than
     ``max_groups`` tactics the boxes are per backend instead.
     """
     _require(df, "error_boxplot", ["backend", "tactic_label", "rel_l2", "status"])
@@ -703,10 +703,10 @@ def backend_comparison(df: pd.DataFrame, *, max_panels: int = 12) -> Figure:
 def token_error_plot(tokens: pd.DataFrame, *, tol: Optional[float] = None, title_df: Optional[pd.DataFrame] = None) -> Figure:
     """Per-token relative error of one tactic (a :func:`fp4moe_diag.report.token_errors` frame), log y.
 
-    Red: tokens over the per-token tolerance (:data:`fp4moe_diag.correctness.TOKEN_REL_TOL`); the
+    Red: tokens over the per-token tolerance (:data:`fp4moe_diag.measure.correctness.TOKEN_REL_TOL`); the
     worst token is annotated.
     """
-    from .correctness import TOKEN_REL_TOL
+    from .measure.correctness import TOKEN_REL_TOL
 
     _require(tokens, "token_error_plot", ["token", "rel_err"])
     tol = TOKEN_REL_TOL if tol is None else tol

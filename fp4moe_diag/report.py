@@ -343,9 +343,9 @@ def local_run(ctx: ReportContext, *, models: Sequence[str] = ("gpt-oss-20b",), e
         warnings.simplefilter("ignore")
         import tqdm.auto  # noqa: F401
 
-    from .autotuning import sweep
+    from .tune import sweep
     from .backends import get_backend
-    from .measurement import measure_ceilings
+    from .measure.ceilings import measure_ceilings
     from .results import environment_info, load_runs, run_dir_name, save_run
     from .shapes import load_vllm_cases
 

@@ -93,12 +93,12 @@ def style_meta_rows(table: pd.DataFrame) -> Any:
 
 
 def device_safe_tune(case: Any, ctx: ReportContext, backend: Optional[str] = None) -> tuple[Any, str]:
-    """:func:`fp4moe_diag.autotuning.tune` on the seed case: every tactic, no meta tensor, a best tactic.
+    """:func:`fp4moe_diag.tune.tune` on the seed case: every tactic, no meta tensor, a best tactic.
 
     On CPU (or when the backend cannot run here) it uses the reference backend, on a scaled-down
     case in quick mode.  Returns ``(TuneResult, note)``.
     """
-    from .autotuning import tune
+    from .tune import tune
     from .backends import get_backend
 
     kernels = [b for b in ctx.backends if b != "reference"]
@@ -122,7 +122,7 @@ def device_safe_tune(case: Any, ctx: ReportContext, backend: Optional[str] = Non
 
 def installed_version_row(verdict: Any = None) -> pd.DataFrame:
     """The version-matrix row of the flashinfer importable here (no subprocess; uses ``verdict`` if given)."""
-    from .flashinfer_hooks import flashinfer_status
+    from .backends.flashinfer.hooks import flashinfer_status
 
     st = flashinfer_status()
     row: dict[str, Any] = {"path": "(installed)", "version": st.version}

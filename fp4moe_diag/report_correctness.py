@@ -10,7 +10,7 @@ import pandas as pd
 
 def correctness_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per measured tactic x shape: the error metrics and each tolerance check (PASS/FAIL)."""
-    from .correctness import COSINE_TOL, REL_L2_TOL
+    from .measure.correctness import COSINE_TOL, REL_L2_TOL
 
     d = df[df["status"].isin(["ok", "incorrect", "failed", "aborted"])].copy()
     if d.empty:
@@ -93,9 +93,9 @@ def token_errors(case: Any, backend: str, device: str, tactic_label: Optional[st
     """Per-token relative error of one tactic vs the float32 reference (fresh activations, like the tuner)."""
     import torch
 
-    from .autotuning import correctness_inputs
+    from .tune import correctness_inputs
     from .backends import get_backend
-    from .correctness import TOKEN_REL_TOL, per_token_errors, poison_
+    from .measure.correctness import TOKEN_REL_TOL, per_token_errors, poison_
     from .inputs import build_inputs
     from .reference import reference_moe
 

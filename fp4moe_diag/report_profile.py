@@ -287,7 +287,7 @@ def kernel_profile_session(ctx: ReportContext, model: str = "gpt-oss-20b", ep_si
     ``message`` says what happened; ``kernels`` (per kernel), ``summary`` (ncu sum vs CUDA events)
     and ``tune_rows`` are DataFrames (empty when skipped); ``csv`` is where the kernel table went.
     """
-    from .autotuning import tune
+    from .tune import tune
     from .backends import get_backend
     from .shapes import load_vllm_cases
 

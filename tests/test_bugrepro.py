@@ -7,7 +7,7 @@ pytest.importorskip("flashinfer")
 
 from fp4moe_diag import MoECase  # noqa: E402
 from fp4moe_diag.bugrepro import SEED_CASE, reproduce_meta_bug, static_meta_check  # noqa: E402
-from fp4moe_diag.flashinfer_hooks import (  # noqa: E402
+from fp4moe_diag.backends.flashinfer.hooks import (  # noqa: E402
     TRTLLM_FP4_OP,
     find_meta_tensors,
     flashinfer_status,
@@ -72,7 +72,7 @@ def test_best_tactic_handed_to_flashinfer_cache_is_used_without_autotune():
     from flashinfer import autotune
     from flashinfer.autotuner import AutoTuner
 
-    from fp4moe_diag.flashinfer_hooks import install_tactic_in_autotuner
+    from fp4moe_diag.backends.flashinfer.hooks import install_tactic_in_autotuner
 
     kw = build_inputs(SMALL).trtllm_kwargs(tune_max_num_tokens=4)
     kw["enable_pdl"] = False
@@ -96,8 +96,8 @@ def test_best_tactic_handed_to_flashinfer_cache_is_used_without_autotune():
 
 
 def test_trtllm_backend_tactics_run_and_commit_over_the_stub():
-    from fp4moe_diag.backends.flashinfer_common import FlashInferPrepared
-    from fp4moe_diag.backends.trtllm import TrtllmGenBackend
+    from fp4moe_diag.backends.flashinfer.base import FlashInferPrepared
+    from fp4moe_diag.backends.flashinfer.trtllm import TrtllmGenBackend
 
     inp = build_inputs(SMALL)
     kw = inp.trtllm_kwargs(tune_max_num_tokens=4)

@@ -3,7 +3,7 @@ import math
 import pytest
 import torch
 
-from fp4moe_diag.correctness import REL_L2_TOL, error_metrics, poison_
+from fp4moe_diag.measure.correctness import REL_L2_TOL, error_metrics, poison_
 
 
 def test_identical_output_is_correct():

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from fp4moe_diag import MoECase
-from fp4moe_diag.backends.cutlass import CutlassBackend, interleave_mxfp4_scales_sm90
+from fp4moe_diag.backends.flashinfer.cutlass import CutlassBackend, interleave_mxfp4_scales_sm90
 
 
 def test_sm90_scale_interleave_matches_vllm_layout():
@@ -37,7 +37,7 @@ def test_cutlass_refuses_what_it_does_not_implement():
 
 def test_combined_tactic_takes_the_fastest_gemm1_and_gemm2():
     from fp4moe_diag.backends.base import Tactic
-    from fp4moe_diag.backends.cutlass import CutlassBackend
+    from fp4moe_diag.backends.flashinfer.cutlass import CutlassBackend
 
     t = lambda g1, g2: Tactic(id=(g1, g2), label=f"{g1},{g2}")  # noqa: E731
     timings = [(t(-1, -1), 100.0), (t(0, -1), 90.0), (t(3, -1), 80.0), (t(-1, 1), 95.0), (t(-1, 7), 70.0)]

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from fp4moe_diag import plotting as P  # noqa: E402
 from fp4moe_diag import report as R  # noqa: E402
-from fp4moe_diag.correctness import REL_L2_TOL  # noqa: E402
+from fp4moe_diag.measure.correctness import REL_L2_TOL  # noqa: E402
 from fp4moe_diag.results import to_frame  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -304,7 +304,7 @@ def test_seed_case_from_the_report_text(tmp_path):
 
 def test_tuner_input_table_highlights_meta():
     from fp4moe_diag.bugrepro import BugVerdict
-    from fp4moe_diag.flashinfer_hooks import InputInfo
+    from fp4moe_diag.backends.flashinfer.hooks import InputInfo
 
     ins = [InputInfo(0, "output", "tensor", "cpu", "bfloat16", (16, 128)),
            InputInfo(1, "routing_logits", "tensor", "meta", "bfloat16", (16, 32))]

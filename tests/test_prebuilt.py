@@ -1,11 +1,11 @@
-"""fp4moe_diag.prebuilt: argument checks and the .so.xz unpacking (loading needs a GPU host)."""
+"""fp4moe_diag.backends.flashinfer.prebuilt: argument checks and the .so.xz unpacking (loading needs a GPU host)."""
 
 import lzma
 import os
 
 import pytest
 
-from fp4moe_diag import prebuilt
+from fp4moe_diag.backends.flashinfer import prebuilt
 
 
 def test_unknown_target_is_a_value_error_naming_the_targets(tmp_path):

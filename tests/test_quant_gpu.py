@@ -1,8 +1,8 @@
 """quant.py against FlashInfer's own FP4 code (GPU host only: FlashInfer's fp4 module needs CUDA).
 
-Skipped on CPU machines.  On the GPU host: ``python -m pytest -m gpu tests`` (``scripts/gpu_session.sh``
+Skipped on CPU machines.  On the GPU host: ``python -m pytest -m gpu tests`` (``tools/gpu_session.sh``
 phase ``gputests``); ``FP4MOE_FP4QUANT_MODULE`` may point at a prebuilt ``fp4_quantization_90``
-(``scripts/build_fp4_quant_sm90.py``) so FlashInfer does not JIT-compile it there.
+(``tools/build_fp4_quant_sm90.py``) so FlashInfer does not JIT-compile it there.
 
 * FlashInfer's dequantizers (``mxfp4_dequantize_host``, ``e2m1_and_ufp8sf_scale_to_float``; host
   code, any GPU) must decode our packed codes and scales to exactly our values.
@@ -33,7 +33,7 @@ QUANTIZER_NOOP = pytest.mark.xfail(
 
 def _fi():
     fi = pytest.importorskip("flashinfer")
-    from fp4moe_diag import prebuilt
+    from fp4moe_diag.backends.flashinfer import prebuilt
 
     prebuilt.install_from_env()  # FP4MOE_FP4QUANT_MODULE: a prebuilt fp4_quantization_90 (no JIT)
     return fi

@@ -4,7 +4,7 @@
   input validation, ``supports`` without triton.
 * Kernels under Triton's CPU interpreter (skipped when triton is not installed).  The interpreter
   is chosen when ``@triton.jit`` decorates the kernels, i.e. ``TRITON_INTERPRET=1`` must be set
-  before :mod:`fp4moe_diag.backends.triton_kernels` is first imported.  To stay independent of
+  before :mod:`fp4moe_diag.backends.triton.launch` is first imported.  To stay independent of
   test order (and to let the GPU test below import the *compiled* kernels in this process),
   these cases run in ONE subprocess started with ``TRITON_INTERPRET=1`` in its environment; it
   prints the relative L2 errors as JSON and the tests assert on them.
@@ -25,20 +25,18 @@ import torch
 
 from fp4moe_diag import MoECase, build_inputs
 from fp4moe_diag.backends.base import Tactic
-from fp4moe_diag.backends.triton_mxfp4 import (
+from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend, interpret_enabled, kernels_interpreted
+from fp4moe_diag.backends.triton.configs import (
     CONFIGS,
     DECODE_CONFIGS,
     DOT_SCALED_CONFIGS,
     KernelConfig,
-    TritonMXFP4Backend,
     default_config,
-    interpret_enabled,
     k_split,
-    kernels_interpreted,
     parse_config,
     split_k_fits,
 )
-from fp4moe_diag.backends.triton_routing import group_pairs_by_expert
+from fp4moe_diag.backends.triton.grouping import group_pairs_by_expert
 
 
 def interpreted_or_cpu() -> bool:
@@ -164,9 +162,9 @@ def test_tactics_list():
         assert sum(t.is_default for t in tac) == 1
         assert b.default_tactic(case).id == default_config(case)
         for t in tac:
-            bm, bn, bk, nw, ns = t.id[:5]
-            mode = t.id[5] if len(t.id) > 5 else "bits"
-            sk = t.id[6] if len(t.id) > 6 else 1
+            assert isinstance(t.id, KernelConfig)
+            bm, bn, bk, nw, ns = t.id.block_m, t.id.block_n, t.id.block_k, t.id.num_warps, t.id.num_stages
+            mode, sk = t.id.mode, t.id.split_k
             assert mode in ("bits", "ds") and sk in (1, 2, 4, 8)
             assert t.label == (f"m{bm}n{bn}k{bk}w{nw}s{ns}" + ("" if mode == "bits" else f"-{mode}")
                                + (f"-sk{sk}" if sk > 1 else ""))
@@ -180,6 +178,12 @@ def test_tactics_list():
 
 def test_parse_config_and_labels():
     assert parse_config((16, 64, 128, 4, 3)) == KernelConfig(16, 64, 128, 4, 3, "bits", 1)
+    for kc in CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS:  # the tactic id is the config; its str is its label
+        assert str(kc) == kc.label and parse_config(kc.label) == kc and parse_config(kc) is kc
+    with pytest.raises(ValueError, match="tactic: expected a label"):
+        parse_config("m16n64")
+    with pytest.raises(ValueError, match="tactic: mode"):
+        KernelConfig(16, 64, 128, 4, 3, "xx")
     assert parse_config((16, 32, 128, 4, 3, "ds")).label == "m16n32k128w4s3-ds"
     kc = parse_config((16, 32, 128, 4, 1, "ds", 4))
     assert (kc.label, kc.dot_scaled, kc.split_k) == ("m16n32k128w4s1-ds-sk4", True, 4)
@@ -224,7 +228,7 @@ def test_supports_without_triton_never_crashes():
     code = (
         "import sys; sys.modules['triton'] = None\n"
         "import fp4moe_diag\n"
-        "from fp4moe_diag.backends.triton_mxfp4 import TritonMXFP4Backend\n"
+        "from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend\n"
         "b = TritonMXFP4Backend()\n"
         "for d in ('cpu', 'cuda'):\n"
         "    s = b.supports(d); assert not s; print(s.reason)\n"
@@ -251,7 +255,7 @@ import dataclasses, json, sys, torch
 from fp4moe_diag import MoECase, build_inputs
 from fp4moe_diag.reference import reference_moe
 from fp4moe_diag.backends.base import Tactic
-from fp4moe_diag.backends.triton_mxfp4 import TritonMXFP4Backend, kernels_interpreted
+from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend, kernels_interpreted
 
 b = TritonMXFP4Backend()
 assert b.supports("cpu"), b.supports("cpu").reason
@@ -358,7 +362,7 @@ def test_gpu_gpt_oss_like(num_tokens: int, ep: bool, activation: str, has_bias: 
     tactics = b.tactics(case) if num_tokens in (1, 37) or hidden == 3072 else [b.default_tactic(case)]
     assert any(t.params["dot_scaled"] for t in tactics) or len(tactics) == 1
     if hidden == 3072:
-        assert sum(t.params["split_k"] > 1 for t in tactics) == sum(c[6] > 1 for c in DECODE_CONFIGS)
+        assert sum(t.params["split_k"] > 1 for t in tactics) == sum(c.split_k > 1 for c in DECODE_CONFIGS)
     errs = {}
     for t in tactics:
         y = b.run(prep, t)

@@ -1,5 +1,47 @@
-"""Kernel backends: reference (torch), cutlass (FlashInfer SM90/SM100), trtllm (FlashInfer trtllm-gen, SM100/103), triton."""
+"""Kernel backends, looked up by name in a lazy registry (importing this package imports no backend, no
+flashinfer and no triton).
 
-from .base import Backend, Support, Tactic, available_backends, get_backend
+========================  ==================================================  ===========================
+name                      what                                                module
+========================  ==================================================  ===========================
+``reference``             float32 torch reference of the same quantized MoE   :mod:`.reference`
+``cutlass``               FlashInfer ``cutlass_fused_moe`` (SM90 / SM100)     :mod:`.flashinfer.cutlass`
+``trtllm``                FlashInfer trtllm-gen routed MoE (SM100 / SM103)    :mod:`.flashinfer.trtllm`
+``triton``                our own Triton MXFP4 MoE kernels                    :mod:`.triton`
+========================  ==================================================  ===========================
+"""
 
-__all__ = ["Backend", "Support", "Tactic", "available_backends", "get_backend"]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .base import Backend, Support, Tactic
+
+#: backend name -> "module:Class" (relative to this package)
+REGISTRY: dict[str, str] = {
+    "reference": ".reference:ReferenceBackend",
+    "cutlass": ".flashinfer.cutlass:CutlassBackend",
+    "trtllm": ".flashinfer.trtllm:TrtllmGenBackend",
+    "triton": ".triton.backend:TritonMXFP4Backend",
+}
+
+
+def backend_class(name: str) -> type[Backend]:
+    if name not in REGISTRY:
+        raise ValueError(f"backend: unknown backend {name!r}; expected one of {sorted(REGISTRY)}")
+    module, cls = REGISTRY[name].split(":")
+    return getattr(importlib.import_module(module, __name__), cls)
+
+
+def get_backend(name: str, **kwargs: Any) -> Backend:
+    """A new instance of the backend registered as ``name`` (its module is imported now)."""
+    return backend_class(name)(**kwargs)
+
+
+def available_backends() -> list[str]:
+    """Every registered backend name (whether it supports this machine is :meth:`Backend.supports`)."""
+    return sorted(REGISTRY)
+
+
+__all__ = ["REGISTRY", "Backend", "Support", "Tactic", "available_backends", "backend_class", "get_backend"]

@@ -2,7 +2,7 @@
 
 A backend says which devices it supports (with the reason when not), lists the real tactics of
 its kernels for a case, prepares a case's tensors once (weight re-layout, workspaces: never
-timed) and runs one tactic.  The device-safe tuner (:mod:`fp4moe_diag.autotuning`) drives it.
+timed) and runs one tactic.  The device-safe tuner (:mod:`fp4moe_diag.tune`) drives it.
 """
 
 from __future__ import annotations
@@ -101,34 +101,3 @@ class Backend(ABC):
     def versions(self) -> dict[str, str]:
         """Library versions relevant to this backend (recorded in results)."""
         return {}
-
-
-_REGISTRY: dict[str, type[Backend]] = {}
-
-
-def register(cls: type[Backend]) -> type[Backend]:
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def get_backend(name: str, **kwargs: Any) -> Backend:
-    # import built-ins lazily so CPU machines never import flashinfer/triton here
-    from . import cutlass, reference, trtllm  # noqa: F401
-
-    try:
-        from . import triton_mxfp4  # noqa: F401
-    except ImportError:  # pragma: no cover
-        pass
-    if name not in _REGISTRY:
-        raise ValueError(f"backend: unknown backend {name!r}; expected one of {sorted(_REGISTRY)}")
-    return _REGISTRY[name](**kwargs)
-
-
-def available_backends() -> list[str]:
-    from . import cutlass, reference, trtllm  # noqa: F401
-
-    try:
-        from . import triton_mxfp4  # noqa: F401
-    except ImportError:  # pragma: no cover
-        pass
-    return sorted(_REGISTRY)

@@ -9,10 +9,9 @@ import torch
 from ..case import MoECase
 from ..inputs import MoEInputs
 from ..reference import reference_moe
-from .base import Backend, Tactic, register
+from .base import Backend, Tactic
 
 
-@register
 class ReferenceBackend(Backend):
     name = "reference"
     capabilities = None

@@ -1,6 +1,6 @@
 """Diagnose the CUTLASS backend on a GPU: correctness per variant and a kernel-time breakdown.
 
-    FP4MOE_CUTLASS_MODULE=.carry/fused_moe_90_slim.so.xz python scripts/debug_cutlass.py
+    FP4MOE_CUTLASS_MODULE=.carry/fused_moe_90_slim.so.xz python tools/debug_cutlass.py
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import torch
 
 from fp4moe_diag import MoECase, build_inputs
 from fp4moe_diag.backends import get_backend
-from fp4moe_diag.correctness import error_metrics
+from fp4moe_diag.measure.correctness import error_metrics
 from fp4moe_diag.inputs import fresh_activations
 from fp4moe_diag.reference import reference_moe
 
@@ -41,7 +41,7 @@ def check_swapped(label: str, case: MoECase) -> None:
     i = case.intermediate_size
     sw = lambda t: torch.cat([t[:, i:], t[:, :i]], dim=1).contiguous()  # noqa: E731
     kw["fc1_expert_weights"] = sw(kw["fc1_expert_weights"])
-    from fp4moe_diag.backends.cutlass import interleave_mxfp4_scales_sm90 as il
+    from fp4moe_diag.backends.flashinfer.cutlass import interleave_mxfp4_scales_sm90 as il
 
     kw["quant_scales"] = [il(sw(inp.w13.scale)).view(torch.int32), il(inp.w2.scale).view(torch.int32)]
     if kw.get("fc1_expert_biases") is not None:

@@ -7,15 +7,15 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ..flashinfer_hooks import (
+from .hooks import (
     ChooseOneCall,
     TunerCallStopped,
     call_with_supported_kwargs,
     flashinfer_status,
     intercept_choose_one,
 )
-from ..inputs import MoEInputs
-from .base import Support
+from ...inputs import MoEInputs
+from ..base import Support
 
 
 @dataclass

@@ -5,10 +5,10 @@
 installed flashinfer's unmodified ``gen_fp4_quantization_sm90_module`` spec with nvcc and no GPU
 (arch list 9.0a, CUDA headers from ``--extra-include``, link-time libcuda stub) and copies the
 ``.so`` + ``.so.xz`` to ``OUT/dist``.  On the GPU host ``FP4MOE_FP4QUANT_MODULE=<.so[.xz]>``
-makes :mod:`fp4moe_diag.prebuilt` load it instead of compiling (``tests/test_quant_gpu.py``
+makes :mod:`fp4moe_diag.backends.flashinfer.prebuilt` load it instead of compiling (``tests/test_quant_gpu.py``
 does so).  Measured here: 7 objects, about 1 minute on 2 cores.
 
-    python scripts/build_fp4_quant_sm90.py [--out /work/fp4q] [--fetch-deps]
+    python tools/build_fp4_quant_sm90.py [--out /work/fp4q] [--fetch-deps]
 """
 
 from __future__ import annotations

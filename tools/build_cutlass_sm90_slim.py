@@ -38,10 +38,10 @@ project symbol is left for dlopen (vtables of unused runners point at stubs).
 
 Usage (CPU build host, no GPU needed)::
 
-    python scripts/build_cutlass_sm90_slim.py --only-generate      # ninja file + object count
-    python scripts/build_cutlass_sm90_slim.py --build -j 2         # compile + link + verify
+    python tools/build_cutlass_sm90_slim.py --only-generate      # ninja file + object count
+    python tools/build_cutlass_sm90_slim.py --build -j 2         # compile + link + verify
 
-GPU host: see ``use_slim_module`` / ``--install-aot`` and scripts/README_cutlass_slim.md.
+GPU host: see ``use_slim_module`` / ``--install-aot`` and tools/README_cutlass_slim.md.
 """
 
 from __future__ import annotations

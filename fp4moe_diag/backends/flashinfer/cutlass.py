@@ -22,10 +22,10 @@ from typing import Optional
 
 import torch
 
-from ..case import ActivationFormat, GatedActivation, MoECase, WeightFormat
-from ..inputs import MoEInputs, build_inputs
-from .base import Backend, Support, Tactic, register
-from .flashinfer_common import (
+from ...case import ActivationFormat, GatedActivation, MoECase, WeightFormat
+from ...inputs import MoEInputs, build_inputs
+from ..base import Backend, Support, Tactic
+from .base import (
     FlashInferPrepared,
     call_with_output,
     capture_tuner_calls,
@@ -59,13 +59,12 @@ def load_slim_module_if_configured() -> Optional[str]:
     path = os.environ.get("FP4MOE_CUTLASS_MODULE")
     if not path:
         return None
-    from .. import prebuilt  # noqa: PLC0415
+    from . import prebuilt  # noqa: PLC0415
 
     prebuilt.install("cutlass_fused_moe_sm90", path)
     return path
 
 
-@register
 class CutlassBackend(Backend):
     name = "cutlass"
     capabilities = ((9, 0), (10, 0), (10, 3))
@@ -162,7 +161,7 @@ class CutlassBackend(Backend):
 
     def commit_tactic(self, prepared: FlashInferPrepared, tactic: Tactic) -> list:
         """Hand the (gemm1, gemm2) tactic to FlashInfer's AutoTuner cache for this shape bucket."""
-        from ..flashinfer_hooks import install_tactic_in_autotuner
+        from .hooks import install_tactic_in_autotuner
 
         calls = capture_tuner_calls(_cutlass_fn(), prepared.kwargs, [GEMM1_OP, GEMM2_OP])
         g = dict(zip((GEMM1_OP, GEMM2_OP), tactic.id))

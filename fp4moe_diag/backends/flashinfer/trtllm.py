@@ -19,11 +19,11 @@ from typing import Any, Optional
 
 import torch
 
-from ..case import ActivationFormat, MoECase
-from ..flashinfer_hooks import TRTLLM_FP4_OP, routed_moe_function
-from ..inputs import MoEInputs, build_inputs
-from .base import Backend, Support, Tactic, register
-from .flashinfer_common import (
+from ...case import ActivationFormat, MoECase
+from .hooks import TRTLLM_FP4_OP, routed_moe_function
+from ...inputs import MoEInputs, build_inputs
+from ..base import Backend, Support, Tactic
+from .base import (
     FlashInferPrepared,
     call_with_output,
     capture_tuner_calls,
@@ -69,7 +69,6 @@ def _kernel_tactic(tactic: Tactic) -> Any:
     return list(tactic.id) if isinstance(tactic.id, tuple) else tactic.id
 
 
-@register
 class TrtllmGenBackend(Backend):
     name = "trtllm"
     capabilities = ((10, 0), (10, 3))
@@ -100,7 +99,7 @@ class TrtllmGenBackend(Backend):
 
     def commit_tactic(self, prepared: FlashInferPrepared, tactic: Tactic) -> list:
         """Hand ``tactic`` to FlashInfer's AutoTuner cache: a later ``autotune(False)`` call uses it."""
-        from ..flashinfer_hooks import install_tactic_in_autotuner
+        from .hooks import install_tactic_in_autotuner
 
         call = capture_tuner_calls(routed_moe_function(), prepared.kwargs, [TRTLLM_FP4_OP])[0]
         return [install_tactic_in_autotuner(call, _kernel_tactic(tactic))]

@@ -4,7 +4,7 @@
 # sweep the backends over the vLLM shapes, (optionally) profile with Nsight Compute and
 # execute the notebooks, then pack everything into $OUT/bundle.tgz (+ $OUT/log.txt).
 #
-#   OUT=/tmp/out PHASES="env reproduce sweep" scripts/gpu_session.sh
+#   OUT=/tmp/out PHASES="env reproduce sweep" tools/gpu_session.sh
 #
 # Phases (default: all but 'cutlass-build' and 'profile'): env reproduce versions sweep notebooks
 # cutlass-build profile (PROFILES="backend|model|ep|tokens|tactic labels;...": Nsight Compute tables)
@@ -83,7 +83,7 @@ fi
 
 if has cutlass-build; then
   log "slim CUTLASS SM90 build"
-  python3 scripts/build_cutlass_sm90_slim.py --build 2>&1 | tail -40 | tee "$B/cutlass_build.txt"
+  python3 tools/build_cutlass_sm90_slim.py --build 2>&1 | tail -40 | tee "$B/cutlass_build.txt"
 fi
 
 if has reproduce; then
@@ -99,7 +99,7 @@ fi
 
 if has debug-cutlass; then
   log "CUTLASS diagnosis"
-  timeout 200 python3 scripts/debug_cutlass.py 2>&1 | grep -v autotuner.py | tee "$B/debug_cutlass.txt" | tail -60
+  timeout 200 python3 tools/debug_cutlass.py 2>&1 | grep -v autotuner.py | tee "$B/debug_cutlass.txt" | tail -60
 fi
 
 if has gputests; then

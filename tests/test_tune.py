@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from fp4moe_diag import MoECase, build_inputs
-from fp4moe_diag.autotuning import tune, validate_inputs
+from fp4moe_diag.tune import tune, validate_inputs
 from fp4moe_diag.backends.base import Backend, Tactic
 from fp4moe_diag.reference import reference_moe
 
@@ -135,7 +135,7 @@ def test_cpu_tensor_handed_to_cuda_device_is_rejected():
 
 
 def test_broken_cuda_context_aborts_remaining_tactics_cleanly(monkeypatch):
-    import fp4moe_diag.autotuning as at
+    import fp4moe_diag.tune as at
 
     b = PackingBackend(failing={1}, fail_with=RuntimeError("CUDA error: an illegal memory access was encountered"))
     monkeypatch.setattr(at, "cuda_context_ok", lambda dev: (False, "RuntimeError: CUDA error: illegal memory access"))

@@ -23,10 +23,11 @@ import torch
 
 from .backends.base import Backend, Tactic
 from .case import MoECase
-from .correctness import error_metrics, poison_
-from .flashinfer_hooks import find_meta_tensors
+from .measure.correctness import error_metrics, poison_
+from .backends.flashinfer.hooks import find_meta_tensors
 from .inputs import MoEInputs, build_inputs, fresh_activations, resolve_device
-from .measurement import Ceilings, TimingStats, moe_work, roofline_fields, time_fn
+from .measure.ceilings import Ceilings, moe_work, roofline_fields
+from .measure.timing import TimingStats, time_fn
 from .reference import reference_moe
 from .results import environment_info, to_frame
 

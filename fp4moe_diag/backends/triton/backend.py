@@ -2,9 +2,9 @@
 
 BF16 activations, MXFP4 weights (ue8m0 block-32 scales) dequantized inside the kernels, fp32
 accumulation, bf16 intermediate.  ``prepare`` groups the routed pairs by local expert for every
-``BLOCK_M`` of the tactic list (:mod:`.triton_routing`) and allocates the workspaces; ``run``
+``BLOCK_M`` of the tactic list (:mod:`.grouping`) and allocates the workspaces; ``run``
 launches gemm1 (gate/up + activation) and gemm2 (down, times routing weight) of
-:mod:`.triton_kernels` and sums over ``top_k`` in torch.
+:mod:`.launch` and sums over ``top_k`` in torch.
 
 Triton is imported lazily: importing this module never needs it.  On CPU the backend runs only
 under Triton's interpreter, i.e. when ``TRITON_INTERPRET=1`` was set before the kernels module
@@ -19,123 +19,19 @@ import os
 import sys
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 import torch
 
-from ..case import ActivationFormat, GatedActivation, MoECase, WeightFormat
-from ..inputs import MoEInputs
-from .base import Backend, Support, Tactic, device_capability, register
-from .triton_routing import ExpertGrouping, group_pairs_by_expert
+from ...case import ActivationFormat, GatedActivation, MoECase, WeightFormat
+from ...inputs import MoEInputs
+from ..base import Backend, Support, Tactic, device_capability
+from .configs import (CONFIGS, DECODE_CONFIGS, DECODE_MAX_PAIRS, DOT_SCALED_CONFIGS, KernelConfig, default_config,
+                      parse_config, split_k_fits)
+from .grouping import ExpertGrouping, group_pairs_by_expert
 
-_KERNELS = "fp4moe_diag.backends.triton_kernels"
-
-#: (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages); shared by both GEMMs
-CONFIGS: tuple[tuple[int, int, int, int, int], ...] = (
-    (16, 64, 128, 4, 3),
-    (16, 128, 128, 8, 3),
-    (16, 128, 64, 4, 4),
-    (32, 64, 128, 8, 3),
-    (32, 64, 64, 4, 4),
-    (32, 128, 64, 8, 4),
-    (64, 64, 128, 4, 3),
-    (64, 64, 64, 4, 4),
-    (64, 128, 64, 4, 3),
-    (64, 128, 128, 8, 3),
-    (128, 64, 128, 8, 3),
-    (128, 128, 64, 8, 3),
-)
-# gemm1 holds two dequantized weight tiles and two accumulators, so the larger tiles use 8 warps.
-
-#: the same kernels with ``tl.dot_scaled`` (bf16 x e2m1, ue8m0 scales) instead of the bit-arithmetic
-#: dequant: id ``(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, "ds")``, label suffix ``-ds``.
-#: GPU only (Triton 3.6's interpreter has no dot_scaled).  Chosen so that neither GEMM spills
-#: registers on sm_90a at K = 3072 (ptxas -v on Triton 3.6's PTX, compiled on a CPU host); small
-#: N tiles because decode is latency-bound: more CTAs in flight beat bigger tiles (H200 sweep).
-DOT_SCALED_CONFIGS: tuple[tuple[int, int, int, int, int, str], ...] = (
-    (16, 16, 128, 4, 3, "ds"),
-    (16, 16, 256, 4, 3, "ds"),
-    (16, 32, 128, 4, 3, "ds"),
-    (16, 64, 128, 8, 3, "ds"),
-    (32, 64, 128, 8, 3, "ds"),
-    (64, 64, 64, 8, 3, "ds"),
-)
-
-
-#: decode-only tactics (offered when ``T * top_k <= DECODE_MAX_PAIRS``, GPU only):
-#: ``(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages, mode, split_k)``.  ``split_k`` > 1 spreads
-#: the K loop over that many programs (more bytes in flight when only a few experts are active)
-#: and sums the fp32 partial planes in a fixed order (deterministic).  All of them: <= 160
-#: registers, no spills on sm_90a, cp.async-pipelined operands (Triton's num_stages).
-DECODE_CONFIGS: tuple[tuple[int, int, int, int, int, str, int], ...] = (
-    (16, 32, 128, 4, 4, "ds", 1),
-    (16, 32, 128, 4, 3, "ds", 2),
-    (16, 32, 128, 4, 3, "ds", 4),
-    (16, 32, 128, 4, 3, "ds", 8),
-    (16, 64, 128, 4, 3, "ds", 2),
-    (16, 64, 128, 4, 3, "ds", 4),
-    (16, 32, 256, 4, 3, "ds", 2),
-)
-# H200, gpt-oss-20b/120b decode (2026-12-03): m16n64k128-ds-sk2 is best from T=4 up (32% of the
-# copy roofline), -sk4 at T<=2; BLOCK_N=16 tiles are 2x slower.  A register-prefetch variant of
-# the dot_scaled loop (tiles of step k+1 loaded before the MMAs of step k) was 10-15% slower than
-# Triton's own cp.async pipeline and was dropped (data/runs/2026-12-03-nvidia-h200-s3-*: "-dsp").
-DECODE_MAX_PAIRS = 256
-_MODES = ("bits", "ds")
-
-
-@dataclass(frozen=True)
-class KernelConfig:
-    """A parsed tactic id: tiles, launch parameters, kernel mode and split-K factor."""
-
-    block_m: int
-    block_n: int
-    block_k: int
-    num_warps: int
-    num_stages: int
-    mode: str = "bits"  # "bits" (bit-arithmetic dequant) or "ds" (tl.dot_scaled)
-    split_k: int = 1
-
-    @property
-    def dot_scaled(self) -> bool:
-        return self.mode == "ds"
-
-    @property
-    def label(self) -> str:
-        base = f"m{self.block_m}n{self.block_n}k{self.block_k}w{self.num_warps}s{self.num_stages}"
-        return base + ("" if self.mode == "bits" else f"-{self.mode}") + (f"-sk{self.split_k}" if self.split_k > 1 else "")
-
-    def params(self) -> dict[str, Any]:
-        return dict(block_m=self.block_m, block_n=self.block_n, block_k=self.block_k, num_warps=self.num_warps,
-                    num_stages=self.num_stages, dot_scaled=self.dot_scaled, split_k=self.split_k)
-
-
-def parse_config(cfg: Sequence) -> KernelConfig:
-    """Tactic id -> :class:`KernelConfig`: a 5-tuple (bit dequant), a 6-tuple ending "ds", or a
-    7-tuple ``(..., mode, split_k)``."""
-    cfg = tuple(cfg)
-    if len(cfg) not in (5, 6, 7) or not all(isinstance(v, int) and v > 0 for v in cfg[:5]):
-        raise ValueError(f"tactic: expected (block_m, block_n, block_k, num_warps, num_stages[, mode[, split_k]]) "
-                         f"with positive ints, got {cfg!r}")
-    mode = cfg[5] if len(cfg) > 5 else "bits"
-    split = cfg[6] if len(cfg) > 6 else 1
-    if mode not in _MODES:
-        raise ValueError(f"tactic: mode must be one of {_MODES}, got {mode!r}")
-    if not isinstance(split, int) or split < 1:
-        raise ValueError(f"tactic: split_k must be a positive int, got {split!r}")
-    return KernelConfig(*cfg[:5], mode=mode, split_k=split)
-
-
-def k_split(k: int, block_k: int, split_k: int) -> int:
-    """K elements per split: a whole number of ``block_k`` steps (the last split may be shorter)."""
-    per = -(-k // split_k)
-    return -(-per // block_k) * block_k
-
-
-def split_k_fits(k: int, block_k: int, split_k: int) -> bool:
-    """Whether ``split_k`` splits of ``k`` in ``block_k`` steps leave no split empty."""
-    return split_k >= 1 and k_split(k, block_k, split_k) * (split_k - 1) < k
-
+_LAUNCH = "fp4moe_diag.backends.triton.launch"
+_KERNELS = "fp4moe_diag.backends.triton._kernels"
 
 def _split_fits(case: MoECase, kc: KernelConfig) -> bool:
     return all(split_k_fits(k, kc.block_k, kc.split_k) for k in (case.hidden_size, case.intermediate_size))
@@ -156,8 +52,8 @@ def triton_import_error() -> Optional[str]:
 
 
 def load_kernels() -> ModuleType:
-    """Import the kernels module (and triton) on first use."""
-    return importlib.import_module(_KERNELS)
+    """Import the launchers (and with them the kernels and triton) on first use."""
+    return importlib.import_module(_LAUNCH)
 
 
 def kernels_interpreted() -> Optional[bool]:
@@ -166,17 +62,6 @@ def kernels_interpreted() -> Optional[bool]:
     if mod is None:
         return None
     return bool(mod.INTERPRETED)
-
-
-def default_config(case: MoECase) -> tuple[int, int, int, int, int]:
-    """Heuristic default from the expected pairs per expert (``T * k / E``); picked from H200
-    timings at the gpt-oss-20b shape (T = 1, 37, 1024)."""
-    avg = case.num_tokens * case.top_k / case.num_experts
-    if avg <= 16:
-        return (16, 64, 128, 4, 3)
-    if avg <= 32:
-        return (32, 64, 64, 4, 4)
-    return (64, 64, 64, 4, 4)
 
 
 @dataclass
@@ -234,7 +119,6 @@ class TritonPrepared:
         return part, planes
 
 
-@register
 class TritonMXFP4Backend(Backend):
     """Routed MXFP4 MoE in Triton: gemm1 + activation, gemm2 + routing weight, torch top-k sum."""
 
@@ -277,16 +161,12 @@ class TritonMXFP4Backend(Backend):
         """The bit-arithmetic configs everywhere; the ``tl.dot_scaled`` ones only when compiled (GPU),
         plus the split-K decode configs for ``T * top_k <= DECODE_MAX_PAIRS``."""
         default = default_config(case)
-        configs: tuple = CONFIGS
+        configs: tuple[KernelConfig, ...] = CONFIGS
         if not (interpret_enabled() or kernels_interpreted()):
             configs = CONFIGS + DOT_SCALED_CONFIGS
             if case.num_tokens * case.top_k <= DECODE_MAX_PAIRS:
-                configs += tuple(c for c in DECODE_CONFIGS if _split_fits(case, parse_config(c)))
-        out = []
-        for cfg in configs:
-            kc = parse_config(cfg)
-            out.append(Tactic(id=cfg, label=kc.label, is_default=cfg == default, params=kc.params()))
-        return out
+                configs += tuple(c for c in DECODE_CONFIGS if _split_fits(case, c))
+        return [Tactic(id=kc, label=kc.label, is_default=kc == default, params=kc.params()) for kc in configs]
 
     def versions(self) -> dict[str, str]:
         try:
@@ -324,7 +204,7 @@ class TritonMXFP4Backend(Backend):
             pair_out=torch.zeros((t * k, h), dtype=torch.float32, device=dev),
             out_f32=torch.empty((t, h), dtype=torch.float32, device=dev),
         )
-        for bm in sorted({cfg[0] for cfg in CONFIGS + DOT_SCALED_CONFIGS}):
+        for bm in sorted({kc.block_m for kc in CONFIGS + DOT_SCALED_CONFIGS}):
             prep.grouping(bm)
         return prep
 

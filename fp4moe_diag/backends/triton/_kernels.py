@@ -1,10 +1,11 @@
 """Triton kernels of the routed MXFP4 MoE: BF16 activations, MXFP4 weights dequantized in-kernel.
 
-Only :mod:`fp4moe_diag.backends.triton_mxfp4` imports this module, lazily: it imports triton.
+Only :mod:`.launch` imports this module (lazily, through :mod:`.backend`): it imports triton and
+nothing of ours.
 Set ``TRITON_INTERPRET=1`` *before* importing it to get the CPU interpreter (``@triton.jit``
 picks the interpreter when the decorator runs).
 
-Both GEMMs work on the expert grouping of :mod:`.triton_routing`: program ``(pid_m, pid_n)``
+Both GEMMs work on the expert grouping of :mod:`.grouping`: program ``(pid_m, pid_n)``
 takes ``BLOCK_M`` rows of ``sorted_pair_ids`` (all of one local expert) and ``BLOCK_N`` output
 columns.  A weight tile is loaded as packed bytes ``[BLOCK_K // 32, 16, BLOCK_N]`` (32-element
 MX block, 16 bytes of it, output column); the low nibble holds the even K element and the high
@@ -26,13 +27,8 @@ bf16 dots run on fp32-upcast operands (see :func:`_dot`); compiled kernels use b
 
 from __future__ import annotations
 
-from typing import Optional
-
-import torch
 import triton
 import triton.language as tl
-
-from .triton_mxfp4 import k_split, split_k_fits
 
 ACT_SWIGLU = 0
 ACT_SWIGLU_OAI = 1
@@ -326,91 +322,3 @@ def _moe_mxfp4_gemm2_kernel(
 
 #: whether the kernels above were decorated in interpreter mode (TRITON_INTERPRET=1 at import)
 INTERPRETED: bool = type(_moe_mxfp4_gemm1_kernel).__name__ == "InterpretedFunction"
-
-
-def _dot_scaled(requested: bool) -> bool:
-    if requested and INTERPRETED:
-        raise ValueError("dot_scaled: tl.dot_scaled has no interpreter implementation in Triton 3.6; "
-                         "use the bit-arithmetic dequant tactics under TRITON_INTERPRET=1")
-    return bool(requested)
-
-
-def launch_gemm1(
-    x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bias: Optional[torch.Tensor],
-    alpha: Optional[torch.Tensor], beta: Optional[torch.Tensor], limit: Optional[torch.Tensor],
-    out: torch.Tensor, sorted_pair_ids: torch.Tensor, block_expert_ids: torch.Tensor,
-    num_pairs: int, top_k: int, activation: int,
-    block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
-    split_k: int = 1, part: Optional[torch.Tensor] = None,
-) -> None:
-    """Launch gemm1 on ``block_expert_ids.numel()`` M-blocks. ``w [L, 2I, H/2]``, ``out [P, I]``.
-    ``split_k > 1`` needs ``part``: fp32 ``[split_k, >= P, 2I]`` (then a finalize kernel runs)."""
-    inter, hidden = w.shape[1] // 2, x.shape[1]
-    num_blocks = block_expert_ids.numel()
-    if num_blocks == 0:
-        return
-    ks = _check_split(hidden, block_k, split_k)
-    if split_k > 1 and (part is None or part.dtype != torch.float32 or part.shape[0] < split_k
-                        or part.shape[1] < num_blocks * block_m or part.shape[2] != 2 * inter):
-        raise ValueError(f"part: expected fp32 [{split_k}, >={num_blocks * block_m}, {2 * inter}] for split_k="
-                         f"{split_k}, got {None if part is None else (part.dtype, tuple(part.shape))}")
-    dummy = w_scale  # never read when the constexpr switch is off
-    epi = [dummy if v is None else v for v in (bias, alpha, beta, limit)]  # epilogue operands
-    part_arg = dummy if split_k == 1 else part
-    grid = (num_blocks, triton.cdiv(inter, block_n), split_k)
-    _moe_mxfp4_gemm1_kernel[grid](
-        x, w, w_scale, *epi, out, part_arg, sorted_pair_ids, block_expert_ids,
-        num_pairs, top_k, inter,
-        x.stride(0), w.stride(0), w.stride(1), w_scale.stride(0), w_scale.stride(1),
-        0 if bias is None else bias.stride(0), out.stride(0),
-        0 if split_k == 1 else part.stride(0), 0 if split_k == 1 else part.stride(1),
-        K=hidden, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-        ACTIVATION=activation, HAS_BIAS=bias is not None, EVEN_K=hidden % (block_k * split_k) == 0,
-        DOT_F32=INTERPRETED, DOT_SCALED=_dot_scaled(dot_scaled), SPLIT_K=split_k, K_SPLIT=ks,
-        num_warps=num_warps, num_stages=num_stages,
-    )
-    if split_k > 1:
-        fin_n = 64
-        _moe_mxfp4_gemm1_finalize_kernel[(num_blocks, triton.cdiv(inter, fin_n))](
-            part, *epi, out, sorted_pair_ids, block_expert_ids,
-            num_pairs, inter, part.stride(0), part.stride(1), 0 if bias is None else bias.stride(0), out.stride(0),
-            SPLIT_K=split_k, BLOCK_M=block_m, BLOCK_N=fin_n, ACTIVATION=activation, HAS_BIAS=bias is not None,
-            num_warps=4,
-        )
-
-
-def _check_split(k: int, block_k: int, split_k: int) -> int:
-    if not split_k_fits(k, block_k, split_k):
-        raise ValueError(f"split_k: {split_k} splits of K={k} in steps of block_k={block_k} leave a split empty")
-    return k_split(k, block_k, split_k)
-
-
-def launch_gemm2(
-    a: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bias: Optional[torch.Tensor],
-    topk_weights: torch.Tensor, out: torch.Tensor, sorted_pair_ids: torch.Tensor,
-    block_expert_ids: torch.Tensor, num_pairs: int,
-    block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
-    split_k: int = 1,
-) -> None:
-    """Launch gemm2. ``a [P, I]`` bf16, ``w [L, H, I/2]``, ``out [T*k, H]`` (rows by pair index), or
-    ``out [>= split_k, T*k, H]`` (one plane per split; the caller sums them)."""
-    hidden, inter = w.shape[1], a.shape[1]
-    num_blocks = block_expert_ids.numel()
-    if num_blocks == 0:
-        return
-    ks = _check_split(inter, block_k, split_k)
-    planes = out.unsqueeze(0) if out.dim() == 2 else out
-    if planes.dim() != 3 or planes.shape[0] < split_k:
-        raise ValueError(f"out: expected [T*k, H] or [>= {split_k}, T*k, H] (one plane per split), got {tuple(out.shape)}")
-    grid = (num_blocks, triton.cdiv(hidden, block_n), split_k)
-    _moe_mxfp4_gemm2_kernel[grid](
-        a, w, w_scale, w_scale if bias is None else bias, topk_weights, planes,
-        sorted_pair_ids, block_expert_ids,
-        num_pairs, hidden,
-        a.stride(0), w.stride(0), w.stride(1), w_scale.stride(0), w_scale.stride(1),
-        0 if bias is None else bias.stride(0), planes.stride(1), planes.stride(0),
-        K=inter, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-        HAS_BIAS=bias is not None, EVEN_K=inter % (block_k * split_k) == 0, DOT_F32=INTERPRETED,
-        DOT_SCALED=_dot_scaled(dot_scaled), SPLIT_K=split_k, K_SPLIT=ks,
-        num_warps=num_warps, num_stages=num_stages,
-    )

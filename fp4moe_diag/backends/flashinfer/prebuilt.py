@@ -5,10 +5,10 @@ device time the measurements need (the stock SM90 ``fused_moe_90`` is 158 nvcc o
 18 minutes), so we build on a CPU host with nvcc and carry the ``.so`` (or ``.so.xz``):
 
 * ``cutlass_fused_moe_sm90``: the slim bf16 x MXFP4 build of
-  ``scripts/build_cutlass_sm90_slim.py`` (``FP4MOE_CUTLASS_MODULE``).  Other dtypes on this
+  ``tools/build_cutlass_sm90_slim.py`` (``FP4MOE_CUTLASS_MODULE``).  Other dtypes on this
   module raise "not compiled in this slim build" (a Python RuntimeError).
 * ``fp4_quantization_sm90``: FlashInfer's own unmodified ``fp4_quantization_90`` module
-  (``flashinfer.fp4_quantize`` on SM90), built by ``scripts/build_fp4_quant_sm90.py``
+  (``flashinfer.fp4_quantize`` on SM90), built by ``tools/build_fp4_quant_sm90.py``
   (``FP4MOE_FP4QUANT_MODULE``).
 
 :func:`install` replaces the module-global ``gen_*_module`` factory that FlashInfer's cached

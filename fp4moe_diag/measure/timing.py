@@ -1,4 +1,4 @@
-"""Timing harness: CUDA events, warm-up, L2 flush, medians and spread; roofline ceilings.
+"""Timing harness: CUDA events or graph replays, warm-up, L2 flush, medians and spread.
 
 Each timed launch is preceded (outside the timed region) by a write of a buffer twice the size
 of L2 (H200: 60 MB) so weights come from HBM, as they do in a real decode step where the other
@@ -15,8 +15,6 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable, Optional
 
 import torch
-
-from .case import MoECase
 
 
 @dataclass(frozen=True)
@@ -164,82 +162,3 @@ def time_fn(
     torch.cuda.synchronize(dev)
     ts = [starts[i].elapsed_time(ends[i]) * 1e3 for i in range(done)]
     return summarize(ts, method)
-
-
-# --------------------------------------------------------------------------- work & roofline
-@dataclass(frozen=True)
-class MoEWork:
-    """Bytes and FLOPs one MoE call must move/do, counting only experts that received tokens."""
-
-    active_experts: int
-    routed_pairs: int  # (token, k) pairs on this rank
-    weight_bytes: int  # FP4 data + scales (+ biases) of active experts
-    activation_bytes: int  # hidden in + out (bf16)
-    flops: int
-
-    @property
-    def total_bytes(self) -> int:
-        return self.weight_bytes + self.activation_bytes
-
-
-def moe_work(case: MoECase, local_topk_ids: torch.Tensor) -> MoEWork:
-    ids = local_topk_ids.reshape(-1)
-    ids = ids[ids >= 0]
-    active = int(torch.unique(ids).numel()) if ids.numel() else 0
-    pairs = int(ids.numel())
-    h, i, b = case.hidden_size, case.intermediate_size, case.block_size
-    per_expert = (2 * i * h) // 2 + (h * i) // 2  # packed fp4 bytes
-    per_expert += (2 * i * h) // b + (h * i) // b  # one scale byte per block
-    if case.has_bias:
-        per_expert += 4 * (2 * i + h)
-    act = case.num_tokens * h * 2 * 2
-    flops = 2 * pairs * (h * 2 * i + i * h)
-    return MoEWork(active, pairs, active * per_expert, act, flops)
-
-
-@dataclass(frozen=True)
-class Ceilings:
-    """Measured device ceilings (the roofline), taken in the same run as the measurements."""
-
-    copy_bytes_per_s: float  # device-to-device copy, bytes read + written per second
-    bf16_flops_per_s: float  # dense bf16 GEMM
-    method: str
-
-    def as_dict(self) -> dict[str, float]:
-        return {"ceiling_copy_GBps": self.copy_bytes_per_s / 1e9, "ceiling_bf16_TFLOPs": self.bf16_flops_per_s / 1e12}
-
-
-def measure_ceilings(device: Any, copy_bytes: int = 2 * 2**30, gemm_n: int = 8192, repeats: int = 10) -> Ceilings:
-    dev = torch.device(device)
-    if dev.type != "cuda":
-        raise ValueError(f"device: ceilings are measured on a CUDA device, got {dev}")
-    src = torch.empty(copy_bytes // 2, dtype=torch.uint8, device=dev).random_(0, 255)
-    dst = torch.empty_like(src)
-    tc = time_fn(lambda: dst.copy_(src), dev, warmup=3, repeats=repeats, flush_l2=False)
-    a = torch.randn(gemm_n, gemm_n, device=dev, dtype=torch.bfloat16)
-    bm = torch.randn(gemm_n, gemm_n, device=dev, dtype=torch.bfloat16)
-    tg = time_fn(lambda: a @ bm, dev, warmup=3, repeats=repeats, flush_l2=False)
-    return Ceilings(
-        copy_bytes_per_s=2 * (copy_bytes // 2) / (tc.median_us * 1e-6),
-        bf16_flops_per_s=2 * gemm_n**3 / (tg.median_us * 1e-6),
-        method="torch copy_ + bf16 matmul, CUDA events, median of %d" % repeats,
-    )
-
-
-def roofline_fields(work: MoEWork, stats: TimingStats, ceilings: Optional[Ceilings]) -> dict[str, float]:
-    t = stats.median_us * 1e-6
-    out = {
-        "weight_bytes": work.weight_bytes,
-        "active_experts": work.active_experts,
-        "routed_pairs": work.routed_pairs,
-        "flops": work.flops,
-        "achieved_GBps": work.total_bytes / t / 1e9 if t > 0 else float("nan"),
-        "achieved_TFLOPs": work.flops / t / 1e12 if t > 0 else float("nan"),
-        "frac_bw_roofline": float("nan"),
-        "frac_flops_roofline": float("nan"),
-    }
-    if ceilings is not None and t > 0:
-        # bytes moved once (read) against the copy ceiling (which counts read + write)
-        out["frac_bw_roofline"] = (work.total_bytes / t) / ceilings.copy_bytes_per_s
-        out["frac_flops_roofline"] = (work.flops / t) / ceilings.bf16_flops_per_s
-    return out

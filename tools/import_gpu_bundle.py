@@ -1,7 +1,7 @@
-"""Unpack a ``bundle.tgz`` from ``scripts/gpu_session.sh`` into ``data/runs/<run_id>/`` with provenance.
+"""Unpack a ``bundle.tgz`` from ``tools/gpu_session.sh`` into ``data/runs/<run_id>/`` with provenance.
 
-    python scripts/import_gpu_bundle.py /work/.device/12/bundle.tgz 2026-12-02-nvidia-h200 \
-        --command "PHASES=... scripts/gpu_session.sh" --note "first run"
+    python tools/import_gpu_bundle.py /work/.device/12/bundle.tgz 2026-12-02-nvidia-h200 \
+        --command "PHASES=... tools/gpu_session.sh" --note "first run"
 
 Copies results.{parquet,csv} (the sweeps of the bundle concatenated), env.txt, reproduce/verdict, version matrix, logs and executed
 notebooks/HTML, and writes PROVENANCE.md (GPU, driver, torch, flashinfer, triton, commit, command).
@@ -59,7 +59,7 @@ def main() -> None:
         lines.append(f"- statuses: {dict(df['status'].value_counts())}")
         lines.append(f"- ceilings measured in the run: copy {r.get('ceiling_copy_GBps', float('nan')):.0f} GB/s, "
                      f"bf16 GEMM {r.get('ceiling_bf16_TFLOPs', float('nan')):.0f} TFLOP/s")
-    lines += ["", "Produced on the lent H200 by `scripts/gpu_session.sh`"
+    lines += ["", "Produced on the lent H200 by `tools/gpu_session.sh`"
               + (f":\n\n```\n{args.command}\n```" if args.command else "."), ""]
     if args.note:
         lines += ["## Notes", "", args.note, ""]

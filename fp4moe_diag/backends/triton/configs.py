@@ -1,0 +1,151 @@
+"""Tactics of our Triton kernels: :class:`KernelConfig` (the tactic id itself), the tactic lists and the
+split-K arithmetic.  Imports nothing of ours and no triton."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+MODES = ("bits", "ds")  # bit-arithmetic dequant, tl.dot_scaled
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    """A tactic of our Triton kernels, and its id: tiles, launch parameters, kernel mode, split-K factor.
+
+    ``str()`` is the label (the ``tactic`` column of the results); :func:`parse_config` reads a label,
+    a legacy tuple id or a KernelConfig back."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    num_warps: int
+    num_stages: int
+    mode: str = "bits"  # "bits" (bit-arithmetic dequant) or "ds" (tl.dot_scaled)
+    split_k: int = 1
+
+    def __post_init__(self) -> None:
+        for f in ("block_m", "block_n", "block_k", "num_warps", "num_stages", "split_k"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"tactic: {f} must be a positive int, got {v!r}")
+        if self.mode not in MODES:
+            raise ValueError(f"tactic: mode must be one of {MODES}, got {self.mode!r}")
+
+    @property
+    def dot_scaled(self) -> bool:
+        return self.mode == "ds"
+
+    @property
+    def label(self) -> str:
+        base = f"m{self.block_m}n{self.block_n}k{self.block_k}w{self.num_warps}s{self.num_stages}"
+        return base + ("" if self.mode == "bits" else f"-{self.mode}") + (f"-sk{self.split_k}" if self.split_k > 1 else "")
+
+    def __str__(self) -> str:
+        return self.label
+
+    def params(self) -> dict[str, Any]:
+        return dict(block_m=self.block_m, block_n=self.block_n, block_k=self.block_k, num_warps=self.num_warps,
+                    num_stages=self.num_stages, dot_scaled=self.dot_scaled, split_k=self.split_k)
+
+
+
+#: (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages); shared by both GEMMs
+CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
+    (16, 64, 128, 4, 3),
+    (16, 128, 128, 8, 3),
+    (16, 128, 64, 4, 4),
+    (32, 64, 128, 8, 3),
+    (32, 64, 64, 4, 4),
+    (32, 128, 64, 8, 4),
+    (64, 64, 128, 4, 3),
+    (64, 64, 64, 4, 4),
+    (64, 128, 64, 4, 3),
+    (64, 128, 128, 8, 3),
+    (128, 64, 128, 8, 3),
+    (128, 128, 64, 8, 3),
+))
+# gemm1 holds two dequantized weight tiles and two accumulators, so the larger tiles use 8 warps.
+
+#: the same kernels with ``tl.dot_scaled`` (bf16 x e2m1, ue8m0 scales) instead of the bit-arithmetic
+#: dequant: mode ``"ds"``, label suffix ``-ds``.
+#: GPU only (Triton 3.6's interpreter has no dot_scaled).  Chosen so that neither GEMM spills
+#: registers on sm_90a at K = 3072 (ptxas -v on Triton 3.6's PTX, compiled on a CPU host); small
+#: N tiles because decode is latency-bound: more CTAs in flight beat bigger tiles (H200 sweep).
+DOT_SCALED_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
+    (16, 16, 128, 4, 3, "ds"),
+    (16, 16, 256, 4, 3, "ds"),
+    (16, 32, 128, 4, 3, "ds"),
+    (16, 64, 128, 8, 3, "ds"),
+    (32, 64, 128, 8, 3, "ds"),
+    (64, 64, 64, 8, 3, "ds"),
+))
+
+
+#: decode-only tactics (offered when ``T * top_k <= DECODE_MAX_PAIRS``, GPU only), with split-K.  ``split_k`` > 1 spreads
+#: the K loop over that many programs (more bytes in flight when only a few experts are active)
+#: and sums the fp32 partial planes in a fixed order (deterministic).  All of them: <= 160
+#: registers, no spills on sm_90a, cp.async-pipelined operands (Triton's num_stages).
+DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
+    (16, 32, 128, 4, 4, "ds", 1),
+    (16, 32, 128, 4, 3, "ds", 2),
+    (16, 32, 128, 4, 3, "ds", 4),
+    (16, 32, 128, 4, 3, "ds", 8),
+    (16, 64, 128, 4, 3, "ds", 2),
+    (16, 64, 128, 4, 3, "ds", 4),
+    (16, 32, 256, 4, 3, "ds", 2),
+))
+# H200, gpt-oss-20b/120b decode (2026-12-03): m16n64k128-ds-sk2 is best from T=4 up (32% of the
+# copy roofline), -sk4 at T<=2; BLOCK_N=16 tiles are 2x slower.  A register-prefetch variant of
+# the dot_scaled loop (tiles of step k+1 loaded before the MMAs of step k) was 10-15% slower than
+# Triton's own cp.async pipeline and was dropped (data/runs/2026-12-03-nvidia-h200-s3-*: "-dsp").
+DECODE_MAX_PAIRS = 256
+
+
+
+_LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds))?(?:-sk(\d+))?$")
+
+
+def parse_config(cfg: Any) -> KernelConfig:
+    """A :class:`KernelConfig`, its label (``m16n64k128w4s3-ds-sk2``) or a legacy tuple id (committed runs:
+    a 5-tuple, a 6-tuple ending "ds", or ``(..., mode, split_k)``) -> :class:`KernelConfig`."""
+    if isinstance(cfg, KernelConfig):
+        return cfg
+    if isinstance(cfg, str):
+        m = _LABEL.match(cfg)
+        if m is None:
+            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds][-skN], got {cfg!r}")
+        nums = [int(v) for v in m.groups()[:5]]
+        return KernelConfig(*nums, mode=m.group(6) or "bits", split_k=int(m.group(7) or 1))
+    if not isinstance(cfg, (tuple, list)):
+        raise ValueError(f"tactic: expected a KernelConfig, a label or a tuple, got {type(cfg).__name__}")
+    cfg = tuple(cfg)
+    if len(cfg) not in (5, 6, 7) or not all(isinstance(v, int) and v > 0 for v in cfg[:5]):
+        raise ValueError(f"tactic: expected (block_m, block_n, block_k, num_warps, num_stages[, mode[, split_k]]) "
+                         f"with positive ints, got {cfg!r}")
+    mode = cfg[5] if len(cfg) > 5 else "bits"
+    split = cfg[6] if len(cfg) > 6 else 1
+    return KernelConfig(*cfg[:5], mode=mode, split_k=split)
+
+
+def k_split(k: int, block_k: int, split_k: int) -> int:
+    """K elements per split: a whole number of ``block_k`` steps (the last split may be shorter)."""
+    per = -(-k // split_k)
+    return -(-per // block_k) * block_k
+
+
+def split_k_fits(k: int, block_k: int, split_k: int) -> bool:
+    """Whether ``split_k`` splits of ``k`` in ``block_k`` steps leave no split empty."""
+    return split_k >= 1 and k_split(k, block_k, split_k) * (split_k - 1) < k
+
+
+def default_config(case: Any) -> KernelConfig:
+    """Heuristic default (``case``: a MoECase) from the expected pairs per expert (``T * k / E``); picked from H200
+    timings at the gpt-oss-20b shape (T = 1, 37, 1024)."""
+    avg = case.num_tokens * case.top_k / case.num_experts
+    if avg <= 16:
+        return KernelConfig(16, 64, 128, 4, 3)
+    if avg <= 32:
+        return KernelConfig(32, 64, 64, 4, 4)
+    return KernelConfig(64, 64, 64, 4, 4)

@@ -1,0 +1,121 @@
+"""What one MoE call must move and compute, the device's measured ceilings, and the roofline fractions."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+
+from ..case import MoECase
+from .timing import TimingStats, time_fn
+
+
+@dataclass(frozen=True)
+class MoEWork:
+    """Bytes and FLOPs one MoE call must move/do, counting only experts that received tokens."""
+
+    active_experts: int
+    routed_pairs: int  # (token, k) pairs on this rank
+    weight_bytes: int  # FP4 data + scales (+ biases) of active experts
+    activation_bytes: int  # hidden in + out (bf16)
+    flops: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weight_bytes + self.activation_bytes
+
+
+def moe_work(case: MoECase, local_topk_ids: torch.Tensor) -> MoEWork:
+    ids = local_topk_ids.reshape(-1)
+    ids = ids[ids >= 0]
+    active = int(torch.unique(ids).numel()) if ids.numel() else 0
+    pairs = int(ids.numel())
+    h, i, b = case.hidden_size, case.intermediate_size, case.block_size
+    per_expert = (2 * i * h) // 2 + (h * i) // 2  # packed fp4 bytes
+    per_expert += (2 * i * h) // b + (h * i) // b  # one scale byte per block
+    if case.has_bias:
+        per_expert += 4 * (2 * i + h)
+    act = case.num_tokens * h * 2 * 2
+    flops = 2 * pairs * (h * 2 * i + i * h)
+    return MoEWork(active, pairs, active * per_expert, act, flops)
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """Measured device ceilings (the roofline), taken in the same run as the measurements.
+
+    ``read_bytes_per_s`` (a read-only reduction over a buffer many times the L2) is the ceiling for
+    weight streaming: an MoE call only reads its weights.  The copy figure (bytes read + written)
+    is kept beside it, and the datasheet figure when the device is known."""
+
+    copy_bytes_per_s: float  # device-to-device copy, bytes read + written per second
+    bf16_flops_per_s: float  # dense bf16 GEMM
+    method: str
+    read_bytes_per_s: float = float("nan")  # read-only streaming (sum over a large buffer)
+    datasheet_bytes_per_s: float = float("nan")
+
+    def as_dict(self) -> dict[str, float]:
+        return {"ceiling_copy_GBps": self.copy_bytes_per_s / 1e9, "ceiling_bf16_TFLOPs": self.bf16_flops_per_s / 1e12,
+                "ceiling_read_GBps": self.read_bytes_per_s / 1e9,
+                "ceiling_datasheet_GBps": self.datasheet_bytes_per_s / 1e9}
+
+    @property
+    def stream_bytes_per_s(self) -> float:
+        """The weight-streaming ceiling: the read ceiling where measured, else the copy ceiling."""
+        return self.read_bytes_per_s if math.isfinite(self.read_bytes_per_s) else self.copy_bytes_per_s
+
+
+#: HBM bandwidth from the vendor's datasheet, by ``torch.cuda.get_device_name`` substring (bytes/s)
+DATASHEET_BYTES_PER_S: dict[str, float] = {"H200": 4.8e12, "H100 SXM": 3.35e12, "H100 PCIe": 2.0e12,
+                                           "H100 NVL": 3.9e12, "B200": 8.0e12, "GB200": 8.0e12}
+
+
+def datasheet_bandwidth(device_name: str) -> float:
+    for key, v in DATASHEET_BYTES_PER_S.items():
+        if key in device_name:
+            return v
+    return float("nan")
+
+
+def measure_ceilings(device: Any, copy_bytes: int = 2 * 2**30, gemm_n: int = 8192, repeats: int = 10) -> Ceilings:
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        raise ValueError(f"device: ceilings are measured on a CUDA device, got {dev}")
+    src = torch.empty(copy_bytes // 2, dtype=torch.uint8, device=dev).random_(0, 255)
+    dst = torch.empty_like(src)
+    tc = time_fn(lambda: dst.copy_(src), dev, warmup=3, repeats=repeats, flush_l2=False)
+    # read-only: a sum over copy_bytes of int32 words (far larger than the L2), the result is 4 bytes
+    words = torch.empty(copy_bytes // 4, dtype=torch.int32, device=dev).random_(0, 7)
+    tr = time_fn(lambda: words.sum(dtype=torch.int64), dev, warmup=3, repeats=repeats, flush_l2=False)
+    del src, dst, words
+    a = torch.randn(gemm_n, gemm_n, device=dev, dtype=torch.bfloat16)
+    bm = torch.randn(gemm_n, gemm_n, device=dev, dtype=torch.bfloat16)
+    tg = time_fn(lambda: a @ bm, dev, warmup=3, repeats=repeats, flush_l2=False)
+    return Ceilings(
+        copy_bytes_per_s=2 * (copy_bytes // 2) / (tc.median_us * 1e-6),
+        bf16_flops_per_s=2 * gemm_n**3 / (tg.median_us * 1e-6),
+        method="torch copy_, int32 sum (read-only), bf16 matmul; CUDA events, median of %d" % repeats,
+        read_bytes_per_s=(copy_bytes // 4) * 4 / (tr.median_us * 1e-6),
+        datasheet_bytes_per_s=datasheet_bandwidth(torch.cuda.get_device_name(dev)),
+    )
+
+
+def roofline_fields(work: MoEWork, stats: TimingStats, ceilings: Optional[Ceilings]) -> dict[str, float]:
+    t = stats.median_us * 1e-6
+    out = {
+        "weight_bytes": work.weight_bytes,
+        "active_experts": work.active_experts,
+        "routed_pairs": work.routed_pairs,
+        "flops": work.flops,
+        "achieved_GBps": work.total_bytes / t / 1e9 if t > 0 else float("nan"),
+        "achieved_TFLOPs": work.flops / t / 1e12 if t > 0 else float("nan"),
+        "frac_bw_roofline": float("nan"),
+        "frac_flops_roofline": float("nan"),
+    }
+    if ceilings is not None and t > 0:
+        # bytes moved once (read) against the read-only streaming ceiling (the copy one where not measured)
+        out["frac_bw_roofline"] = (work.total_bytes / t) / ceilings.stream_bytes_per_s
+        out["frac_flops_roofline"] = (work.flops / t) / ceilings.bf16_flops_per_s
+    return out
