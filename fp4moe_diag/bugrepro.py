@@ -16,12 +16,10 @@ Two levels:
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import traceback
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Optional
 
 import torch
@@ -36,7 +34,8 @@ from .backends.flashinfer.hooks import (
     routed_moe_function,
     stub_trtllm_gen_module,
 )
-from .inputs import build_inputs
+from .inputs import build_inputs, default_device
+from .paths import subprocess_env
 
 META_ERROR = "Cannot pack tensors on meta"
 TRTLLM_GEN_CCS = ((10, 0), (10, 3))
@@ -133,7 +132,7 @@ def reproduce_meta_bug(case: MoECase = SEED_CASE, device: Any = None) -> BugVerd
     """The seed's call on real hardware; ``not-applicable`` (with the static check attached) elsewhere."""
     st = flashinfer_status()
     if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+        device = default_device()
     dev = torch.device(device)
     dev_label = device_label(dev)
     if not st.importable:
@@ -206,10 +205,8 @@ def version_matrix(site_dirs: list[str], timeout: float = 300.0) -> "Any":
     import pandas as pd
 
     rows = []
-    pkg_root = str(Path(__file__).resolve().parent.parent)
     for d in site_dirs:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(d), pkg_root] + [p for p in sys.path if p])
+        env = subprocess_env(front=[d], back=[p for p in sys.path if p])
         try:
             cp = subprocess.run([sys.executable, "-c", _PROBE, str(d)], capture_output=True, text=True,
                                 timeout=timeout, env=env)

@@ -6,16 +6,14 @@ import argparse
 import json
 import re
 import sys
-import time
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import pandas as pd
 
-SUMMARY_COLUMNS = [
-    "model", "ep_size", "num_tokens", "backend", "tactic_label", "status", "time_median_us",
-    "time_spread", "frac_bw_roofline", "rel_l2", "correct", "is_best", "is_default_tactic",
-]
+if TYPE_CHECKING:
+    from .runs import SweepSpec
+
 
 
 def _ints(text: Optional[str]) -> Optional[list[int]]:
@@ -66,7 +64,7 @@ def split_labels(text: Optional[str]) -> list[str]:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     """Nsight Compute (through nsight-python) per-kernel metrics of chosen tactics of one shape."""
-    from .report import nsight_status, profile_kernels  # report re-exports report_profile (import order)
+    from .profiling.session import nsight_status, profile_kernels
     from .shapes import load_vllm_cases
 
     device = args.device or "cuda"
@@ -87,77 +85,34 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return 0
 
 
-def summary_table(df: pd.DataFrame, max_rows: int = 150) -> str:
-    """The sweep's closing table: every row when there are at most ``max_rows``, else per case x
-    backend the best, the default and the combined tactic only (with default/best)."""
-    cols = [c for c in SUMMARY_COLUMNS if c in df]
-    d = df
-    head = ""
-    if len(df) > max_rows:
-        keep = df["is_best"].fillna(False).astype(bool) | df["is_default_tactic"].fillna(False).astype(bool)
-        keep |= df["tactic_label"].astype(str).str.contains(r"\+", regex=True) | (df["status"] != "ok")
-        d = df[keep].copy()
-        key = ["model", "ep_size", "num_tokens", "backend"]
-        best = df[df["is_best"].fillna(False).astype(bool)].set_index(key)["time_median_us"]
-        d["x_best"] = [r.time_median_us / best.get(tuple(r[k] for k in key), float("nan")) for _, r in d.iterrows()]
-        cols = cols + ["x_best"]
-        head = (f"{len(df)} rows; shown: best, default and combined tactic per case x backend, and rows that are "
-                f"not ok (x_best = time / best time)\n")
-    with pd.option_context("display.width", 220, "display.max_rows", 2000):
-        return head + d[cols].to_string(index=False, float_format=lambda x: f"{x:.4g}")
+
+
+
+def sweep_spec(args: argparse.Namespace) -> "SweepSpec":
+    """The :class:`~fp4moe_diag.runs.SweepSpec` of ``sweep``'s flags (a ValueError names a bad one)."""
+    from .runs import SweepSpec
+
+    return SweepSpec(models=tuple(_strs(args.models) or ()), backends=tuple(_strs(args.backends) or ("reference",)),
+                     ep_sizes=tuple(_ints(args.ep)) if args.ep else None,
+                     tokens=tuple(_ints(args.tokens)) if args.tokens else None, max_tokens=args.max_tokens,
+                     hidden_scale=args.hidden_scale, device=args.device, warmup=args.warmup, repeats=args.repeats,
+                     cuda_graph=args.cuda_graph, measure_ceilings=not args.no_ceilings,
+                     max_seconds_per_tactic=args.max_seconds_per_tactic, screen=args.screen,
+                     screen_top=args.screen_top, tag=args.tag)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    import torch
+    from .analysis import summary_table
+    from .runs import run_sweep
 
-    from .tune import sweep
-    from .backends import get_backend
-    from .measure.ceilings import measure_ceilings
-    from .results import environment_info, run_dir_name, save_run
-    from .shapes import load_vllm_cases
+    spec = sweep_spec(args)
 
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    cases = []
-    for spec in _strs(args.models) or []:
-        # "model", "model:ep" or "model:ep:max_tokens" (in the order given: earlier specs run first)
-        parts = spec.split(":")
-        eps = [int(parts[1])] if len(parts) > 1 and parts[1] else _ints(args.ep)
-        mx = int(parts[2]) if len(parts) > 2 else args.max_tokens
-        cases += load_vllm_cases(models=[parts[0]], ep_sizes=eps, token_counts=_ints(args.tokens), max_tokens=mx)
-    if not cases:
-        print("no cases match the filters", file=sys.stderr)
-        return 2
-    if args.hidden_scale:
-        cases = [c.replace(hidden_size=c.hidden_size // args.hidden_scale,
-                           intermediate_size=c.intermediate_size // args.hidden_scale) for c in cases]
-    backends = [get_backend(b) for b in _strs(args.backends) or ["reference"]]
-    ceilings = None
-    if torch.device(device).type == "cuda" and not args.no_ceilings:
-        ceilings = measure_ceilings(device)
-        print(f"ceilings: copy {ceilings.copy_bytes_per_s/1e9:.0f} GB/s, bf16 {ceilings.bf16_flops_per_s/1e12:.0f} TFLOP/s")
-    env = environment_info(device)
-    out_dir = Path(args.out) if args.out else Path("data/runs") / run_dir_name(env["gpu_name"], tag=args.tag)
-    partial: list = []
-
-    def checkpoint(res) -> None:  # a killed run still leaves every finished case on disk
-        from .results import to_frame
-
-        partial.append(res.rows)
-        part = to_frame(pd.concat(partial, ignore_index=True).to_dict("records"))
-        part["run_id"] = out_dir.name
-        save_run(part, out_dir)
+    def progress(res) -> None:
         b = res.best.label if res.best else "-"
         print(f"  {res.case.label} {res.backend}: {len(res.rows)} rows, best {b}", flush=True)
 
-    t0 = time.perf_counter()
-    df = sweep(cases, backends, device, env=env, warmup=args.warmup, repeats=args.repeats,
-               cuda_graph=args.cuda_graph, ceilings=ceilings, progress_bar=not args.no_progress,
-               max_seconds_per_tactic=args.max_seconds_per_tactic, screen_repeats=args.screen,
-               screen_top=args.screen_top, on_result=checkpoint)
-    wall = time.perf_counter() - t0
-    df["run_id"] = out_dir.name
-    paths = save_run(df, out_dir)
-    print(f"\n{len(df)} rows in {wall:.0f} s -> {paths['parquet']} and {paths['csv']}\n")
+    df, out = run_sweep(spec, args.out, progress_bar=not args.no_progress, on_case=progress)
+    print()
     print(summary_table(df, max_rows=args.max_table_rows))
     return 0
 
@@ -175,12 +130,12 @@ def cmd_shapes(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import run_notebooks
+    from .report.runner import run_notebooks
 
     extra = {}
     for kv in args.param or []:
         if "=" not in kv:
-            raise SystemExit(f"--param: expected key=value, got {kv!r}")
+            raise ValueError(f"--param: expected key=value, got {kv!r}")
         k, v = kv.split("=", 1)
         extra[k] = json.loads(v) if v[:1] in "[{0123456789-" or v in ("true", "false", "null") else v
     out = run_notebooks(out_dir=args.out, quick=args.quick, backend=args.backend, device=args.device,
@@ -228,7 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--ep", default=None, help="comma list of EP sizes (default: all in the table)")
     s.add_argument("--tokens", default=None, help="comma list of token counts (default: the table's)")
     s.add_argument("--max-tokens", type=int, default=None)
-    s.add_argument("--hidden-scale", type=int, default=0, help="divide H and I by this (CPU smoke runs)")
+    s.add_argument("--hidden-scale", type=int, default=1,
+                   help="divide H and I by this, rounded to a multiple of 128 (CPU smoke runs; as the notebooks do)")
     s.add_argument("--device")
     s.add_argument("--warmup", type=int, default=5)
     s.add_argument("--repeats", type=int, default=30)
@@ -286,7 +242,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except ValueError as e:  # bad input, found before any kernel ran: one line naming it, exit 2
+        print(f"fp4moe-diag {args.cmd}: error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -109,6 +109,11 @@ class MoEInputs:
         }
 
 
+def default_device() -> str:
+    """``"cuda"`` when torch sees a GPU, else ``"cpu"``: what every entry point takes when no device is given."""
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def resolve_device(device: Any) -> torch.device:
     """Validate a device argument; a CUDA device must exist."""
     try:

@@ -19,6 +19,9 @@ from typing import Any, Iterable, Optional
 import pandas as pd
 import torch
 
+from .inputs import default_device
+from .paths import REPO_ROOT, RUNS_ROOT
+
 # (column, pandas dtype, description)
 SCHEMA: list[tuple[str, str, str]] = [
     ("run_id", "string", "run folder name, <date>-<gpu>[-tag]"),
@@ -107,8 +110,7 @@ def schema_markdown() -> str:
 
 def _git_commit() -> str:
     try:
-        root = Path(__file__).resolve().parent.parent
-        return subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
+        return subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                               text=True, timeout=5).stdout.strip()
     except Exception:  # noqa: BLE001
         return ""
@@ -125,7 +127,7 @@ def _driver_version() -> str:
 
 def environment_info(device: Any = None) -> dict[str, str]:
     """GPU, driver and library versions for every row of a run."""
-    dev = torch.device(device) if device is not None else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device if device is not None else default_device())
     info = {
         "git_commit": os.environ.get("FP4MOE_GIT_COMMIT") or _git_commit(),
         "torch_version": torch.__version__,
@@ -220,7 +222,7 @@ def save_run(df: pd.DataFrame, out_dir: Any, name: str = "results") -> dict[str,
 
 
 def default_runs_root() -> Path:
-    return Path(__file__).resolve().parent.parent / "data" / "runs"
+    return RUNS_ROOT
 
 
 def load_runs(root: Any = None, pattern: str = "*/results.parquet") -> pd.DataFrame:

@@ -17,6 +17,7 @@ from typing import Any, Optional, Union
 import pandas as pd
 
 from .case import MoECase
+from .paths import SHAPES_CSV
 
 #: Token counts swept by default: powers of two 1 .. 16384.
 TOKEN_COUNTS: list[int] = [2**i for i in range(15)]
@@ -34,7 +35,7 @@ PathLike = Union[str, Path]
 
 def default_table_path() -> Path:
     """``<repo>/data/vllm_shapes.csv``, resolved from this file (not the working directory)."""
-    return Path(__file__).resolve().parent.parent / "data" / "vllm_shapes.csv"
+    return SHAPES_CSV
 
 
 def load_shape_table(path: Optional[PathLike] = None) -> pd.DataFrame:

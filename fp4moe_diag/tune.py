@@ -25,7 +25,7 @@ from .backends.base import Backend, Tactic
 from .case import MoECase
 from .measure.correctness import error_metrics, poison_
 from .backends.flashinfer.hooks import find_meta_tensors
-from .inputs import MoEInputs, build_inputs, fresh_activations, resolve_device
+from .inputs import MoEInputs, build_inputs, default_device, fresh_activations, resolve_device
 from .measure.ceilings import Ceilings, moe_work, roofline_fields
 from .measure.timing import TimingStats, time_fn
 from .reference import reference_moe
@@ -161,7 +161,7 @@ def tune(
     if screen_repeats is not None and screen_repeats < 1:
         raise ValueError(f"screen_repeats: expected >= 1 or None, got {screen_repeats}")
     if device is None:
-        device = inputs.device if inputs is not None else ("cuda" if torch.cuda.is_available() else "cpu")
+        device = inputs.device if inputs is not None else default_device()
     dev = resolve_device(device)
     env = env if env is not None else environment_info(dev)
     base = {**env, **case.to_record(), "backend": backend.name, "timestamp": _now()}
@@ -305,9 +305,12 @@ def tune(
             except Exception as e:  # noqa: BLE001
                 result.notes.append(f"repeat timing of the best tactic failed: {e}")
     result.default = next((t for t in tactic_list if t.is_default), None)
-    if commit_best and result.best is not None and hasattr(backend, "commit_tactic"):
-        # (d): FlashInfer's own AutoTuner cache now holds our pick for this op and shape bucket
-        result.notes.append(f"committed to FlashInfer's AutoTuner cache: {backend.commit_tactic(prepared, result.best)}")
+    if commit_best and result.best is not None:
+        # FlashInfer's own AutoTuner cache now holds our pick for this op and shape bucket
+        try:
+            result.notes.append(f"committed to {backend.name}'s own tuner: {backend.commit_tactic(prepared, result.best)}")
+        except NotImplementedError as e:
+            result.notes.append(f"not committed: {e}")
     result.rows = df
     return result
 
@@ -324,7 +327,7 @@ def sweep(
     """:func:`tune` over cases x backends; inputs and the reference are built once per case."""
     from tqdm.auto import tqdm
 
-    dev = resolve_device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    dev = resolve_device(device or default_device())
     env = tune_kwargs.pop("env", None) or environment_info(dev)
     frames = []
     bar = tqdm(total=len(cases) * len(backends), disable=not progress_bar, desc="sweep")

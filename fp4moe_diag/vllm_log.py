@@ -268,3 +268,17 @@ def parse_vllm_kwargs_log(text: str, *, model: str = "") -> MoECase:
         swiglu_limit=oai.get("gemm1_clamp_limit", OAI_LIMIT) if swiglu_oai else None,
         model=model,
     )
+
+
+def is_kwarg_line(line: str) -> bool:
+    """Whether ``line`` is one of vLLM's ``(EngineCore_DP0 pid=N) name : value`` kwarg lines."""
+    m = _PREFIX.match(line.strip())
+    return m is not None and _LINE.match(line.strip()[m.end():]) is not None
+
+
+def extract_kwargs_log(text: str) -> str:
+    """The vLLM ``name : value`` kwarg lines of a bug report (traceback and prose dropped)."""
+    lines = [ln.strip() for ln in text.splitlines() if is_kwarg_line(ln)]
+    if not lines:
+        raise ValueError("text: no vLLM kwarg lines ('(EngineCore_DP0 pid=N) name : value') found")
+    return "\n".join(lines)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +23,6 @@ import pytest
 import torch
 
 from fp4moe_diag import MoECase, build_inputs
-from fp4moe_diag.backends.base import Tactic
 from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend, interpret_enabled, kernels_interpreted
 from fp4moe_diag.backends.triton.configs import (
     CONFIGS,

@@ -98,6 +98,22 @@ class Backend(ABC):
                 return t
         return None
 
+    def tactic_by_label(self, case: MoECase, label: str, prepared: Any = None) -> Tactic:
+        """The tactic of :meth:`tactics` labelled ``label``; a ValueError listing the labels otherwise."""
+        tactics = self.tactics(case, prepared=prepared)
+        for t in tactics:
+            if t.label == label:
+                return t
+        raise ValueError(f"tactic: {self.name} has no tactic {label!r} for {case.label}; "
+                         f"it has {[t.label for t in tactics]}")
+
+    def commit_tactic(self, prepared: Any, tactic: Tactic) -> Any:
+        """Make the library's own tuner pick ``tactic`` for this case's shapes from now on (FlashInfer: its
+        AutoTuner cache), so a plain library call runs it.  Backends without a tuner of their own raise
+        NotImplementedError."""
+        raise NotImplementedError(f"{self.name} has no tuner of its own to commit a tactic to")
+
     def versions(self) -> dict[str, str]:
-        """Library versions relevant to this backend (recorded in results)."""
+        """Library versions this backend runs on, for humans (``fp4moe_diag versions``; result rows record
+        the environment's ``flashinfer_version`` / ``triton_version`` columns instead)."""
         return {}

@@ -1,4 +1,4 @@
-"""The torch reference as a backend: any device, one tactic per precision."""
+"""The torch reference as a backend: any device, one tactic (float32, the correctness truth)."""
 
 from __future__ import annotations
 

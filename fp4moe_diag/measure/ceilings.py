@@ -89,7 +89,6 @@ def measure_ceilings(device: Any, copy_bytes: int = 2 * 2**30, gemm_n: int = 819
     # read-only: a sum over copy_bytes of int32 words (far larger than the L2), the result is 4 bytes
     words = torch.empty(copy_bytes // 4, dtype=torch.int32, device=dev).random_(0, 7)
     tr = time_fn(lambda: words.sum(dtype=torch.int64), dev, warmup=3, repeats=repeats, flush_l2=False)
-    del src, dst, words
     a = torch.randn(gemm_n, gemm_n, device=dev, dtype=torch.bfloat16)
     bm = torch.randn(gemm_n, gemm_n, device=dev, dtype=torch.bfloat16)
     tg = time_fn(lambda: a @ bm, dev, warmup=3, repeats=repeats, flush_l2=False)

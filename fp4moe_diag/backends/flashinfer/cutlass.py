@@ -23,7 +23,7 @@ from typing import Optional
 import torch
 
 from ...case import ActivationFormat, GatedActivation, MoECase, WeightFormat
-from ...inputs import MoEInputs, build_inputs
+from ...inputs import MoEInputs, build_inputs, default_device
 from ..base import Backend, Support, Tactic
 from .base import (
     FlashInferPrepared,
@@ -136,7 +136,7 @@ class CutlassBackend(Backend):
     # -- tactics -----------------------------------------------------------------------
     def tactics(self, case: MoECase, prepared: Optional[FlashInferPrepared] = None) -> list[Tactic]:
         if prepared is None:
-            dev = "cuda" if torch.cuda.is_available() else "cpu"
+            dev = default_device()
             prepared = self.prepare(build_inputs(case.with_tokens(min(case.num_tokens, 8)), dev))
         calls = capture_tuner_calls(_cutlass_fn(), prepared.kwargs, [GEMM1_OP, GEMM2_OP])
         n1 = valid_tactics(calls[0])

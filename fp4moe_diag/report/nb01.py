@@ -1,4 +1,5 @@
-"""Notebook 01's logic: the seed case, verdict and tuner-input tables, the version matrix."""
+"""Notebook 01 (reproduce the meta bug): the seed case, verdict and tuner-input tables, the device-safe
+tuner on the seed case, the FlashInfer version matrix.  The notebook imports this module only."""
 
 from __future__ import annotations
 
@@ -10,17 +11,12 @@ from typing import Any, Optional, Sequence
 
 import pandas as pd
 
-from .report import REPO_ROOT, RUNS_ROOT, SEED_FILE, VERSION_MATRIX_CSV, ReportContext, CPU_HIDDEN_SCALE
-
-_KWARG_LINE = re.compile(r"^\s*\([A-Za-z][\w-]*(?:\s+\w+=\w+)*?\s+pid=\d+\)\s+[A-Za-z_]\w*\s+:\s")
-
-
-def extract_kwargs_log(text: str) -> str:
-    """The vLLM ``name : value`` kwarg lines of a bug report (traceback / prose dropped)."""
-    lines = [ln.strip() for ln in text.splitlines() if _KWARG_LINE.match(ln)]
-    if not lines:
-        raise ValueError("text: no vLLM kwarg lines ('(EngineCore_DP0 pid=N) name : value') found")
-    return "\n".join(lines)
+from ..bugrepro import reproduce_meta_bug  # noqa: F401 (re-exported for the notebook)
+from ..paths import REPO_ROOT, RUNS_ROOT, SEED_FILE, VERSION_MATRIX_CSV, repo_path
+from ..runs import scaled_case
+from ..vllm_log import extract_kwargs_log
+from .context import CPU_HIDDEN_SCALE, TUNE_COLUMNS, ReportContext, context, environment_table, load_report_data  # noqa: F401 (re-exported)
+from .display import fmt, show_figure, show_markdown, try_figure  # noqa: F401 (re-exported)
 
 
 def seed_case(seed_file: Any = None) -> tuple[Any, str]:
@@ -29,8 +25,8 @@ def seed_case(seed_file: Any = None) -> tuple[Any, str]:
     Returns ``(case, note)``.  The logged case is the vLLM batch (T=16384); notebook 01 runs the
     report's minimal repro size (T=16) via ``case.with_tokens``.
     """
-    from .bugrepro import SEED_CASE
-    from .vllm_log import parse_vllm_kwargs_log
+    from ..bugrepro import SEED_CASE
+    from ..vllm_log import parse_vllm_kwargs_log
 
     path = Path(seed_file) if seed_file else SEED_FILE
     if path.is_file():
@@ -38,14 +34,6 @@ def seed_case(seed_file: Any = None) -> tuple[Any, str]:
         case = parse_vllm_kwargs_log(log, model="gpt-oss-20b")
         return case, f"parsed from the vLLM kwargs log in {path} ({len(log.splitlines())} kwarg lines)"
     return SEED_CASE, f"{path} not found: using fp4moe_diag.bugrepro.SEED_CASE (the seed's minimal repro)"
-
-
-def scaled_case(case: Any, scale: int, multiple: int = 128) -> Any:
-    """``case`` with H and I divided by ``scale`` (kept a multiple of ``multiple``, at least ``multiple``)."""
-    def s(v: int) -> int:
-        return max(multiple, (v // scale) // multiple * multiple)
-
-    return case.replace(hidden_size=s(case.hidden_size), intermediate_size=s(case.intermediate_size))
 
 
 def traceback_summary(tb: str, keep: Sequence[str] = ("flashinfer", "tvm_ffi", "fp4moe_diag")) -> str:
@@ -98,8 +86,8 @@ def device_safe_tune(case: Any, ctx: ReportContext, backend: Optional[str] = Non
     On CPU (or when the backend cannot run here) it uses the reference backend, on a scaled-down
     case in quick mode.  Returns ``(TuneResult, note)``.
     """
-    from .tune import tune
-    from .backends import get_backend
+    from ..backends import get_backend
+    from ..tune import tune
 
     kernels = [b for b in ctx.backends if b != "reference"]
     name = backend or (kernels[0] if ctx.is_gpu and kernels else "reference")
@@ -122,7 +110,7 @@ def device_safe_tune(case: Any, ctx: ReportContext, backend: Optional[str] = Non
 
 def installed_version_row(verdict: Any = None) -> pd.DataFrame:
     """The version-matrix row of the flashinfer importable here (no subprocess; uses ``verdict`` if given)."""
-    from .backends.flashinfer.hooks import flashinfer_status
+    from ..backends.flashinfer.hooks import flashinfer_status
 
     st = flashinfer_status()
     row: dict[str, Any] = {"path": "(installed)", "version": st.version}
@@ -146,12 +134,12 @@ def installed_version_row(verdict: Any = None) -> pd.DataFrame:
 
 def version_matrix_table(version_dirs: Any = None, verdict: Any = None) -> tuple[pd.DataFrame, str]:
     """flashinfer version matrix: probe ``version_dirs`` (pip --target dirs), else the committed CSV, else this install."""
-    from .bugrepro import version_matrix
+    from ..bugrepro import version_matrix
 
     if isinstance(version_dirs, str):
         version_dirs = [d.strip() for d in version_dirs.split(",") if d.strip()]
     if version_dirs:
-        dirs = [str(Path(d) if Path(d).is_absolute() else REPO_ROOT / d) for d in version_dirs]
+        dirs = [str(repo_path(d)) for d in version_dirs]
         return version_matrix(dirs), f"probed {len(dirs)} install dir(s) in subprocesses"
     if VERSION_MATRIX_CSV.is_file():
         return pd.read_csv(VERSION_MATRIX_CSV), f"committed {VERSION_MATRIX_CSV.relative_to(REPO_ROOT)}"

@@ -1,0 +1,159 @@
+"""Per-shape views of the tidy results frame: best and default tactic per shape, one run per shape,
+provenance.  Pure pandas (no drawing, no kernels)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Optional
+
+import pandas as pd
+
+#: Decode is T <= 64 (the issue's definition; the decode-roofline goal is stated for <= 64 tokens).
+DECODE_MAX_TOKENS = 64
+#: Columns that identify a shape apart from the token count.
+CASE_COLUMNS = ["model", "ep_size", "hidden_size", "intermediate_size", "num_experts", "local_num_experts",
+                "top_k", "weight_format"]
+#: Columns that identify one measured shape (a row group holding the tactics of one backend).
+SHAPE_COLUMNS = ["run_id", "gpu_name", "backend", *CASE_COLUMNS, "num_tokens"]
+
+
+# --------------------------------------------------------------------------- frame helpers
+def require_frame(df: Optional[pd.DataFrame], what: str, columns: Iterable[str] = ()) -> pd.DataFrame:
+    if df is None or not isinstance(df, pd.DataFrame):
+        raise ValueError(f"df: expected a results DataFrame for {what}, got {type(df).__name__}")
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"df: {what} needs column(s) {missing} (see fp4moe_diag.results.SCHEMA)")
+    if df.empty:
+        raise ValueError(f"df: {what} needs measured rows, got an empty DataFrame")
+    return df
+
+
+def ok_rows(df: pd.DataFrame) -> pd.DataFrame:
+    t = pd.to_numeric(df["time_median_us"], errors="coerce")
+    return df[(df["status"] == "ok") & t.notna() & (t > 0)]
+
+
+def str_or_empty(v: Any) -> str:
+    return "" if v is None or (not isinstance(v, str) and pd.isna(v)) else str(v)
+
+
+def provenance(df: pd.DataFrame) -> str:
+    """``"NVIDIA H200 · flashinfer 0.5.2"`` from the frame's own columns (several joined by ', ')."""
+    def uniq(col: str) -> list[str]:
+        if col not in df:
+            return []
+        return sorted({str_or_empty(v) for v in df[col].tolist()} - {""})
+
+    gpus = ["CPU" if g.lower() == "cpu" else g for g in uniq("gpu_name")]
+    fi = uniq("flashinfer_version")
+    return f"{', '.join(gpus) or 'unknown device'} · flashinfer {', '.join(fi) or 'not installed'}"
+
+
+def select_run(df: pd.DataFrame, run_id: Optional[str] = None) -> pd.DataFrame:
+    """Rows of ``run_id``; by default the latest run (run ids start with the date) when there are several."""
+    if "run_id" not in df or df.empty:
+        return df
+    ids = sorted({str_or_empty(v) for v in df["run_id"].tolist()})
+    if run_id is not None:
+        if run_id not in ids:
+            raise ValueError(f"run_id: {run_id!r} is not in the frame; it has {ids}")
+        return df[df["run_id"] == run_id]
+    if len(ids) <= 1:
+        return df
+    return df[df["run_id"].fillna("") == ids[-1]]
+
+
+def best_per_shape(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per measured shape (run x GPU x backend x case x T): the best and the default tactic.
+
+    Columns: the shape columns, ``best_tactic``, ``best_us``, ``best_p10_us``, ``best_p90_us``,
+    ``default_tactic``, ``default_us``, ``default_status``, ``speedup`` (default / best),
+    ``frac_bw_roofline`` and ``achieved_GBps`` of the best tactic, ``best_rel_l2``, ``n_tactics``
+    and ``n_ok``.  The best is the ``is_best`` row when the tuner marked one, else the fastest ``ok`` row.
+    """
+    require_frame(df, "best_per_shape", ["status", "time_median_us", *SHAPE_COLUMNS])
+    keys = list(SHAPE_COLUMNS)
+    d = df.copy()
+    for c in keys:
+        if pd.api.types.is_string_dtype(d[c]) or pd.api.types.is_object_dtype(d[c]):
+            d[c] = d[c].astype("string").fillna("")
+    t = pd.to_numeric(d["time_median_us"], errors="coerce")
+    ok = (d["status"] == "ok") & t.notna() & (t > 0)
+    flag = lambda col: d[col].fillna(False).astype(bool) if col in d else pd.Series(False, index=d.index)  # noqa: E731
+    base = d.groupby(keys, dropna=False, sort=True).size().rename("n_tactics").to_frame()
+    base["n_ok"] = ok.groupby([d[k] for k in keys], dropna=False).sum()
+    # the flagged best first, else the fastest ok row (the first of equal times, as idxmin)
+    flagged = d[ok & flag("is_best")].groupby(keys, dropna=False, sort=False).head(1)
+    fastest = d[ok].assign(_t=t[ok]).sort_values("_t", kind="stable").groupby(keys, dropna=False, sort=False).head(1)
+    best = pd.concat([flagged, fastest.drop(columns="_t")]).groupby(keys, dropna=False, sort=False).head(1)
+    get = lambda frame, col: frame[col] if col in frame else pd.Series(math.nan, index=frame.index)  # noqa: E731
+    b = pd.DataFrame({k: best[k] for k in keys})
+    b["best_tactic"] = best["tactic_label"].astype("string").fillna("")
+    for src, dst in (("time_median_us", "best_us"), ("time_p10_us", "best_p10_us"), ("time_p90_us", "best_p90_us"),
+                     ("frac_bw_roofline", "frac_bw_roofline"), ("achieved_GBps", "achieved_GBps"),
+                     ("rel_l2", "best_rel_l2")):
+        b[dst] = pd.to_numeric(get(best, src), errors="coerce").astype(float)
+    dflt = d[flag("is_default_tactic")].groupby(keys, dropna=False, sort=False).head(1)
+    dd = pd.DataFrame({k: dflt[k] for k in keys})
+    dd["default_tactic"] = dflt["tactic_label"].astype("string").fillna("")
+    dd["default_status"] = dflt["status"].astype("string").fillna("")
+    dt = pd.to_numeric(dflt["time_median_us"], errors="coerce").astype(float)
+    dd["default_us"] = dt.where(dd["default_status"] == "ok")
+    res = base.reset_index().merge(b, on=keys, how="left").merge(dd, on=keys, how="left")
+    res["best_tactic"] = res["best_tactic"].fillna("")
+    res["default_tactic"] = res["default_tactic"].fillna("")
+    res["default_status"] = res["default_status"].fillna("")
+    res["speedup"] = (res["default_us"] / res["best_us"]).where(res["best_us"] > 0)
+    if len(res):
+        res["num_tokens"] = res["num_tokens"].astype("Int64")
+        res["ep_size"] = res["ep_size"].astype("Int64")
+    return res
+
+
+def latest_per_shape(best: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
+    """Rows of :func:`best_per_shape` with, for a shape measured in several runs (same GPU, backend,
+    case, T), only one run's row: a run timed with CUDA graphs (no host launch gaps) before one timed
+    eagerly, then the most recent (last row ``timestamp``, then run id).  Gives one line per backend
+    across runs that each cover part of the tokens."""
+    if best.empty or "run_id" not in best or best["run_id"].nunique() < 2:
+        return best
+    runs = df.assign(run_id=df["run_id"].astype("string").fillna(""))
+    g = runs.groupby("run_id")
+    graph = (g["time_method"].agg(lambda s: (s.astype("string") == "cuda-graph").mean() > 0.5)
+             if "time_method" in runs else pd.Series(False, index=g.size().index))
+    when = (g["timestamp"].max().astype("string").fillna("") if "timestamp" in runs
+            else pd.Series("", index=g.size().index))
+    order = {rid: (bool(graph.get(rid, False)), str(when.get(rid, "")), str(rid)) for rid in g.size().index}
+    pos = {rid: i for i, rid in enumerate(sorted(order, key=order.get))}
+    ranked = best.assign(_rank=best["run_id"].astype("string").fillna("").map(pos).fillna(-1))
+    keys = [c for c in SHAPE_COLUMNS if c != "run_id"]
+    out = ranked.sort_values("_rank", kind="stable").groupby(keys, dropna=False, sort=False).tail(1)
+    return out.drop(columns="_rank").sort_index()
+
+
+def default_by_tokens(rows: pd.DataFrame) -> dict[int, str]:
+    """``{T: tactic_label}`` of the library's default tactic at each token count (it can change with T)."""
+    d = rows[rows["is_default_tactic"].fillna(False).astype(bool) & rows["tactic_label"].notna()]
+    return {int(t): str(g["tactic_label"].iloc[0]) for t, g in d.groupby("num_tokens")}
+
+
+def describe_defaults(by_t: dict[int, str], sep: str = "; ") -> str:
+    """``"m16 (T 1-16); m64 (T 4k)"``: runs of token counts that share a default tactic."""
+    runs: list[list] = []
+    for t in sorted(by_t):
+        if runs and runs[-1][0] == by_t[t]:
+            runs[-1][2] = t
+        else:
+            runs.append([by_t[t], t, t])
+    parts = [f"{name} (T {fmt_tokens(a)}" + (f"–{fmt_tokens(b)})" if b != a else ")") for name, a, b in runs]
+    return sep.join(parts)
+
+
+# --------------------------------------------------------------------------- axis helpers
+def fmt_tokens(x: float, _pos: Any = None) -> str:
+    if x <= 0:
+        return ""
+    if x >= 1024 and x % 1024 == 0:
+        return f"{int(x // 1024)}k"
+    return f"{x:g}"

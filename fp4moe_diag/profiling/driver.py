@@ -1,0 +1,67 @@
+"""The process nsight-python profiles: ``python -m fp4moe_diag.profiling.driver SPEC.json``.
+
+nsight-python runs ncu over a script (it may re-run this module under ncu), not over a notebook kernel,
+so :func:`fp4moe_diag.profiling.session.profile_kernels` writes a JSON spec and runs this module in a
+subprocess."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from .ncu import NCU_METRICS, kernels_from_calls, kernels_table, ncu_csv_export, raw_from_ncu_csv
+
+
+def main(spec_path: str) -> None:  # pragma: no cover - needs a GPU, ncu and nsight-python
+    import torch
+
+    import nsight
+
+    from ..backends import get_backend
+    from ..case import MoECase
+    from ..inputs import build_inputs
+
+    spec = json.loads(Path(spec_path).read_text())
+    case = MoECase.from_record(spec["case"])
+    dev = torch.device(spec["device"])
+    be = get_backend(spec["backend"])
+    inputs = build_inputs(case, dev)
+    prepared = be.prepare(inputs)
+    chosen = [(role, be.tactic_by_label(case, label, prepared)) for role, label in spec["tactics"].items()]
+    out = torch.empty((case.num_tokens, case.hidden_size), dtype=torch.bfloat16, device=dev)
+    for _, t in chosen:  # JIT / autotuner warm-up outside the profiled ranges
+        be.run(prepared, t, out)
+    torch.cuda.synchronize(dev)
+
+    @nsight.analyze.kernel(configs=[(case.num_tokens,)], runs=int(spec["runs"]), metrics=list(NCU_METRICS),
+                           combine_kernel_metrics=lambda a, b: a + b, output_prefix=spec["prefix"],
+                           output_csv=True)
+    def fused_moe(num_tokens: int) -> None:
+        for role, t in chosen:
+            with nsight.annotate(f"{role}: {t.label}"):
+                be.run(prepared, t, out)
+        torch.cuda.synchronize(dev)
+
+    res = fused_moe()
+    if res is None:  # nsight-python < 1.0 re-ran this script under ncu; the child stops here
+        return
+    calls = res.to_dataframe()
+    calls.to_csv(spec["calls_csv"], index=False)
+    table = kernels_from_calls(calls)
+    reps = sorted(Path(spec["prefix"]).parent.glob(Path(spec["prefix"]).name + "ncu-output-*.ncu-rep"))
+    if reps:
+        try:
+            per_kernel = kernels_table(raw_from_ncu_csv(ncu_csv_export(reps[-1]), calls))
+            if len(per_kernel):
+                table = per_kernel
+        except Exception as e:  # noqa: BLE001 -- the per-call table above still stands
+            print(f"per-kernel export failed, keeping nsight-python's per-call sums: {e}", file=sys.stderr)
+    table.to_csv(spec["kernels_csv"], index=False)
+
+
+if __name__ == "__main__":  # pragma: no cover - needs a GPU, ncu and nsight-python
+    if len(sys.argv) != 2:
+        print("usage: python -m fp4moe_diag.profiling.driver SPEC.json", file=sys.stderr)
+        raise SystemExit(2)
+    main(sys.argv[1])

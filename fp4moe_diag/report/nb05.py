@@ -1,0 +1,68 @@
+"""Notebook 05 (the shareable report): where the data comes from, every report figure saved and shown, the
+summary tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from .. import plotting as P
+from ..analysis import plot_targets, provenance, provenance_table, summary_tables  # noqa: F401 (re-exported for the notebook)
+from .context import CPU_HIDDEN_SCALE, TUNE_COLUMNS, ReportContext, context, environment_table, load_report_data  # noqa: F401 (re-exported)
+from .display import fmt, show_figure, show_markdown, try_figure  # noqa: F401 (re-exported)
+from .context import slug
+
+
+def report_header(df: pd.DataFrame, note: str) -> str:
+    """Markdown: where the data comes from and what it was measured on."""
+    prov = provenance_table(df)
+    lines = [f"**Data:** {note}", "", f"**Measured on:** {provenance(df)}", ""]
+    for _, r in prov.iterrows():
+        lines.append(f"- `{r['run_id']}`: {r.get('gpu_name', '')} (CC {r.get('compute_capability', '') or 'n/a'}), "
+                     f"driver {r.get('driver_version', '') or 'n/a'}, torch {r.get('torch_version', '')}, "
+                     f"CUDA {r.get('cuda_version', '') or 'n/a'}, flashinfer {r.get('flashinfer_version', '') or 'n/a'}, "
+                     f"triton {r.get('triton_version', '') or 'n/a'}, commit {r.get('git_commit', '') or 'n/a'}, "
+                     f"timing {r.get('time_method', '')}, {r['rows']} rows")
+    return "\n".join(lines)
+
+
+REPORT_FIGURES = [
+    ("backend_comparison", "Backends compared (best tactic per shape)"),
+    ("x_of_best_figure", "How far from the best kernel on this GPU"),
+    ("best_vs_default", "Best vs default tactic"),
+    ("roofline_fraction", "Memory-bandwidth roofline fraction"),
+    ("error_boxplot", "Correctness: error per tactic"),
+]
+
+
+def build_report_figures(df: pd.DataFrame, fig_dir: Any, max_shape_figures: int = 4,
+                         show: bool = True) -> list[dict[str, Any]]:
+    """Every report figure: saved as PNG + SVG under ``fig_dir``, shown inline when ``show``.
+
+    Returns one dict per figure: ``name``, ``title``, ``paths`` (png/svg) or ``skipped`` (why).
+    """
+    fig_dir = Path(fig_dir)
+    items: list[tuple[str, str, Callable[[], Any]]] = [
+        (name, title, (lambda n=name: getattr(P, n)(df))) for name, title in REPORT_FIGURES]
+    for b, m, e in plot_targets(df, max_shape_figures):
+        items.append((f"heatmap_{slug(b, m, 'ep', e)}", f"Tactic heatmap: {b}, {m} EP{e}",
+                      lambda b=b, m=m, e=e: P.tactic_heatmap(df, b, m, e)))
+        items.append((f"time_vs_tokens_{slug(b, m, 'ep', e)}", f"Time vs tokens: {b}, {m} EP{e}",
+                      lambda b=b, m=m, e=e: P.time_vs_tokens(df, b, m, e)))
+    out = []
+    for name, title, make in items:
+        try:
+            fig = make()
+        except ValueError as e:
+            out.append({"name": name, "title": title, "skipped": str(e)})
+            if show:
+                show_markdown(f"#### {title}\n_Skipped: {e}_")
+            continue
+        paths = P.save_figure(fig, fig_dir / name)
+        out.append({"name": name, "title": title, "paths": paths})
+        if show:
+            show_markdown(f"#### {title}\n`{paths['png'].name}` / `{paths['svg'].name}` in `{fig_dir}`")
+            show_figure(fig)
+    return out

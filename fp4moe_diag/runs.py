@@ -1,0 +1,164 @@
+"""The one sweep pipeline: a :class:`SweepSpec` (which shapes, backends, timing) -> a run folder.
+
+``python -m fp4moe_diag sweep`` and the notebooks' local runs both go through :func:`run_sweep`, so a
+spec gives the same cases, the same scaling and the same files wherever it runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
+
+import pandas as pd
+
+from .case import MoECase
+from .paths import RUNS_ROOT, SHAPES_CSV, repo_path
+
+#: ``hidden_scale`` divides H and I and rounds down to a multiple of this (at least this): the MXFP4 block (32)
+#: and FlashInfer's CUTLASS alignment (128) both divide it.
+SCALE_MULTIPLE = 128
+
+
+def scaled_case(case: MoECase, scale: int, multiple: int = SCALE_MULTIPLE) -> MoECase:
+    """``case`` with H and I divided by ``scale``, kept a multiple of ``multiple`` (and at least ``multiple``)."""
+    if not isinstance(scale, int) or isinstance(scale, bool) or scale < 1:
+        raise ValueError(f"hidden_scale: expected an int >= 1, got {scale!r}")
+    if scale == 1:
+        return case
+
+    def s(v: int) -> int:
+        return max(multiple, (v // scale) // multiple * multiple)
+
+    return case.replace(hidden_size=s(case.hidden_size), intermediate_size=s(case.intermediate_size))
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """What a sweep measures.  ``models`` entries are ``"model"``, ``"model:ep"`` or ``"model:ep:max_tokens"``
+    (in the order given: earlier entries run first); ``ep_sizes``/``tokens``/``max_tokens`` apply where an
+    entry does not say; ``hidden_scale`` > 1 divides H and I (see :func:`scaled_case`)."""
+
+    models: tuple[str, ...]
+    backends: tuple[str, ...] = ("reference",)
+    ep_sizes: Optional[tuple[int, ...]] = None
+    tokens: Optional[tuple[int, ...]] = None
+    max_tokens: Optional[int] = None
+    hidden_scale: int = 1
+    device: Optional[str] = None
+    warmup: int = 5
+    repeats: int = 30
+    cuda_graph: bool = False
+    measure_ceilings: bool = True
+    max_seconds_per_tactic: Optional[float] = 10.0
+    screen: Optional[int] = None
+    screen_top: int = 4
+    shapes_file: Optional[str] = None
+    tag: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("models", "backends"):
+            v = getattr(self, name)
+            if isinstance(v, str) or not v or not all(isinstance(x, str) and x for x in v):
+                raise ValueError(f"{name}: expected a non-empty sequence of names, got {v!r}")
+            object.__setattr__(self, name, tuple(v))
+        for name in ("ep_sizes", "tokens"):
+            v = getattr(self, name)
+            if v is not None:
+                if isinstance(v, (str, int)) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 1
+                                                       for x in v) or not v:
+                    raise ValueError(f"{name}: expected a non-empty sequence of ints >= 1, got {v!r}")
+                object.__setattr__(self, name, tuple(v))
+        for name, lo in (("warmup", 0), ("repeats", 1), ("hidden_scale", 1), ("screen_top", 1)):
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+                raise ValueError(f"{name}: expected an int >= {lo}, got {v!r}")
+        for name in ("max_tokens", "screen"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+                raise ValueError(f"{name}: expected an int >= 1 or None, got {v!r}")
+        m = self.max_seconds_per_tactic
+        if m is not None and not (isinstance(m, (int, float)) and m > 0):
+            raise ValueError(f"max_seconds_per_tactic: expected a number > 0 or None, got {m!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def cases(self) -> list[MoECase]:
+        """The cases of this spec, in run order (a ValueError when none match)."""
+        from .shapes import load_vllm_cases
+
+        path = repo_path(self.shapes_file) if self.shapes_file else SHAPES_CSV
+        cases: list[MoECase] = []
+        for entry in self.models:
+            parts = entry.split(":")
+            if len(parts) > 3 or not parts[0]:
+                raise ValueError(f"models: expected 'model', 'model:ep' or 'model:ep:max_tokens', got {entry!r}")
+            try:
+                eps = [int(parts[1])] if len(parts) > 1 and parts[1] else self.ep_sizes
+                mx = int(parts[2]) if len(parts) > 2 else self.max_tokens
+            except ValueError:
+                raise ValueError(f"models: the ep and max_tokens of {entry!r} must be integers") from None
+            cases += load_vllm_cases(path, models=[parts[0]], ep_sizes=list(eps) if eps else None,
+                                     token_counts=list(self.tokens) if self.tokens else None, max_tokens=mx)
+        if not cases:
+            raise ValueError(f"models: no cases in {path} match models={list(self.models)} ep_sizes={self.ep_sizes} "
+                             f"tokens={self.tokens} max_tokens={self.max_tokens}")
+        return [scaled_case(c, self.hidden_scale) for c in cases]
+
+
+def default_out_dir(spec: SweepSpec, gpu_name: str) -> Path:
+    """``data/runs/<date>-<gpu>[-tag]`` under the repository (not the working directory)."""
+    from .results import run_dir_name
+
+    return RUNS_ROOT / run_dir_name(gpu_name, tag=spec.tag)
+
+
+def run_sweep(spec: SweepSpec, out_dir: Any = None, *, progress_bar: bool = True,
+              on_case: Optional[Callable[[Any], None]] = None, log: Callable[[str], None] = print) -> tuple[pd.DataFrame, Path]:
+    """Run ``spec``: every case x backend x tactic through the device-safe tuner, rows saved after each case
+    (a killed sweep keeps every finished case).  Returns ``(rows, run folder)``."""
+    from .backends import get_backend
+    from .inputs import default_device, resolve_device
+    from .measure.ceilings import measure_ceilings
+    from .results import environment_info, save_run, to_frame
+    from .tune import sweep
+
+    dev = resolve_device(spec.device or default_device())
+    cases = spec.cases()  # bad specs fail here, before any kernel
+    backends = [get_backend(b) for b in spec.backends]
+    env = environment_info(dev)
+    out = Path(out_dir) if out_dir is not None else default_out_dir(spec, env["gpu_name"])
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out_dir: {out} exists and is not a directory")
+    ceilings = None
+    if dev.type == "cuda" and spec.measure_ceilings:
+        ceilings = measure_ceilings(dev)
+        log(f"ceilings: read {ceilings.read_bytes_per_s / 1e9:.0f} GB/s, copy {ceilings.copy_bytes_per_s / 1e9:.0f} "
+            f"GB/s, bf16 {ceilings.bf16_flops_per_s / 1e12:.0f} TFLOP/s")
+    partial: list[pd.DataFrame] = []
+
+    def checkpoint(res: Any) -> None:
+        partial.append(res.rows)
+        part = to_frame(pd.concat(partial, ignore_index=True).to_dict("records"))
+        part["run_id"] = out.name
+        save_run(part, out)
+        if on_case is not None:
+            on_case(res)
+
+    t0 = time.perf_counter()
+    df = sweep(cases, backends, dev, env=env, warmup=spec.warmup, repeats=spec.repeats, cuda_graph=spec.cuda_graph,
+               ceilings=ceilings, progress_bar=progress_bar, max_seconds_per_tactic=spec.max_seconds_per_tactic,
+               screen_repeats=spec.screen, screen_top=spec.screen_top, on_result=checkpoint)
+    df["run_id"] = out.name
+    save_run(df, out)
+    log(f"{len(df)} rows in {time.perf_counter() - t0:.0f} s -> {out}")
+    return df, out
+
+
+def spec_from_names(models: Sequence[str], **kwargs: Any) -> SweepSpec:
+    """A :class:`SweepSpec` from plain lists (the notebooks' parameters)."""
+    tup = {k: (tuple(v) if isinstance(v, (list, tuple)) else v) for k, v in kwargs.items()}
+    return SweepSpec(models=tuple(models), **tup)
