@@ -1,0 +1,51 @@
+"""Timing (CPU path, fake clock) and the roofline against the read ceiling (fp4moe_diag.measure)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from fp4moe_diag import MoECase
+from fp4moe_diag.measure.ceilings import Ceilings, datasheet_bandwidth, moe_work, roofline_fields
+from fp4moe_diag.measure.timing import TimingStats, summarize, time_fn
+
+
+def test_time_fn_on_cpu_uses_the_given_clock():
+    now = [0.0]
+    steps = iter([1e-3, 3e-3, 2e-3])
+
+    def fn():
+        now[0] += next(steps)
+
+    st = time_fn(fn, "cpu", warmup=0, repeats=3, clock=lambda: now[0])
+    assert st.method == "wall-clock" and st.median_us == pytest.approx(2000.0)
+    with pytest.raises(ValueError, match="repeats"):
+        time_fn(fn, "cpu", repeats=0)
+
+
+def test_roofline_uses_the_read_ceiling_for_weight_streaming():
+    case = MoECase(num_tokens=4, hidden_size=256, intermediate_size=256, num_experts=4, top_k=2,
+                   local_num_experts=4, local_expert_offset=0)
+    ids = torch.tensor([[0, 1], [0, 2], [1, 3], [2, 3]])
+    work = moe_work(case, ids)
+    assert work.active_experts == 4 and work.routed_pairs == 8
+    # 4 experts x (2*256*256/2 + 256*256/2 packed bytes + one scale byte per 32) + biases
+    per = (2 * 256 * 256) // 2 + (256 * 256) // 2 + (2 * 256 * 256) // 32 + (256 * 256) // 32 + 4 * (2 * 256 + 256)
+    assert work.weight_bytes == 4 * per
+    stats = summarize([10.0, 10.0, 10.0], "cuda-graph")
+    bw = work.total_bytes / 10e-6
+    both = Ceilings(copy_bytes_per_s=2 * bw, bf16_flops_per_s=1e15, method="t", read_bytes_per_s=4 * bw)
+    assert roofline_fields(work, stats, both)["frac_bw_roofline"] == pytest.approx(0.25)
+    copy_only = Ceilings(copy_bytes_per_s=2 * bw, bf16_flops_per_s=1e15, method="t")
+    assert roofline_fields(work, stats, copy_only)["frac_bw_roofline"] == pytest.approx(0.5)
+    assert math.isnan(roofline_fields(work, stats, None)["frac_bw_roofline"])
+    d = both.as_dict()
+    assert d["ceiling_read_GBps"] == pytest.approx(4 * bw / 1e9) and math.isnan(d["ceiling_datasheet_GBps"])
+    assert isinstance(stats, TimingStats)
+
+
+def test_datasheet_bandwidth_by_name():
+    assert datasheet_bandwidth("NVIDIA H200") == 4.8e12
+    assert math.isnan(datasheet_bandwidth("cpu"))
