@@ -6,8 +6,11 @@
 #
 #   OUT=/tmp/out PHASES="env reproduce sweep" tools/gpu_session.sh
 #
-# Phases (default: all but 'cutlass-build' and 'profile'): env reproduce versions sweep notebooks
-# cutlass-build profile (PROFILES="backend|model|ep|tokens|tactic labels;...": Nsight Compute tables)
+# Phases (default: all but 'cutlass-build', 'fi074-*' and 'profile'): env reproduce versions sweep notebooks
+# cutlass-build profile; fi074-build (the slim SM90 CUTLASS module of FlashInfer 0.7.4, built here in the
+# background from .carry/fi074_{py,data}.tar.xz with tools/build_cutlass_sm90_slim_074.py: 116 kernels, all
+# cores) and fi074-wait (waits for it, copies the .so.xz to $OUT).  A sweep entry's 6th field 'fi074' runs it
+# under FlashInfer 0.7.4 (/tmp/fi074 first on PYTHONPATH, FP4MOE_CUTLASS_MODULE = that build). (PROFILES="backend|model|ep|tokens|tactic labels;...": Nsight Compute tables)
 # (notebook 04 does the Nsight Compute profile; every sweep re-times each best tactic: noise_ratio)
 # Knobs: SWEEP_BACKENDS (triton,cutlass,reference), SWEEP_MODELS, SWEEP_EP, SWEEP_TOKENS,
 #        SWEEP_REPEATS, SWEEP_ARGS (extra args), FP4MOE_CUTLASS_MODULE (prebuilt slim module),
@@ -81,6 +84,26 @@ PY
   cat "$B/env.txt"
 fi
 
+FI074=/tmp/fi074
+FI074_OUT=/tmp/cs074
+unpack_fi074() {
+  [ -d "$FI074/flashinfer" ] && return 0
+  mkdir -p "$FI074" "$FI074_OUT/deps/nvidia/cu13"
+  tar -C "$FI074" -xJf .carry/fi074_py.tar.xz && tar -C "$FI074" -xJf .carry/fi074_data.tar.xz \
+    && tar -C "$FI074_OUT/deps/nvidia/cu13" -xJf .carry/cu13_headers.tar.xz
+}
+fi074_so() { ls "$FI074_OUT"/dist/fused_moe_90_slim074_full.so.xz 2>/dev/null || ls .carry/fused_moe_90_slim074_full.so.xz 2>/dev/null; }
+
+if has fi074-build; then
+  if [ -n "$(fi074_so)" ]; then log "0.7.4 slim module already at $(fi074_so)"; else
+    unpack_fi074 || { log "cannot unpack the FlashInfer 0.7.4 kit"; exit 4; }
+    log "building FlashInfer 0.7.4's slim SM90 CUTLASS module in the background (-j ${FI074_JOBS:-12})"
+    setsid nohup nice -n 10 env PYTHONPATH="$FI074:${PYTHONPATH:-}" FI_SLIM_OUT="$FI074_OUT" python3 \
+      tools/build_cutlass_sm90_slim_074.py --build --tactics full -j "${FI074_JOBS:-12}" --out "$FI074_OUT" \
+      > "$OUT/fi074_build.log" 2>&1 < /dev/null &
+  fi
+fi
+
 if has cutlass-build; then
   log "slim CUTLASS SM90 build"
   python3 tools/build_cutlass_sm90_slim.py --build 2>&1 | tail -40 | tee "$B/cutlass_build.txt"
@@ -108,12 +131,19 @@ if has gputests; then
   timeout "${GPUTESTS_TIMEOUT:-240}" python3 -m pytest -q -m gpu -p no:cacheprovider ${GPUTESTS_PATHS:-tests} 2>&1 | tee "$B/gputests.txt" | tail -30
 fi
 
-run_sweep() {  # backends models out timeout extra...
+run_sweep() {  # backends models out timeout flashinfer extra...
   local backends=${1:-${SWEEP_BACKENDS:-triton,cutlass,reference}} models=${2:-${SWEEP_MODELS:-gpt-oss-20b}}
-  local out=${3:-${SWEEP_OUT:-$B/run}} tmo=${4:-${SWEEP_TIMEOUT:-420}}
-  shift 4
-  log "sweep $backends $models -> $out (timeout ${tmo}s) $*"
-  timeout "$tmo" python3 -m fp4moe_diag sweep --backends "$backends" --models "$models" \
+  local out=${3:-${SWEEP_OUT:-$B/run}} tmo=${4:-${SWEEP_TIMEOUT:-420}} fi=${5:-}
+  shift 5
+  local envs=()
+  if [ "$fi" = fi074 ]; then
+    unpack_fi074
+    local so; so=$(fi074_so)
+    [ -n "$so" ] || { log "sweep $out skipped: no FlashInfer 0.7.4 module built"; return 0; }
+    envs=(PYTHONPATH="$FI074:$PYTHONPATH" FP4MOE_CUTLASS_MODULE="$so")
+  fi
+  log "sweep $backends $models -> $out (timeout ${tmo}s) ${fi:+[flashinfer $fi]} $*"
+  env "${envs[@]}" timeout "$tmo" python3 -m fp4moe_diag sweep --backends "$backends" --models "$models" \
     ${SWEEP_EP:+--ep $SWEEP_EP} ${SWEEP_TOKENS:+--tokens $SWEEP_TOKENS} \
     --repeats "${SWEEP_REPEATS:-30}" --out "$out" --no-progress ${SWEEP_ARGS:-} "$@" 2>&1 \
     | tee -a "$B/sweep.txt" | tail -60
@@ -127,12 +157,12 @@ if has sweep; then
   if [ -n "${SWEEPS:-}" ]; then
     IFS=';' read -ra entries <<< "$SWEEPS"
     for e in "${entries[@]}"; do
-      IFS='|' read -r sb sm so st sx <<< "$e"
+      IFS='|' read -r sb sm so st sx sf <<< "$e"
       # shellcheck disable=SC2086  # extra args are meant to split
-      run_sweep "$sb" "$sm" "$so" "$st" $sx
+      run_sweep "$sb" "$sm" "$so" "$st" "$sf" $sx
     done
   else
-    run_sweep "" "" "" ""
+    run_sweep "" "" "" "" ""
   fi
 fi
 
@@ -146,6 +176,13 @@ if has profile; then  # PROFILES="backend|model|ep|tokens|tactic,labels;..." -> 
     timeout "${PROFILE_TIMEOUT:-180}" python3 -m fp4moe_diag profile --backend "$pb" --model "$pm" --ep "$pep" \
       --tokens "$pt" --tactics "$ptac" --out "$B/profile/$n-$pb-$pm-ep$pep-t$pt" 2>&1 | tee -a "$B/profile.txt" | tail -25
   done
+fi
+
+if has fi074-wait; then
+  log "waiting for the 0.7.4 build (up to ${FI074_WAIT:-300}s)"
+  for _ in $(seq "${FI074_WAIT:-300}"); do [ -n "$(fi074_so)" ] && break; sleep 1; done
+  if [ -n "$(fi074_so)" ]; then cp "$(fi074_so)" "$OUT/"; log "0.7.4 module: $(fi074_so)"; else log "0.7.4 build not done"; fi
+  tail -25 "$OUT/fi074_build.log" 2>/dev/null
 fi
 
 if has notebooks; then
