@@ -268,6 +268,17 @@ class TvmFfiPackingStub:
         self.scalars.append((name, [None if isinstance(a, torch.Tensor) else a for a in args]))
         self._nop(*args)
 
+    def kernel_tactics(self, name: str = "trtllm_fp4_block_scale_moe") -> list[Optional[list]]:
+        """The ``[tile_tokens_dim, config]`` tactic argument of every ``name`` call, in order (its position
+        in the argument list differs between FlashInfer versions: it is the only 2-int list)."""
+        out = []
+        for n, vals in self.scalars:
+            if n == name:
+                pair = next((list(v) for v in vals if isinstance(v, (list, tuple)) and len(v) == 2
+                             and all(isinstance(x, int) for x in v)), None)
+                out.append(pair)
+        return out
+
     def trtllm_get_valid_moe_configs(self, *args: Any) -> list:
         self.calls.append(("trtllm_get_valid_moe_configs", [_describe(i, f"arg{i}", a) for i, a in enumerate(args)]))
         return [list(t) for t in self.STUB_TACTICS]
