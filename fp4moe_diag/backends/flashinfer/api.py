@@ -140,7 +140,9 @@ class FlashInferApi:
     #: FlashInfer's ``AutoTuner.save_configs`` / ``load_configs`` / ``autotune(cache=...)`` exist
     has_tuner_configs = False
     #: the TVM-FFI functions a CUTLASS SM90 module must export for this generation's Python
-    cutlass_module_exports: tuple[str, ...] = ("init", "run_moe", "run_gemm_profile")
+    cutlass_module_exports: tuple[str, ...] = ("init",)
+    #: TVM-FFI functions that mark a CUTLASS module as built for another generation
+    cutlass_module_foreign: tuple[str, ...] = ()
 
     def __init__(self, version: str):
         self.version = version

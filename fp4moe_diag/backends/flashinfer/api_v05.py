@@ -33,7 +33,9 @@ class ApiV05(FlashInferApi):
     cutlass_sm90_layout = "vllm_sm90"
     has_profile_ids = False
     has_tuner_configs = False
-    cutlass_module_exports = ("init", "run_moe", "run_gemm_profile", "get_tactic_num")
+    cutlass_module_exports = ("init",)
+    #: exported only by 0.7.x CUTLASS modules: a .so that has it was built from 0.7 sources
+    cutlass_module_foreign = ("interleave_moe_weights_for_sm90_mixed_gemm",)
 
     def cutlass_tactic_ids(self, gemm1_call: Any, gemm2_call: Any) -> tuple[list, list]:
         n1 = list(gemm1_call.runners[0].get_valid_tactics(gemm1_call.inputs, None))

@@ -51,8 +51,7 @@ class ApiV07(FlashInferApi):
     cutlass_sm90_layout = "flashinfer"
     has_profile_ids = True
     has_tuner_configs = True
-    cutlass_module_exports = ("init", "run_moe", "run_gemm_profile", "set_deepgemm_jit_include_dirs",
-                              "interleave_moe_weights_for_sm90_mixed_gemm")
+    cutlass_module_exports = ("init", "set_deepgemm_jit_include_dirs", "interleave_moe_weights_for_sm90_mixed_gemm")
 
     # -- CUTLASS tactics -----------------------------------------------------------------
     def cutlass_tactic_ids(self, gemm1_call: Any, gemm2_call: Any) -> tuple[list, list]:
