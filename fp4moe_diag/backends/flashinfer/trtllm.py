@@ -112,6 +112,11 @@ class TrtllmGenBackend(Backend):
                        label=f"tile{t[0]}/cfg{t[1]}" if isinstance(t, (list, tuple)) else str(t)) for t in tacts]
         return out
 
+    def tactic_calls(self, prepared: FlashInferPrepared, tactic: Tactic) -> list:
+        """[(recorded choose_one call, kernel tactic)]: what :meth:`commit_tactic` commits."""
+        call = capture_tuner_calls(routed_moe_function(), prepared.kwargs, [TRTLLM_FP4_OP])[0]
+        return [(call, _kernel_tactic(tactic))]
+
     def commit_tactic(self, prepared: FlashInferPrepared, tactic: Tactic) -> list:
         """Hand ``tactic`` to FlashInfer's AutoTuner cache: a later ``autotune(False)`` call uses it."""
         from .api import get_api
