@@ -87,7 +87,9 @@ def device_label(device: Any) -> str:
 def _routed_kwargs(case: MoECase, device: Any) -> dict:
     inputs = build_inputs(case, device)
     out = torch.empty_like(inputs.hidden_states).normal_()  # poisoned-ish, real memory
-    kwargs = inputs.trtllm_kwargs(output=out, tune_max_num_tokens=max(1, case.num_tokens))
+    from .backends.flashinfer.trtllm import routed_kwargs
+
+    kwargs = routed_kwargs(inputs, output=out, tune_max_num_tokens=max(1, case.num_tokens))
     kwargs["enable_pdl"] = False if torch.device(device).type != "cuda" else None
     return kwargs
 

@@ -46,6 +46,35 @@ def test_targets_match_flashinfer_globals():
 
     pytest.importorskip("flashinfer")
     for t in prebuilt.TARGETS.values():
-        mod = importlib.import_module(t.module)
+        mod = prebuilt.owner_module(t)  # the module defining the getter (0.7: flashinfer.quantization.*)
         assert callable(getattr(mod, t.factory))
         assert hasattr(getattr(mod, t.getter), "cache_clear")
+    from fp4moe_diag.backends.flashinfer.api import get_api
+
+    owner = prebuilt.owner_module(prebuilt.TARGETS["fp4_quantization_sm90"]).__name__
+    assert owner == {"v05": "flashinfer.fp4_quantization",
+                     "v07": "flashinfer.quantization.fp4_quantization"}[get_api().name]
+
+
+class FakeModule:
+    def __init__(self, *names):
+        self.names = set(names)
+
+    def implements_function(self, name):
+        return name in self.names
+
+
+def test_a_cutlass_module_of_the_other_generation_is_refused():
+    pytest.importorskip("flashinfer")
+    from fp4moe_diag.backends.flashinfer.api import get_api
+
+    so052 = FakeModule("init")  # what FlashInfer 0.5.2's binding exports
+    so074 = FakeModule("init", "set_deepgemm_jit_include_dirs", "interleave_moe_weights_for_sm90_mixed_gemm")
+    if get_api().name == "v07":
+        prebuilt.check_cutlass_module(so074, "x074.so")
+        with pytest.raises(ValueError, match=r"x052.so: this CUTLASS module lacks \['set_deepgemm_jit_include_dirs'"):
+            prebuilt.check_cutlass_module(so052, "x052.so")
+    else:
+        prebuilt.check_cutlass_module(so052, "x052.so")
+        with pytest.raises(ValueError, match="x074.so: this CUTLASS module exports"):
+            prebuilt.check_cutlass_module(so074, "x074.so")

@@ -37,10 +37,14 @@ def call_with_output(fn: Callable, prepared: FlashInferPrepared, tactics: dict[s
 
 
 def flashinfer_support() -> Support:
+    """flashinfer importable and covered by an API adapter (:mod:`.api`), with the reason when not."""
     st = flashinfer_status()
     if not st.importable:
         return Support(False, st.reason)
-    return Support(True)
+    from .api import api_support_reason  # noqa: PLC0415
+
+    reason = api_support_reason()
+    return Support(not reason, reason)
 
 
 def capture_tuner_calls(fn: Callable, kwargs: dict, ops: list[str]) -> list[ChooseOneCall]:

@@ -8,11 +8,15 @@ newer releases ship ``interleave_moe_{weights,scales}_for_sm90_mixed_gemm`` (use
 ``scale_layout="raw"`` passes the scales unchanged (what FlashInfer 0.5.2's own test does;
 measured wrong on H200, see the README).
 
-Tactics: FlashInfer tunes gemm1 and gemm2 separately (ops ``trtllm::fused_moe::gemm1``/``gemm2``),
-each over the runner's ``get_tactic_num()`` configs.  Our tactic list is every gemm1 tactic (gemm2 at
-the fallback), every gemm2 tactic (gemm1 at the fallback), plus the fallback pair ``(-1, -1)``
-that FlashInfer runs without tuning: ``2 * N + 1`` rows.  A tactic is forced through FlashInfer's
-own ``AutoTuner.choose_one`` (patched to answer it), so the op's real Python runs every time.
+Tactics: FlashInfer tunes gemm1 and gemm2 separately (ops ``trtllm::fused_moe::gemm1``/``gemm2``).
+Our tactic list is every gemm1 tactic (gemm2 at the fallback), every gemm2 tactic (gemm1 at the
+fallback), plus the fallback pair ``(-1, -1)`` that FlashInfer runs without tuning: ``N1 + N2 + 1``
+rows.  The ids and labels are the ones the installed FlashInfer's tuner hands the kernel
+(:mod:`.api`): 0.5.x ``g1:a`` / ``g2:b`` with both in ``0 .. get_tactic_num()-1``; 0.7.x gemm2 ids are
+absolute (``g1count .. g1count+g2count-1``) and both lists are filtered by the runner's
+``get_valid_tactics``; ``params["gemm2_index"]`` is the position among the gemm2 configs either way.
+A tactic is forced through ``profile_ids=[g1, g2]`` where the API has it (0.7), else through
+FlashInfer's own ``AutoTuner.choose_one`` (patched to answer it); the op's real Python runs every time.
 """
 
 from __future__ import annotations
@@ -25,12 +29,12 @@ import torch
 from ...case import ActivationFormat, GatedActivation, MoECase, WeightFormat
 from ...inputs import MoEInputs, build_inputs, default_device
 from ..base import Backend, Support, Tactic
+from .api import get_api
 from .base import (
     FlashInferPrepared,
     call_with_output,
     capture_tuner_calls,
     flashinfer_support,
-    valid_tactics,
 )
 
 GEMM1_OP = "trtllm::fused_moe::gemm1"
@@ -100,8 +104,11 @@ class CutlassBackend(Backend):
         s13, s2 = inputs.w13.scale, inputs.w2.scale
         layout = self.scale_layout
         if layout == "auto":
-            layout = "flashinfer" if hasattr(fm, "interleave_moe_scales_for_sm90_mixed_gemm") else "vllm_sm90"
+            layout = get_api().cutlass_sm90_layout
         if layout == "flashinfer":
+            if not hasattr(fm, "interleave_moe_weights_for_sm90_mixed_gemm"):
+                raise ValueError(f"scale_layout='flashinfer': flashinfer {get_api().version} has no "
+                                 "interleave_moe_{weights,scales}_for_sm90_mixed_gemm")
             w13 = fm.interleave_moe_weights_for_sm90_mixed_gemm(w13.contiguous(), "fp4")
             w2 = fm.interleave_moe_weights_for_sm90_mixed_gemm(w2.contiguous(), "fp4")
             s13 = fm.interleave_moe_scales_for_sm90_mixed_gemm(s13.contiguous())
@@ -138,12 +145,17 @@ class CutlassBackend(Backend):
         if prepared is None:
             dev = default_device()
             prepared = self.prepare(build_inputs(case.with_tokens(min(case.num_tokens, 8)), dev))
+        api = get_api()
         calls = capture_tuner_calls(_cutlass_fn(), prepared.kwargs, [GEMM1_OP, GEMM2_OP])
-        n1 = valid_tactics(calls[0])
-        n2 = valid_tactics(calls[1]) if len(calls) > 1 else n1
-        out = [Tactic(id=(-1, -1), label="default(-1,-1)", params={"gemm1": -1, "gemm2": -1}, is_default=True)]
-        out += [Tactic(id=(t, -1), label=f"g1:{t}", params={"gemm1": t, "gemm2": -1}) for t in n1]
-        out += [Tactic(id=(-1, t), label=f"g2:{t}", params={"gemm1": -1, "gemm2": t}) for t in n2]
+        g2call = calls[1] if len(calls) > 1 else None
+        n1, n2 = api.cutlass_tactic_ids(calls[0], g2call)
+        idx = (lambda t: api.cutlass_gemm2_index(g2call, t)) if g2call is not None else (lambda t: t)  # noqa: E731
+        out = [Tactic(id=(-1, -1), label="default(-1,-1)", params={"gemm1": -1, "gemm2": -1, "gemm2_index": -1},
+                      is_default=True)]
+        out += [Tactic(id=(t, -1), label=f"g1:{t}", params={"gemm1": t, "gemm2": -1, "gemm2_index": -1})
+                for t in n1]
+        out += [Tactic(id=(-1, t), label=f"g2:{t}", params={"gemm1": -1, "gemm2": t, "gemm2_index": idx(t)})
+                for t in n2]
         return out
 
     def combined_tactic(self, timings: list[tuple[Tactic, float]]) -> Optional[Tactic]:
@@ -159,14 +171,22 @@ class CutlassBackend(Backend):
             return None
         return Tactic(id=(g1, g2), label=f"g1:{g1}+g2:{g2}", params={"gemm1": g1, "gemm2": g2})
 
-    def commit_tactic(self, prepared: FlashInferPrepared, tactic: Tactic) -> list:
-        """Hand the (gemm1, gemm2) tactic to FlashInfer's AutoTuner cache for this shape bucket."""
-        from .hooks import install_tactic_in_autotuner
-
+    def tactic_calls(self, prepared: FlashInferPrepared, tactic: Tactic) -> list:
+        """[(recorded choose_one call, tactic for it)] for gemm1 and gemm2 (what :meth:`commit_tactic` commits)."""
         calls = capture_tuner_calls(_cutlass_fn(), prepared.kwargs, [GEMM1_OP, GEMM2_OP])
         g = dict(zip((GEMM1_OP, GEMM2_OP), tactic.id))
-        return [install_tactic_in_autotuner(c, g[c.custom_op]) for c in calls]
+        return [(c, g[c.custom_op]) for c in calls]
+
+    def commit_tactic(self, prepared: FlashInferPrepared, tactic: Tactic) -> list:
+        """Commit the (gemm1, gemm2) tactic to FlashInfer's AutoTuner for this shape bucket: a plain
+        ``autotune(False)`` call then runs it (:meth:`.api.FlashInferApi.commit`)."""
+        return get_api().commit(self.tactic_calls(prepared, tactic))
 
     def run(self, prepared: FlashInferPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
         g1, g2 = tactic.id
+        forced = get_api().cutlass_forced_kwargs(prepared.kwargs, g1, g2)
+        if forced is not None:  # public API (profile_ids): the tuner is not asked at all
+            kw = forced if output is None else {**forced, "output": output}
+            res = _cutlass_fn()(**kw)
+            return res[0] if isinstance(res, (list, tuple)) else res
         return call_with_output(_cutlass_fn(), prepared, {GEMM1_OP: g1, GEMM2_OP: g2}, output)

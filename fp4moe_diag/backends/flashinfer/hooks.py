@@ -24,7 +24,8 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
-#: Names of the AutoTuner input list for the ops we know (FlashInfer's order).
+#: Names of the AutoTuner input list for the ops we know (FlashInfer 0.5.x order; the adapter of the
+#: installed version, :mod:`.api`, has the authoritative list).
 INPUT_NAMES: dict[str, list[str]] = {
     "flashinfer::trtllm_fp4_block_scale_moe": [
         "output",
@@ -34,14 +35,22 @@ INPUT_NAMES: dict[str, list[str]] = {
         "hidden_states",
         "hidden_states_scale",
     ],
-    "flashinfer::cutlass_fused_moe": [
-        "input",
-        "fc1_expert_weights",
-        "fc1_expert_biases",
-        "fc2_expert_weights",
-        "fc2_expert_biases",
-    ],
+    "trtllm::fused_moe::gemm1": ["input", "fc1_expert_weights", "fc1_expert_biases", "fc2_expert_weights",
+                                 "fc2_expert_biases"],
+    "trtllm::fused_moe::gemm2": ["input", "fc1_expert_weights", "fc1_expert_biases", "fc2_expert_weights",
+                                 "fc2_expert_biases"],
 }
+
+
+def input_names_for(custom_op: str) -> list[str]:
+    """The tuner input names of ``custom_op`` for the installed flashinfer (0.5 names if it has no adapter)."""
+    from .api import UnsupportedFlashInferVersion, get_api  # noqa: PLC0415
+
+    try:
+        return get_api().input_names.get(custom_op, [])
+    except (UnsupportedFlashInferVersion, ImportError):
+        return INPUT_NAMES.get(custom_op, [])
+
 
 TRTLLM_FP4_OP = "flashinfer::trtllm_fp4_block_scale_moe"
 
@@ -118,7 +127,7 @@ class ChooseOneCall:
 
     @property
     def input_names(self) -> list[str]:
-        names = INPUT_NAMES.get(self.custom_op, [])
+        names = input_names_for(self.custom_op)
         return [names[i] if i < len(names) else f"inputs[{i}]" for i in range(len(self.inputs))]
 
     def describe_inputs(self) -> list[InputInfo]:
@@ -259,6 +268,17 @@ class TvmFfiPackingStub:
         self.scalars.append((name, [None if isinstance(a, torch.Tensor) else a for a in args]))
         self._nop(*args)
 
+    def kernel_tactics(self, name: str = "trtllm_fp4_block_scale_moe") -> list[Optional[list]]:
+        """The ``[tile_tokens_dim, config]`` tactic argument of every ``name`` call, in order (its position
+        in the argument list differs between FlashInfer versions: it is the only 2-int list)."""
+        out = []
+        for n, vals in self.scalars:
+            if n == name:
+                pair = next((list(v) for v in vals if isinstance(v, (list, tuple)) and len(v) == 2
+                             and all(isinstance(x, int) for x in v)), None)
+                out.append(pair)
+        return out
+
     def trtllm_get_valid_moe_configs(self, *args: Any) -> list:
         self.calls.append(("trtllm_get_valid_moe_configs", [_describe(i, f"arg{i}", a) for i, a in enumerate(args)]))
         return [list(t) for t in self.STUB_TACTICS]
@@ -296,6 +316,21 @@ def _clear_module_caches(core: Any) -> None:
 
 
 @contextlib.contextmanager
+def cpu_safe_cuda_queries() -> Iterator[None]:
+    """On a machine without CUDA, ``torch.cuda.is_current_stream_capturing()`` answers False instead of
+    raising (FlashInfer 0.7's ``AutoTuner.choose_one`` asks it in tuning mode).  No-op with CUDA."""
+    if torch.cuda.is_available():
+        yield
+        return
+    saved = torch.cuda.is_current_stream_capturing
+    torch.cuda.is_current_stream_capturing = lambda: False
+    try:
+        yield
+    finally:
+        torch.cuda.is_current_stream_capturing = saved
+
+
+@contextlib.contextmanager
 def stub_trtllm_gen_module() -> Iterator[TvmFfiPackingStub]:
     """Run FlashInfer's trtllm-gen MoE Python with :class:`TvmFfiPackingStub` as its module.
 
@@ -318,7 +353,8 @@ def stub_trtllm_gen_module() -> Iterator[TvmFfiPackingStub]:
     if impl is not None:
         core.get_trtllm_moe_sm100_module = lambda: impl(False)
     try:
-        yield stub
+        with cpu_safe_cuda_queries():
+            yield stub
     finally:
         for n, v in saved.items():
             setattr(core, n, v)
@@ -333,27 +369,23 @@ def routed_moe_function() -> Callable:
     return fn
 
 
-def call_with_supported_kwargs(fn: Callable, kwargs: dict) -> Any:
-    """Call ``fn`` with the subset of ``kwargs`` its signature takes (API drift across versions)."""
-    params = inspect.signature(fn).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return fn(**kwargs)
-    return fn(**{k: v for k, v in kwargs.items() if k in params})
+def call_with_supported_kwargs(fn: Callable, kwargs: dict, mapped: Sequence[str] = ()) -> Any:
+    """``fn(**kwargs)``.  An argument ``fn`` does not take is a ``ValueError`` naming it, unless it is in
+    ``mapped`` (an argument an adapter of :mod:`.api` drops on purpose): nothing is dropped silently."""
+    from .api import checked_kwargs  # noqa: PLC0415
+
+    return fn(**checked_kwargs(fn, kwargs, mapped))
 
 
 # --------------------------------------------------------------------------- tuner cache
-def install_tactic_in_autotuner(call: ChooseOneCall, tactic: Any, runner_index: int = 0) -> tuple:
-    """Put ``tactic`` into FlashInfer's ``AutoTuner`` cache for the recorded call's shapes.
+def install_tactic_in_autotuner(call: ChooseOneCall, tactic: Any) -> Any:
+    """Commit ``tactic`` to FlashInfer's ``AutoTuner`` for the recorded call's op and shape bucket.
 
-    A following call of the same op and shape bucket under ``autotune(False)`` then gets
-    ``(runners[runner_index], tactic)`` from ``choose_one``'s cache lookup, exactly as if FlashInfer's
-    own profiling had chosen it.  Returns the cache key.
+    A following call of the same op and shape bucket under ``autotune(False)`` then runs ``tactic``,
+    exactly as if FlashInfer's own profiling had chosen it.  How depends on the FlashInfer generation
+    (:meth:`.api.FlashInferApi.commit`: 0.5 writes its ``profiling_cache``, 0.7 goes through
+    ``AutoTuner.load_configs``).  Returns the cache key.
     """
-    from flashinfer.autotuner import AutoTuner
+    from .api import get_api  # noqa: PLC0415
 
-    tuner = AutoTuner.get()
-    shapes = tuple(tuner._get_input_sizes(call.inputs))
-    runner = call.runners[runner_index]
-    key = AutoTuner._get_cache_key(call.custom_op, runner, shapes, call.tuning_config)
-    tuner.profiling_cache[key] = (runner_index, tactic, None)
-    return key
+    return get_api().commit([(call, tactic)])[0]

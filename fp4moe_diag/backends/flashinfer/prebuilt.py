@@ -14,11 +14,19 @@ device time the measurements need (the stock SM90 ``fused_moe_90`` is 158 nvcc o
 :func:`install` replaces the module-global ``gen_*_module`` factory that FlashInfer's cached
 ``get_*_module`` getter looks up with a spec whose ``build_and_load`` loads the file, and clears
 the getter's cache.  :func:`install_from_env` does that for every target whose variable is set.
+
+FlashInfer 0.7 moved the fp4 quantization getter to ``flashinfer.quantization.fp4_quantization``
+(``flashinfer.fp4_quantization`` is a re-export there: patching it would do nothing and FlashInfer
+would silently JIT-compile); the factory is patched in the module that *defines* the getter.  A CUTLASS
+``.so`` built for the other FlashInfer generation is refused before FlashInfer sees it
+(:func:`check_cutlass_module`: 0.7's Python calls ``set_deepgemm_jit_include_dirs`` and ``init`` with
+9 arguments, which a 0.5.2 build lacks; a 0.7 build exports ``interleave_moe_weights_for_sm90_mixed_gemm``).
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import lzma
 import os
 import shutil
@@ -32,7 +40,8 @@ class PrebuiltTarget:
     """Where a FlashInfer JIT module is made: ``module.factory()`` builds the spec, ``module.getter``
     (``functools.cache``'d) loads it; ``env`` names the variable that points at a prebuilt file."""
 
-    module: str
+    #: candidate modules holding the getter, newest FlashInfer layout first
+    modules: tuple[str, ...]
     factory: str
     getter: str
     env: str
@@ -42,16 +51,56 @@ class PrebuiltTarget:
 
 TARGETS: dict[str, PrebuiltTarget] = {
     "cutlass_fused_moe_sm90": PrebuiltTarget(
-        "flashinfer.fused_moe.core", "gen_cutlass_fused_moe_sm90_module", "get_cutlass_fused_moe_module",
+        ("flashinfer.fused_moe.core",), "gen_cutlass_fused_moe_sm90_module", "get_cutlass_fused_moe_module",
         "FP4MOE_CUTLASS_MODULE", takes_fast_build=True,
     ),
     "fp4_quantization_sm90": PrebuiltTarget(
-        "flashinfer.fp4_quantization", "gen_fp4_quantization_sm90_module", "get_fp4_quantization_module",
+        ("flashinfer.quantization.fp4_quantization", "flashinfer.fp4_quantization"), "gen_fp4_quantization_sm90_module", "get_fp4_quantization_module",
         "FP4MOE_FP4QUANT_MODULE",
     ),
 }
 
 _INSTALLED: dict[tuple[str, str], Any] = {}
+
+
+def owner_module(spec_of: PrebuiltTarget) -> Any:
+    """The module that defines ``spec_of.getter`` (whose globals the getter reads the factory from)."""
+    errors = []
+    for name in spec_of.modules:
+        try:
+            mod = importlib.import_module(name)
+        except ImportError as e:
+            errors.append(f"{name}: {e}")
+            continue
+        getter = getattr(mod, spec_of.getter, None)
+        if getter is None:
+            errors.append(f"{name}: no {spec_of.getter}")
+            continue
+        owner = importlib.import_module(inspect.unwrap(getter).__module__)
+        if not callable(getattr(owner, spec_of.factory, None)):
+            raise RuntimeError(f"{owner.__name__} defines {spec_of.getter} but has no {spec_of.factory}: "
+                               "this flashinfer makes the module differently; the prebuilt file cannot be used")
+        return owner
+    raise RuntimeError(f"no flashinfer module holds {spec_of.getter}: " + "; ".join(errors))
+
+
+def check_cutlass_module(mod: Any, path: Any) -> None:
+    """Refuse a CUTLASS ``.so`` built for another FlashInfer generation than the installed one."""
+    from .api import get_api  # noqa: PLC0415
+
+    api = get_api()
+    has = getattr(mod, "implements_function", None)
+    if has is None:
+        return
+    missing = [f for f in api.cutlass_module_exports if not has(f)]
+    foreign = [f for f in api.cutlass_module_foreign if has(f)]
+    if missing or foreign:
+        what = f"lacks {missing}" if missing else f"exports {foreign}"
+        raise ValueError(
+            f"{path}: this CUTLASS module {what}, so it was not built from flashinfer {api.version}'s sources "
+            f"(adapter {api.name}: {api.versions}); build it with the matching tools/build_cutlass_sm90_slim*.py "
+            "(0.7.x: tools/build_cutlass_sm90_slim_074.py) or unset FP4MOE_CUTLASS_MODULE"
+        )
 
 
 def materialise(path: Path) -> Path:
@@ -81,9 +130,11 @@ def install(target: str, so_path: str | os.PathLike) -> Any:
         return _INSTALLED[key]
     import tvm_ffi
 
-    owner = importlib.import_module(spec_of.module)
+    owner = owner_module(spec_of)
     so = materialise(path)
     mod = tvm_ffi.load_module(str(so))
+    if target == "cutlass_fused_moe_sm90":
+        check_cutlass_module(mod, path)
 
     class _PrebuiltSpec:
         name = f"{target}_prebuilt"

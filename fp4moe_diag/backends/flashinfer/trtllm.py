@@ -64,6 +64,14 @@ def prepare_trtllm_weights(kwargs: dict, case: MoECase) -> dict:
     return kw
 
 
+def routed_kwargs(inputs: MoEInputs, **kwargs: Any) -> dict:
+    """``inputs.trtllm_kwargs(**kwargs)`` as the installed flashinfer's routed entry point names them
+    (:meth:`.api.FlashInferApi.routed_kwargs`: 0.7 drops ``tile_tokens_dim`` on purpose)."""
+    from .api import get_api  # noqa: PLC0415
+
+    return get_api().routed_kwargs(inputs.trtllm_kwargs(**kwargs))
+
+
 def _kernel_tactic(tactic: Tactic) -> Any:
     """The kernel takes a [tile_tokens_dim, config] list; our Tactic ids are hashable tuples."""
     return list(tactic.id) if isinstance(tactic.id, tuple) else tactic.id
@@ -72,6 +80,13 @@ def _kernel_tactic(tactic: Tactic) -> Any:
 class TrtllmGenBackend(Backend):
     name = "trtllm"
     capabilities = ((10, 0), (10, 3))
+
+    def supports(self, device: Any) -> Support:
+        sup = super().supports(device)
+        if not sup.ok and "SM10" in sup.reason:
+            return Support(False, sup.reason + "; its tactic list needs one too (trtllm_get_valid_moe_configs "
+                                               "queries the live GPU)")
+        return sup
 
     def extra_support(self, device: torch.device) -> Support:
         return flashinfer_support()
@@ -82,7 +97,7 @@ class TrtllmGenBackend(Backend):
         return Support(True)
 
     def prepare(self, inputs: MoEInputs) -> FlashInferPrepared:
-        kw = inputs.trtllm_kwargs(tune_max_num_tokens=max(1, inputs.case.num_tokens))
+        kw = routed_kwargs(inputs, tune_max_num_tokens=max(1, inputs.case.num_tokens))
         return FlashInferPrepared(inputs, prepare_trtllm_weights(kw, inputs.case))
 
     def tactics(self, case: MoECase, prepared: Optional[FlashInferPrepared] = None) -> list[Tactic]:
@@ -97,12 +112,17 @@ class TrtllmGenBackend(Backend):
                        label=f"tile{t[0]}/cfg{t[1]}" if isinstance(t, (list, tuple)) else str(t)) for t in tacts]
         return out
 
+    def tactic_calls(self, prepared: FlashInferPrepared, tactic: Tactic) -> list:
+        """[(recorded choose_one call, kernel tactic)]: what :meth:`commit_tactic` commits."""
+        call = capture_tuner_calls(routed_moe_function(), prepared.kwargs, [TRTLLM_FP4_OP])[0]
+        return [(call, _kernel_tactic(tactic))]
+
     def commit_tactic(self, prepared: FlashInferPrepared, tactic: Tactic) -> list:
         """Hand ``tactic`` to FlashInfer's AutoTuner cache: a later ``autotune(False)`` call uses it."""
-        from .hooks import install_tactic_in_autotuner
+        from .api import get_api
 
         call = capture_tuner_calls(routed_moe_function(), prepared.kwargs, [TRTLLM_FP4_OP])[0]
-        return [install_tactic_in_autotuner(call, _kernel_tactic(tactic))]
+        return get_api().commit([(call, _kernel_tactic(tactic))])
 
     def run(self, prepared: FlashInferPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
         return call_with_output(routed_moe_function(), prepared, {TRTLLM_FP4_OP: _kernel_tactic(tactic)}, output)

@@ -1,0 +1,93 @@
+"""'Version B / version A' tables of a multi-version results frame (pure pandas, vectorised).
+
+Input: the rows of :func:`fp4moe_diag.versions.compare_versions` (or any results frame with
+``flashinfer_version``).  Three kinds of time per shape and backend: ``best`` (the ``is_best`` row),
+``default`` (``is_default_tactic``: what FlashInfer runs untuned) and ``tuned`` (the combined
+``g1:a+g2:b`` row: what FlashInfer's AutoTuner would pick, CUTLASS only; NaN elsewhere).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+SHAPE_KEYS = ["model", "ep_size", "ep_rank", "num_tokens", "hidden_size", "intermediate_size", "num_experts", "top_k"]
+KINDS = ("best", "default", "tuned")
+
+
+def _version_key(v: str) -> tuple:
+    parts = []
+    for p in str(v).split("."):
+        digits = "".join(ch for ch in p if ch.isdigit())
+        parts.append(int(digits) if digits else -1)
+    return tuple(parts)
+
+
+def versions_in(df: pd.DataFrame) -> list[str]:
+    """The ``flashinfer_version`` values with ``ok`` rows, oldest first."""
+    ok = df[df["status"] == "ok"]["flashinfer_version"].dropna().astype(str)
+    return sorted(set(ok) - {""}, key=_version_key)
+
+
+def kind_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (shape, backend, version, kind) with its time and tactic label (``ok`` rows only)."""
+    ok = df[df["status"] == "ok"]
+    label = ok["tactic_label"].astype("string").fillna("")
+    masks = {
+        "best": ok["is_best"].fillna(False).astype(bool),
+        "default": ok["is_default_tactic"].fillna(False).astype(bool),
+        "tuned": label.str.contains("+", regex=False),
+    }
+    keys = [k for k in SHAPE_KEYS if k in ok.columns]
+    parts = [ok.loc[m, keys + ["backend", "flashinfer_version", "time_median_us", "tactic_label"]].assign(kind=kind)
+             for kind, m in masks.items()]
+    out = pd.concat(parts, ignore_index=True)
+    # one row per key: the fastest if a kind appears twice (e.g. two combined rows)
+    out = out.sort_values("time_median_us").drop_duplicates(keys + ["backend", "flashinfer_version", "kind"])
+    return out.reset_index(drop=True)
+
+
+def version_ratio_table(df: pd.DataFrame, base: Optional[str] = None, other: Optional[str] = None,
+                        kinds: Sequence[str] = KINDS) -> pd.DataFrame:
+    """Per shape x backend x kind: ``time_<base>_us``, ``time_<other>_us``, ``ratio`` (other / base; < 1 means
+    ``other`` is faster) and both tactic labels.  ``base``/``other`` default to the oldest and newest
+    versions in ``df``."""
+    if "flashinfer_version" not in df.columns:
+        raise ValueError("df: no flashinfer_version column")
+    vs = versions_in(df)
+    base = base or (vs[0] if vs else None)
+    other = other or (vs[-1] if vs else None)
+    if base is None or other is None or base == other:
+        raise ValueError(f"df: need two flashinfer versions with ok rows, found {vs}")
+    bad = [k for k in kinds if k not in KINDS]
+    if bad:
+        raise ValueError(f"kinds: unknown {bad}; expected some of {KINDS}")
+    rows = kind_rows(df)
+    rows = rows[rows["kind"].isin(kinds) & rows["flashinfer_version"].astype(str).isin([base, other])]
+    keys = [k for k in SHAPE_KEYS if k in rows.columns] + ["backend", "kind"]
+    wide = rows.pivot_table(index=keys, columns="flashinfer_version", values="time_median_us", aggfunc="min")
+    tac = rows.pivot_table(index=keys, columns="flashinfer_version", values="tactic_label", aggfunc="first")
+    wide = wide.reindex(columns=[base, other])
+    tac = tac.reindex(columns=[base, other])
+    out = pd.DataFrame({
+        f"time_{base}_us": wide[base],
+        f"time_{other}_us": wide[other],
+        "ratio": wide[other] / wide[base],
+        f"tactic_{base}": tac[base],
+        f"tactic_{other}": tac[other],
+    }).reset_index()
+    out["kind"] = pd.Categorical(out["kind"], categories=list(KINDS), ordered=True)
+    out = out.sort_values([k for k in keys if k != "kind"] + ["kind"]).reset_index(drop=True)
+    out["kind"] = out["kind"].astype(str)
+    out.attrs.update(base=base, other=other)
+    return out
+
+
+def ratio_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per backend x kind: geometric mean, min and max of ``ratio`` over the shapes with both times."""
+    t = table.dropna(subset=["ratio"])
+    g = t.assign(log_ratio=np.log(t["ratio"])).groupby(["backend", "kind"], sort=False)
+    return pd.DataFrame({"geomean_ratio": np.exp(g["log_ratio"].mean()), "min_ratio": g["ratio"].min(),
+                         "max_ratio": g["ratio"].max(), "shapes": g["ratio"].size()}).reset_index()
