@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from fp4moe_diag import MoECase
-from fp4moe_diag.analysis_versions import kind_rows, ratio_summary, version_ratio_table
-from fp4moe_diag.plots_versions import version_ratio_figure
+from fp4moe_diag.analysis.versions import kind_rows, ratio_summary, version_ratio_table
+from fp4moe_diag.plotting.versions import version_ratio_figure
 from fp4moe_diag.versions import compare_versions
 
 CASE = MoECase(num_tokens=2, hidden_size=64, intermediate_size=32, num_experts=4, top_k=2, seed=3, model="tiny")

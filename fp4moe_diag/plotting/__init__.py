@@ -13,6 +13,7 @@ no rows it can draw.  Titles name the GPU(s) and the flashinfer version(s) found
 * :func:`x_of_best_figure` -- each backend's best over the best of all backends, and its roofline fraction.
 * :func:`error_boxplot` -- rel. L2 error per backend/tactic against the tolerance.
 * :func:`backend_comparison` -- best time of each backend vs tokens, one panel per shape.
+* :func:`version_ratio_figure` -- FlashInfer version B / version A per shape (best, default, tuned).
 
 :func:`save_figure` writes PNG + SVG.
 """
@@ -21,6 +22,7 @@ from .backends import backend_comparison, roofline_fraction, x_of_best_figure
 from .common import case_label, save_figure
 from .errors import error_boxplot, token_error_plot
 from .tactics import best_vs_default, tactic_heatmap, time_vs_tokens
+from .versions import version_ratio_figure
 
 __all__ = ["backend_comparison", "best_vs_default", "case_label", "error_boxplot", "roofline_fraction", "save_figure",
-           "tactic_heatmap", "time_vs_tokens", "token_error_plot", "x_of_best_figure"]
+           "tactic_heatmap", "time_vs_tokens", "token_error_plot", "version_ratio_figure", "x_of_best_figure"]

@@ -6,7 +6,7 @@ from typing import Optional
 
 import pandas as pd
 
-from .analysis_versions import KINDS, version_ratio_table
+from ..analysis.versions import KINDS, version_ratio_table
 
 MARKERS = {"best": "o", "default": "s", "tuned": "^"}
 
@@ -21,7 +21,7 @@ def _shape_label(row: pd.Series) -> str:
 def version_ratio_figure(df: pd.DataFrame, base: Optional[str] = None, other: Optional[str] = None):
     """One panel per backend: x = shape, y = time(other) / time(base) (log scale, 1 = same), one marker
     per kind.  ``df``: a multi-version results frame (or an already computed
-    :func:`~fp4moe_diag.analysis_versions.version_ratio_table`).  Returns the matplotlib Figure."""
+    :func:`~fp4moe_diag.analysis.versions.version_ratio_table`).  Returns the matplotlib Figure."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
