@@ -109,3 +109,17 @@ def test_committed_cutlass_tactic_is_what_a_plain_untuned_call_runs():
             assert all(k.startswith("('trtllm::fused_moe::gemm") and "'MoERunner'" in k for k in keys)
     finally:
         AutoTuner.get().clear_cache()
+
+
+def test_trtllm_row_on_an_h200_says_the_tactic_list_needs_sm100(monkeypatch):
+    import torch
+
+    import fp4moe_diag.backends.base as bb
+    from fp4moe_diag.backends.flashinfer.trtllm import TrtllmGenBackend
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    monkeypatch.setattr(bb, "device_capability", lambda dev: (9, 0))
+    sup = TrtllmGenBackend().supports("cuda")
+    assert not sup.ok and "SM100" in sup.reason and "H200 is SM90" in sup.reason
+    assert "tactic list needs one too (trtllm_get_valid_moe_configs queries the live GPU)" in sup.reason
