@@ -66,6 +66,9 @@ HEURISTIC_TILES = [(m, n, k) for m, n in ((64, 16), (64, 32), (64, 64), (64, 128
                                           (128, 32), (128, 64), (128, 128)) for k in (128, 256, 512)]
 HEURISTIC_TILES += [(128, 256, 128), (128, 256, 256), (256, 128, 128), (256, 128, 256),
                     (256, 256, 128)]
+# moe_gemm_template_dispatch_tma_ws_mixed_dtype.h (ScaleMode kPostMma): 29 DISPATCH tiles x 4
+# clusters x {pingpong, cooperative if tile M >= 128} = 12*4 + 17*4*2 launcher instantiations
+DISPATCHED = 184
 WORKSPACE_KERNEL = ((128, 64, 256), (1, 1, 1), "coop")  # calcMaxWorkspaceSize...MixedInput, Fp4
 
 
@@ -224,7 +227,7 @@ def main(argv=None):
         return 1 if common.verify(so, EXPORTS) else 0
     spec, items, n_gen, stubs, jit_env = make_spec(args)
     return common.run_build(args, spec, jit_env.FLASHINFER_JIT_DIR, items, n_gen, stubs,
-                            LAUNCHER, WHAT, EXPORTS, t0)
+                            LAUNCHER, WHAT, EXPORTS, DISPATCHED - len(items), t0)
 
 
 if __name__ == "__main__":
