@@ -61,6 +61,7 @@ DTYPE_PREFIX = "__nv_bfloat16, __nv_fp4_e2m1, __nv_bfloat16,"
 LAUNCHER = "sm90_generic_mixed_moe_gemm_kernelLauncher"
 EXPORTS = ("init",)
 WHAT = "bf16 x fp4 W4-group-scaling on SM90"
+SMOKE_INIT = "torch.bfloat16, torch.uint8, torch.bfloat16, False, True, False"  # 6-arg init
 _setup_env = common.setup_env  # used by build_fp4_quant_sm90.py
 
 
@@ -180,12 +181,12 @@ def main(argv=None):
         from flashinfer.jit import env as jit_env
 
         so = jit_env.FLASHINFER_JIT_DIR / args.name / f"{args.name}.so"
-        return 1 if common.verify(so, EXPORTS) else 0
+        return 1 if common.verify(so, EXPORTS) or common.smoke(so, SMOKE_INIT) else 0
     spec, items, n_gen, stubs, jit_env = make_spec(args)
     # 0.5.2: the dispatcher references 40 Ktile=128 tiles + the workspace kernel
     expected = {"fast": 36, "full": 0}[args.tactics]
     return common.run_build(args, spec, jit_env.FLASHINFER_JIT_DIR, items, n_gen, stubs,
-                            LAUNCHER, WHAT, EXPORTS, expected, t0)
+                            LAUNCHER, WHAT, EXPORTS, expected, t0, (SMOKE_INIT,))
 
 
 if __name__ == "__main__":

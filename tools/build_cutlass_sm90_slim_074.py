@@ -60,6 +60,21 @@ DTYPE_PREFIX = "__nv_bfloat16, SafeFP4, __nv_bfloat16,"
 LAUNCHER = "sm90_generic_mixed_moe_gemm_kernelLauncher"
 EXPORTS = ("init", "interleave_moe_weights_for_sm90_mixed_gemm", "set_deepgemm_jit_include_dirs")
 WHAT = "bf16 x MXFP4 W4A16 on SM90"
+# FusedMoeRunner(act, weight, out, deepseek_fp8, w4_group, mxfp8_act, packed_w, fused_finalize,
+# wfp4afp8_humming); the constructor's first CUDA call is common::getSMVersion()
+SMOKE_INIT = ("torch.bfloat16, torch.uint8, torch.bfloat16, False, True, False, False, True, "
+              "False")
+SMOKE_EXTRA = """
+m.set_deepgemm_jit_include_dirs(["/nonexistent"])
+print("smoke: set_deepgemm_jit_include_dirs OK")
+import sys
+sys.path.insert(0, %r)
+import build_cutlass_sm90_slim_074 as b
+b.use_slim_module(%r)
+import flashinfer.fused_moe.core as core
+ns = core.get_cutlass_fused_moe_module("90")
+print("smoke: get_cutlass_fused_moe_module('90') ->", sorted(vars(ns)))
+"""
 
 # cutlass_heuristic.cpp get_candidate_tiles_sm90, GROUPED_GEMM && WEIGHT_ONLY branch (no FAST_BUILD)
 HEURISTIC_TILES = [(m, n, k) for m, n in ((64, 16), (64, 32), (64, 64), (64, 128), (128, 16),
@@ -224,10 +239,15 @@ def main(argv=None):
         from flashinfer.jit import env as jit_env
 
         so = jit_env.FLASHINFER_JIT_DIR / args.name / f"{args.name}.so"
-        return 1 if common.verify(so, EXPORTS) else 0
+        return 1 if common.verify(so, EXPORTS) or common.smoke(so, *smoke_args(so)) else 0
     spec, items, n_gen, stubs, jit_env = make_spec(args)
     return common.run_build(args, spec, jit_env.FLASHINFER_JIT_DIR, items, n_gen, stubs,
-                            LAUNCHER, WHAT, EXPORTS, DISPATCHED - len(items), t0)
+                            LAUNCHER, WHAT, EXPORTS, DISPATCHED - len(items), t0,
+                            smoke_args(spec.jit_library_path))
+
+
+def smoke_args(so: Path):
+    return SMOKE_INIT, SMOKE_EXTRA % (str(Path(__file__).resolve().parent), str(so))
 
 
 if __name__ == "__main__":

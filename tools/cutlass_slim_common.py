@@ -332,6 +332,26 @@ def verify(so: Path, exports=("__tvm_ffi_init",)) -> list:
     return proj + residual + [f"export:{e}" for e in lacking]
 
 
+def smoke(so: Path, init_args: str, extra: str = "") -> int:
+    """CPU-host check in a fresh interpreter: ``LD_BIND_NOW=1 tvm_ffi.load_module(so)`` and
+    ``init(<init_args>)``, which must get as far as its first CUDA call (no GPU here)."""
+    code = (
+        "import torch, tvm_ffi\n"
+        f"m = tvm_ffi.load_module({str(so)!r})\n"
+        "print('smoke: LD_BIND_NOW=1 load_module OK')\n"
+        "try:\n"
+        f"    m.init({init_args})\n"
+        "    print('smoke: init returned')\n"
+        "except Exception as e:\n"
+        "    print('smoke: init ->', type(e).__name__, str(e).strip().splitlines()[-1][:240])\n"
+        + extra
+    )
+    env = dict(os.environ, LD_BIND_NOW="1")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    print(r.stdout + r.stderr[-2000:], end="")
+    return r.returncode
+
+
 def publish(so: Path, out: Path) -> None:
     dist = out / "dist"
     dist.mkdir(parents=True, exist_ok=True)
@@ -346,7 +366,7 @@ def publish(so: Path, out: Path) -> None:
 
 # --------------------------------------------------------------------------- flow
 def run_build(args, spec, jit_dir: Path, items, n_generated: int, stubs: Path, launcher: str,
-              what: str, exports, expected_stubs: int, t0: float) -> int:
+              what: str, exports, expected_stubs: int, t0: float, smoke_args=None) -> int:
     """--only-generate / --build flow shared by both FlashInfer versions.  ``expected_stubs``:
     launcher instantiations the dispatcher references but the slim build does not compile."""
     spec.write_ninja()
@@ -380,6 +400,9 @@ def run_build(args, spec, jit_dir: Path, items, n_generated: int, stubs: Path, l
     bad = verify(so, exports)
     if bad:
         print("ERROR: unresolved symbols / missing exports:", bad[:10])
+        return 1
+    if smoke_args is not None and smoke(so, *smoke_args):
+        print("ERROR: smoke test failed")
         return 1
     publish(so, args.out)
     print(f"OK: {so}")
