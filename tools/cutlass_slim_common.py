@@ -365,12 +365,23 @@ def publish(so: Path, out: Path) -> None:
 
 
 # --------------------------------------------------------------------------- flow
+def ninja_objects(ninja_path: Path, name: str):
+    """(ninja target, source) of every compile step, as flashinfer's ninja writer names them
+    (0.5.2: ``$name/x.cuda.o``; 0.7.4: absolute, ``<parent>_x.cuda.o``)."""
+    out = []
+    for line in Path(ninja_path).read_text().splitlines():
+        m = re.match(r"build (\S+): (compile|cuda_compile) (\S+)", line)
+        if m:
+            out.append((m.group(1).replace("$name", name), m.group(3)))
+    return out
+
+
 def run_build(args, spec, jit_dir: Path, items, n_generated: int, stubs: Path, launcher: str,
               what: str, exports, expected_stubs: int, t0: float, smoke_args=None) -> int:
     """--only-generate / --build flow shared by both FlashInfer versions.  ``expected_stubs``:
     launcher instantiations the dispatcher references but the slim build does not compile."""
     spec.write_ninja()
-    objs = spec.get_object_paths()
+    objs = ninja_objects(spec.ninja_path, spec.name)
     print(f"JitSpec {spec.name}: {len(spec.sources)} sources -> {len(objs)} objects "
           f"({len(items)} of {n_generated} generated {launcher} kernels, tactics={args.tactics})")
     print("ninja file:", spec.ninja_path)
@@ -380,10 +391,10 @@ def run_build(args, spec, jit_dir: Path, items, n_generated: int, stubs: Path, l
     if args.only_generate or not args.build:
         return 0
     (args.out / "linkstubs").mkdir(parents=True, exist_ok=True)
-    stub_obj = [o for o in objs if o.name.startswith(stubs.stem)]
-    real_objs = [o for o in objs if o not in stub_obj]
+    real = [(t, src) for t, src in objs if Path(src) != stubs]
+    real_objs = [Path(t) if Path(t).is_absolute() else jit_dir / t for t, _ in real]
     t1 = time.time()
-    run_ninja(jit_dir, spec.ninja_path, args.jobs, [f"{spec.name}/{o.name}" for o in real_objs])
+    run_ninja(jit_dir, spec.ninja_path, args.jobs, [t for t, _ in real])
     print(f"compile phase: {time.time() - t1:.0f} s", flush=True)
     missing, other = write_stubs(real_objs, stubs, spec.name, what)
     n_launch = sum(launcher in s for s in missing)
