@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Slim build of FlashInfer 0.7.4's SM90 CUTLASS fused-MoE module (bf16 x MXFP4 only).
+
+Stock ``flashinfer.fused_moe.core.get_cutlass_fused_moe_module("90")`` builds
+``flashinfer.jit.fused_moe.gen_cutlass_fused_moe_sm90_module`` (JitSpec ``fused_moe_90``):
+15 ``moe_gemm_kernels_*.cu``, fp8_blockscale_gemm.cu (deep_gemm, needs nvrtc), ~20 runner
+specialisations and all 172 generated SM90 kernel files.  The only path this project needs::
+
+    cutlass_fused_moe(x_bf16, topk_ids, topk_w, w1_u8, w2_u8, torch.bfloat16,
+                      quant_scales=[w1_scale_folded, w2_scale_folded],
+                      use_w4_group_scaling=True)     # weights: interleave_moe_weights_..("fp4")
+
+``FusedMoeRunner(bf16, uint8, bf16, ..., use_w4_group_scaling=True)`` -> ``isWFP4A16Quant`` ->
+``CutlassMoeFCRunner<__nv_bfloat16, Fp4Type>`` -> ``MoeGemmRunner<bf16, Fp4Type, bf16>`` ->
+``cutlass_kernels_oss::sm90_dispatch_moe_mixed_dtype_gemm_to_cutlass`` (ScaleMode kPostMma)
+-> ``sm90_generic_mixed_moe_gemm_kernelLauncher<__nv_bfloat16, SafeFP4, __nv_bfloat16, ...>``.
+
+Kept (everything else is resolved by the generated throwing stubs, see cutlass_slim_common):
+
+* unmodified ``flashinfer_cutlass_fused_moe_binding.cu`` (exports ``init`` (9 args) and
+  ``interleave_moe_weights_for_sm90_mixed_gemm``) and ``moe_gemm_mixed_utils.cu`` (the
+  interleave kernels it calls);
+* generated runner TU: ``CutlassMoeFCRunner<__nv_bfloat16, Fp4Type>`` + the bf16
+  ``finalizeMoeRoutingKernelLauncher`` (what ``cutlass_fused_moe_instantiation.cu`` has for it);
+* generated ``set_deepgemm_jit_include_dirs`` no-op export: ``get_cutlass_fused_moe_module``
+  calls it right after loading; the real one (``deepgemm_jit_setup.cu``) needs nvrtc.h and
+  only serves the fp8 block-scale runner, which is a stub here;
+* ``moe_gemm_kernels_bf16_fp4.cu``, ``moe_gemm_tma_warp_specialized_input.cu`` and the small
+  common helpers, compiled with the stock SM90 nvcc flags;
+* the bf16 x fp4 launcher instantiations, verbatim from ``generate_gemm_operations``:
+  ``--tactics full``: the 116 tactics of ``get_candidate_configs_sm90(GROUPED_GEMM|WEIGHT_ONLY)``
+  (29 tiles, one schedule each, 4 clusters; the workspace kernel 128x64x256 coop 1x1 is one of
+  them); ``--tactics fast`` (``-DFAST_BUILD``): 128x128x128 pingpong x 4 clusters + the
+  workspace kernel = 5.  The generator emits 184 for this dtype; the dispatcher references
+  all 184, so 68 (full) / 179 (fast) launcher symbols become stubs.
+
+Usage (CPU build host)::
+
+    PYTHONPATH=/work/fi/074 python tools/build_cutlass_sm90_slim_074.py --only-generate
+    PYTHONPATH=/work/fi/074 python tools/build_cutlass_sm90_slim_074.py --build [--tactics full]
+
+GPU host: :func:`use_slim_module` or ``--install-aot``; see tools/README_cutlass_slim.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import cutlass_slim_common as common  # noqa: E402
+
+DEFAULT_OUT = Path(os.environ.get("FI_SLIM_OUT", "/work/cutlass_slim_074"))
+DEFAULT_NAME = "fused_moe_90_slim074"
+STOCK_NAME = "fused_moe_90"  # H200/H100; H20 (78 SMs) uses fused_moe_90_h20_prebuilt_d
+DTYPE_PREFIX = "__nv_bfloat16, SafeFP4, __nv_bfloat16,"
+LAUNCHER = "sm90_generic_mixed_moe_gemm_kernelLauncher"
+EXPORTS = ("init", "interleave_moe_weights_for_sm90_mixed_gemm", "set_deepgemm_jit_include_dirs")
+WHAT = "bf16 x MXFP4 W4A16 on SM90"
+# FusedMoeRunner(act, weight, out, deepseek_fp8, w4_group, mxfp8_act, packed_w, fused_finalize,
+# wfp4afp8_humming); the constructor's first CUDA call is common::getSMVersion()
+SMOKE_INIT = ("torch.bfloat16, torch.uint8, torch.bfloat16, False, True, False, False, True, "
+              "False")
+SMOKE_EXTRA = """
+m.set_deepgemm_jit_include_dirs(["/nonexistent"])
+print("smoke: set_deepgemm_jit_include_dirs OK")
+import sys
+sys.path.insert(0, %r)
+import build_cutlass_sm90_slim_074 as b
+b.use_slim_module(%r)
+import flashinfer.fused_moe.core as core
+ns = core.get_cutlass_fused_moe_module("90")
+print("smoke: get_cutlass_fused_moe_module('90') ->", sorted(vars(ns)))
+"""
+
+# cutlass_heuristic.cpp get_candidate_tiles_sm90, GROUPED_GEMM && WEIGHT_ONLY branch (no FAST_BUILD)
+HEURISTIC_TILES = [(m, n, k) for m, n in ((64, 16), (64, 32), (64, 64), (64, 128), (128, 16),
+                                          (128, 32), (128, 64), (128, 128)) for k in (128, 256, 512)]
+HEURISTIC_TILES += [(128, 256, 128), (128, 256, 256), (256, 128, 128), (256, 128, 256),
+                    (256, 256, 128)]
+# moe_gemm_template_dispatch_tma_ws_mixed_dtype.h (ScaleMode kPostMma): 29 DISPATCH tiles x 4
+# clusters x {pingpong, cooperative if tile M >= 128} = 12*4 + 17*4*2 launcher instantiations
+DISPATCHED = 184
+WORKSPACE_KERNEL = ((128, 64, 256), (1, 1, 1), "coop")  # calcMaxWorkspaceSize...MixedInput, Fp4
+
+
+def sm90_supports_coop(tile) -> bool:
+    """cutlass_heuristic.cpp ``sm90_supports_coop`` (non-FAST_BUILD)."""
+    m, n, k = tile
+    if m == 128 and n in (16, 32, 64):
+        return k in (128, 256, 512)
+    if (m == 128 and n in (128, 256)) or (m == 256 and n == 128):
+        return k in (128, 256)
+    return m == 256 and n == 256 and k == 128
+
+
+def wanted(tactics: str):
+    def pred(tile, cluster, sched) -> bool:
+        if (tile, cluster, sched) == WORKSPACE_KERNEL:
+            return True
+        if tactics == "fast":  # FAST_BUILD: one tile, sm90_supports_coop() == false
+            return tile == (128, 128, 128) and sched == "pingpong"
+        # get_candidate_configs_sm90 w4afp8 branch: COOPERATIVE if supported else PINGPONG,
+        # clusters 1x1 2x1 1x2 2x2
+        return tile in HEURISTIC_TILES and sched == ("coop" if sm90_supports_coop(tile)
+                                                     else "pingpong")
+    return pred
+
+
+# --------------------------------------------------------------------------- GPU side
+def use_slim_module(so_path) -> object:
+    """Make ``flashinfer.fused_moe.cutlass_fused_moe`` (0.7.4) use a prebuilt slim .so.
+
+    ``get_cutlass_fused_moe_module`` (flashinfer/fused_moe/core.py) looks up
+    ``gen_cutlass_fused_moe_sm90_module(use_fast_build)`` as a global of
+    ``flashinfer.fused_moe.core`` and only calls ``.build_and_load()`` on it."""
+    return common.install_prebuilt(so_path, "flashinfer.fused_moe.core",
+                                   "gen_cutlass_fused_moe_sm90_module",
+                                   "get_cutlass_fused_moe_module", True, DEFAULT_NAME)
+
+
+# --------------------------------------------------------------------------- build side
+def generate_sources(args, generate_gemm_operations):
+    gen = args.out / "gen" / args.name  # per spec name: variants must not share sources
+    gen.mkdir(parents=True, exist_ok=True)
+    probe = common.run_generator(gen, generate_gemm_operations)
+    header, ns, items, n_gen = common.collect_instantiations(probe, LAUNCHER, DTYPE_PREFIX,
+                                                             wanted(args.tactics))
+    kernel_files = common.write_kernel_files(gen, "slim_sm90_bf16_fp4_mixed", header, ns, items,
+                                             args.per_file)
+    runner = gen / "slim_moe_runner_bf16_fp4_instantiation.cu"
+    common.write_if_different(
+        runner,
+        '#include "fused_moe/cutlass_backend/cutlass_fused_moe_kernels.cuh"\n'
+        '#include "moe_kernels.h"\n'
+        "namespace tensorrt_llm::kernels::cutlass_kernels {\n"
+        "template class CutlassMoeFCRunner<__nv_bfloat16, Fp4Type>;\n"
+        "INSTANTIATE_FINALIZE_MOE_ROUTING(__nv_bfloat16, __nv_bfloat16, __nv_bfloat16);\n"
+        "}\n",
+    )
+    deepgemm = gen / "slim_deepgemm_jit_setup_noop.cu"
+    common.write_if_different(
+        deepgemm,
+        "// get_cutlass_fused_moe_module() calls set_deepgemm_jit_include_dirs after loading.\n"
+        "// deep_gemm only serves the fp8 block-scale runner, which is not compiled here.\n"
+        "#include <tvm/ffi/extra/module.h>\n"
+        "namespace flashinfer_slim {\n"
+        "void set_deepgemm_jit_include_dirs(tvm::ffi::Array<tvm::ffi::String> include_dirs) {\n"
+        "  (void)include_dirs;\n"
+        "}\n"
+        "}  // namespace flashinfer_slim\n"
+        "TVM_FFI_DLL_EXPORT_TYPED_FUNC(set_deepgemm_jit_include_dirs,\n"
+        "                              flashinfer_slim::set_deepgemm_jit_include_dirs);\n",
+    )
+    stubs = gen / "slim_missing_symbol_stubs.cpp"
+    if not stubs.exists():
+        stubs.write_text("// regenerated after the first compile phase\n")
+    return gen, items, n_gen, kernel_files, runner, deepgemm, stubs
+
+
+def make_spec(args):
+    from flashinfer.jit import env as jit_env
+    from flashinfer.jit.core import gen_jit_spec, sm90a_nvcc_flags
+    from flashinfer.jit.cpp_ext import is_cuda_version_at_least
+    from flashinfer.jit.gemm.cutlass.generate_kernels import generate_gemm_operations
+
+    gen, items, n_gen, kernel_files, runner, deepgemm, stubs = generate_sources(
+        args, generate_gemm_operations)
+    C = jit_env.FLASHINFER_CSRC_DIR
+    K = C / "nv_internal/tensorrt_llm/kernels"
+    # identical to flashinfer/jit/fused_moe.py gen_cutlass_fused_moe_sm90_module (non-H20)
+    nvcc_flags = sm90a_nvcc_flags + [
+        "-DCOMPILE_HOPPER_TMA_GEMMS",
+        "-DCOMPILE_HOPPER_TMA_GROUPED_GEMMS",
+        "-DENABLE_BF16",
+        "-DENABLE_FP8",
+        "-DENABLE_FP8_BLOCK_SCALE" if is_cuda_version_at_least("12.8") else "",
+        "-DENABLE_FP4",
+        "-DUSING_OSS_CUTLASS_MOE_GEMM",
+        "-DCUTLASS_ENABLE_GDC_FOR_SM90=1",
+        "-DCUTLASS_MIXED_GEMM_FP4_FP8_PREPROCESSED_SIGNS=1",
+    ]
+    sources = [
+        K / "cutlass_kernels/moe_gemm/moe_gemm_tma_warp_specialized_input.cu",
+        K / "cutlass_kernels/moe_gemm/moe_gemm_kernels_bf16_fp4.cu",
+        K / "cutlass_kernels/moe_gemm/moe_gemm_mixed_utils.cu",
+        C / "fused_moe/cutlass_backend/flashinfer_cutlass_fused_moe_binding.cu",
+        deepgemm,
+        runner,
+        *kernel_files,
+        C / "nv_internal/cpp/common/envUtils.cpp",
+        C / "nv_internal/cpp/common/logger.cpp",
+        C / "nv_internal/cpp/common/stringUtils.cpp",
+        C / "nv_internal/cpp/common/tllmException.cpp",
+        C / "nv_internal/cpp/common/memoryUtils.cu",
+        K / "preQuantScaleKernel.cu",
+        K / "cutlass_kernels/cutlass_heuristic.cpp",
+        K / "lora/lora.cpp",
+        stubs,
+    ]
+    spec = gen_jit_spec(
+        args.name,
+        sources,
+        extra_cuda_cflags=nvcc_flags,
+        extra_cflags=["-DFAST_BUILD"] if args.tactics == "fast" else [],
+        extra_ldflags=[],  # stock adds -lnvrtc, only needed by deep_gemm (fp8 block scale)
+        extra_include_paths=[
+            C / "nv_internal",
+            C / "nv_internal/include",
+            C / "nv_internal/tensorrt_llm/cutlass_extensions/include",
+            K / "cutlass_kernels/include",
+            K / "cutlass_kernels",
+            gen,  # stock adds its generated dir too
+        ],
+    )
+    return spec, items, n_gen, stubs, jit_env
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    common.add_cli(ap, DEFAULT_OUT, DEFAULT_NAME, "5 kernels, 4 tactics per GEMM",
+                   "116 kernels = 116 tactics per GEMM")
+    args = ap.parse_args(argv)
+    if args.install_aot:
+        print("installed:", common.install_aot(args.install_aot, STOCK_NAME))
+        return 0
+    common.finish_args(args, DEFAULT_NAME)
+    common.setup_env(args)
+    import flashinfer
+
+    if not flashinfer.__version__.startswith("0.7."):
+        raise SystemExit(f"flashinfer {flashinfer.__version__} at {flashinfer.__file__}: "
+                         "this script is for 0.7.4 (PYTHONPATH=/work/fi/074)")
+    t0 = time.time()
+    if args.verify_only:  # do not touch generated sources (a build may be running)
+        from flashinfer.jit import env as jit_env
+
+        so = jit_env.FLASHINFER_JIT_DIR / args.name / f"{args.name}.so"
+        return 1 if common.verify(so, EXPORTS) or common.smoke(so, *smoke_args(so)) else 0
+    spec, items, n_gen, stubs, jit_env = make_spec(args)
+    return common.run_build(args, spec, jit_env.FLASHINFER_JIT_DIR, items, n_gen, stubs,
+                            LAUNCHER, WHAT, EXPORTS, DISPATCHED - len(items), t0,
+                            smoke_args(spec.jit_library_path))
+
+
+def smoke_args(so: Path):
+    return SMOKE_INIT, SMOKE_EXTRA % (str(Path(__file__).resolve().parent), str(so))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
