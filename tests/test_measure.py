@@ -46,6 +46,13 @@ def test_roofline_uses_the_read_ceiling_for_weight_streaming():
     assert isinstance(stats, TimingStats)
 
 
+def test_an_implausible_read_ceiling_is_refused():
+    from fp4moe_diag.measure.ceilings import plausible_read
+
+    assert plausible_read(4233e9, 4270e9) == 4270e9
+    assert math.isnan(plausible_read(4233e9, 769e9))  # the int32-sum measurement of the first s4 run
+
+
 def test_datasheet_bandwidth_by_name():
     assert datasheet_bandwidth("NVIDIA H200") == 4.8e12
     assert math.isnan(datasheet_bandwidth("cpu"))
