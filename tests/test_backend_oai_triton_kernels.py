@@ -107,7 +107,11 @@ def test_check_case_unsupported(kw, word):
 
 
 def test_check_case_gpt_oss_ok():
-    assert backend_class("triton_kernels")().check_case(small_case())
+    b = backend_class("triton_kernels")()
+    assert b.check_case(small_case(hidden_size=2880, intermediate_size=2880))
+    assert b.check_case(small_case(hidden_size=256, intermediate_size=128))
+    s = b.check_case(small_case())  # H = 128: N too small for the 8-warp scale layout
+    assert not s and "N > 128" in s.reason
 
 
 # ------------------------------------------------------------------ tactics

@@ -101,6 +101,10 @@ class TritonKernelsBackend(Backend):
         if case.intermediate_size % 64:
             return Support(False, f"vLLM rounds the intermediate size up to a multiple of 64 for this backend; "
                                   f"got {case.intermediate_size} (pad the case as vLLM does)")
+        if case.hidden_size <= 128 or 2 * case.intermediate_size <= 128:
+            # compute_block_n gives N <= 128 a 128-wide tile, but the 8-warp Hopper scale layout needs 256
+            return Support(False, f"the Hopper scale layout with 8 warps needs GEMM N > 128; got H = "
+                                  f"{case.hidden_size}, 2I = {2 * case.intermediate_size}")
         return Support(True)
 
     def tactics(self, case: MoECase, prepared: Any = None) -> list[Tactic]:
