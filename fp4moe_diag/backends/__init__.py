@@ -8,6 +8,7 @@ name                      what                                                mo
 ``cutlass``               FlashInfer ``cutlass_fused_moe`` (SM90 / SM100)     :mod:`.flashinfer.cutlass`
 ``trtllm``                FlashInfer trtllm-gen routed MoE (SM100 / SM103)    :mod:`.flashinfer.trtllm`
 ``triton``                our own Triton MXFP4 MoE kernels                    :mod:`.triton`
+``triton_kernels``        OpenAI triton_kernels matmul_ogs, as vLLM on SM90   :mod:`.oai_triton_kernels`
 ========================  ==================================================  ===========================
 """
 
@@ -24,6 +25,7 @@ REGISTRY: dict[str, str] = {
     "cutlass": ".flashinfer.cutlass:CutlassBackend",
     "trtllm": ".flashinfer.trtllm:TrtllmGenBackend",
     "triton": ".triton.backend:TritonMXFP4Backend",
+    "triton_kernels": ".oai_triton_kernels.backend:TritonKernelsBackend",
 }
 
 
