@@ -314,7 +314,7 @@ FAMILY4 = {
     "from_record_has_bias_yes": (lambda: MoECase.from_record({**B, "has_bias": "yes"}), "has_bias"),
     "nan_alpha": (lambda: MoECase(**B, swiglu_alpha=float("nan")), "swiglu_alpha"),
     "inf_beta": (lambda: MoECase(**B, swiglu_beta=float("inf")), "swiglu_beta"),
-    "nan_limit": (lambda: MoECase(**B, swiglu_limit=float("nan")), "swiglu_limit"),
+    "inf_limit": (lambda: MoECase(**B, swiglu_limit=float("inf")), "swiglu_limit"),
     "inf_routed_scaling": (lambda: MoECase(**B, routed_scaling_factor=float("inf")), "routed_scaling_factor"),
     "str_routed_scaling_ctor": (lambda: MoECase(**B, routed_scaling_factor="2"), "routed_scaling_factor"),
     "str_routed_scaling_record": (lambda: _assert(MoECase.from_record({**B, "routed_scaling_factor": "2"})
@@ -454,8 +454,9 @@ FAMILY6 = {
         Q.quantize_nvfp4(X)), "global_scale"),
     "fp4tensor_nvfp4_without_global_scale": (lambda Q: replace(Q.quantize_nvfp4(X), global_scale=None).dequantize(),
                                              "global_scale"),
-    "float32_scale_to_dequantize_mxfp4": (lambda Q: Q.dequantize_mxfp4(Q.quantize_mxfp4(X).data, torch.ones(2, 1)),
-                                          "scale"),
+    # [2, 128] values need [2, 4] ue8m0 bytes: a float32 [2, 1] has exactly those bytes and was reinterpreted
+    "float32_scale_to_dequantize_mxfp4": (lambda Q: Q.dequantize_mxfp4(Q.quantize_mxfp4(torch.randn(2, 128)).data,
+                                                                       torch.ones(2, 1)), "scale: expected ue8m0"),
     "empty_nvfp4": (lambda Q: Q.quantize_nvfp4(torch.empty(0, 16)), "x: expected a non-empty"),
     "fp8_input": (lambda Q: Q.quantize_mxfp4(X.to(torch.float8_e4m3fn)), "x: expected a floating-point"),
     "fp8_input_nvfp4": (lambda Q: Q.quantize_nvfp4(torch.randn(2, 16).to(torch.float8_e4m3fn)), "x:"),
