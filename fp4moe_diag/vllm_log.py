@@ -348,7 +348,13 @@ def is_kwarg_line(line: str) -> bool:
     if len(s) > MAX_LINE_CHARS:
         return False
     tag, kv = _split_line(s)
-    return tag is not None and kv is not None and bool(kv[0])
+    if tag is None or kv is None or not kv[0]:
+        return False
+    try:  # "(...) ERROR ... RuntimeError: Cannot pack tensors on meta" has a name and a colon, but no value
+        _parse_value(kv[1])
+    except _Unreadable:
+        return False
+    return True
 
 
 def extract_kwargs_log(text: str) -> str:

@@ -346,3 +346,12 @@ def test_conflicting_duplicate_raises() -> None:
 def test_unknown_routing_method_type_raises() -> None:
     with pytest.raises(ValueError, match="routing_method"):
         parse_vllm_kwargs_log(_set(SEED_LOG, "routing_method_type", "9"))
+
+
+def test_an_error_line_with_a_colon_is_not_a_kwarg_line() -> None:
+    from fp4moe_diag.vllm_log import extract_kwargs_log, is_kwarg_line
+
+    err = "(EngineCore_DP0 pid=121033) ERROR 11-01 12:49:12 [core.py:800] RuntimeError: Cannot pack tensors on meta"
+    assert not is_kwarg_line(err)
+    assert is_kwarg_line("(EngineCore_DP0 pid=121033) INFO 11-01 12:49:12 [x.py:1] top_k : 4")
+    _assert_seed_case(parse_vllm_kwargs_log(extract_kwargs_log(err + "\n" + SEED_LOG)))
