@@ -5,12 +5,19 @@ and `flashinfer.fused_moe.cutlass_fused_moe` need to know about the problem
 (sizes, routing, expert parallelism, quantization formats, SwiGLU variant),
 but no tensors.  Tensors are made from a case by :mod:`fp4moe_diag.inputs`.
 Every field is validated in ``__post_init__``; a bad field raises a
-``ValueError`` that names it and says what was expected.
+``ValueError`` that names it and says what was expected.  Types are strict: int fields take ints
+(``numbers.Integral``, not bools), float fields finite real numbers (not bools, not strings), bool
+fields only ``True``/``False``; :meth:`MoECase.from_record` additionally reads the strings of a CSV
+(``'true'``/``'false'``, ``'2'``, ``'1.5'``).  Sizes are bounded by what the kernels can index
+(:data:`MAX_DIM`); how much memory a case's tensors take is checked by
+:func:`fp4moe_diag.inputs.build_inputs` (``FP4MOE_MAX_INPUT_BYTES``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 from typing import Any, Optional
@@ -107,11 +114,80 @@ class GatedActivation(str, Enum):
         return _parse_str_enum(cls, value, "activation")
 
 
-def _require_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
+#: largest size of one dimension (kernels take int32 sizes)
+MAX_DIM = 2**31 - 1
+#: seeds are stored in an Int64 column and handed to torch.Generator.manual_seed
+MAX_SEED = 2**63 - 1
+
+
+def _require_int(name: str, value: Any, minimum: int, maximum: int = MAX_DIM) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{name}: expected an int >= {minimum}, got {value!r} ({type(value).__name__})")
+    value = int(value)
     if value < minimum:
         raise ValueError(f"{name}: expected an int >= {minimum}, got {value}")
+    if value > maximum:
+        raise ValueError(f"{name}: expected an int <= {maximum}, got {value}")
+    return value
+
+
+def _require_float(name: str, value: Any) -> float:
+    """A finite real number (int or float, not bool, not str) -> float; ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name}: expected a finite float, got {value!r} ({type(value).__name__})")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"{name}: expected a finite float, got {v}")
+    return v
+
+
+def _require_bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name}: expected True or False, got {value!r} ({type(value).__name__})")
+    return value
+
+
+_INT_FIELDS = ("num_tokens", "hidden_size", "intermediate_size", "num_experts", "top_k", "local_num_experts",
+               "local_expert_offset", "n_group", "topk_group", "seed")
+_FLOAT_FIELDS = ("routed_scaling_factor", "swiglu_alpha", "swiglu_beta", "swiglu_limit")
+_BOOL_FIELDS = ("has_bias",)
+
+
+def _record_int(name: str, v: Any) -> Any:
+    """A record value for an int field: ints, integral floats (pandas) and integer strings; else ValueError."""
+    if isinstance(v, str):
+        t = v.strip()
+        if t.lstrip("+-").isdigit():
+            return int(t)
+        raise ValueError(f"{name}: expected an integer, got {v!r}")
+    if isinstance(v, numbers.Real) and not isinstance(v, (bool, numbers.Integral)):
+        f = float(v)
+        if not (math.isfinite(f) and f.is_integer()):
+            raise ValueError(f"{name}: expected an integer, got {v!r}")
+        return int(f)
+    return v  # ints pass, anything else is refused by __post_init__ with the field's name
+
+
+def _record_float(name: str, v: Any) -> Any:
+    if isinstance(v, str):
+        try:
+            return float(v.strip())
+        except ValueError:
+            raise ValueError(f"{name}: expected a float, got {v!r}") from None
+    return v
+
+
+def _record_bool(name: str, v: Any) -> Any:
+    if isinstance(v, str):
+        t = v.strip().lower()
+        if t in ("true", "false"):
+            return t == "true"
+        raise ValueError(f"{name}: expected True/False or the strings 'true'/'false', got {v!r}")
+    import numpy as np  # noqa: PLC0415
+
+    if isinstance(v, np.bool_):  # from a DataFrame
+        return bool(v)
+    return v
 
 
 @dataclass(frozen=True)
@@ -148,12 +224,19 @@ class MoECase:
     def __post_init__(self) -> None:
         set_ = lambda k, v: object.__setattr__(self, k, v)  # noqa: E731  (frozen dataclass)
         for name in ("num_tokens", "hidden_size", "intermediate_size", "num_experts", "top_k"):
-            _require_int(name, getattr(self, name), 1)
+            set_(name, _require_int(name, getattr(self, name), 1))
         if self.local_num_experts is None:
             set_("local_num_experts", self.num_experts)
-        _require_int("local_num_experts", self.local_num_experts, 1)
-        _require_int("local_expert_offset", self.local_expert_offset, 0)
-        _require_int("seed", self.seed, 0)
+        set_("local_num_experts", _require_int("local_num_experts", self.local_num_experts, 1))
+        set_("local_expert_offset", _require_int("local_expert_offset", self.local_expert_offset, 0))
+        set_("seed", _require_int("seed", self.seed, 0, MAX_SEED))
+        for name in _BOOL_FIELDS:
+            _require_bool(name, getattr(self, name))
+        for name in _FLOAT_FIELDS:
+            if getattr(self, name) is not None:
+                set_(name, _require_float(name, getattr(self, name)))
+        if not isinstance(self.model, str):
+            raise ValueError(f"model: expected a str, got {self.model!r} ({type(self.model).__name__})")
         set_("routing_method", RoutingMethod.parse(self.routing_method))
         set_("weight_format", WeightFormat.parse(self.weight_format))
         set_("activation_format", ActivationFormat.parse(self.activation_format))
@@ -187,8 +270,8 @@ class MoECase:
         if rm is RoutingMethod.DeepSeekV3:
             if self.n_group is None or self.topk_group is None:
                 raise ValueError("n_group/topk_group: DeepSeekV3 routing expects both to be set")
-            _require_int("n_group", self.n_group, 1)
-            _require_int("topk_group", self.topk_group, 1)
+            set_("n_group", _require_int("n_group", self.n_group, 1))
+            set_("topk_group", _require_int("topk_group", self.topk_group, 1))
             if self.num_experts % self.n_group:
                 raise ValueError(
                     f"n_group: expected a divisor of num_experts ({self.num_experts}), got {self.n_group}"
@@ -270,21 +353,34 @@ class MoECase:
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> "MoECase":
+        """A case from :meth:`to_record`'s dict or a DataFrame row: NaN/NA mean "not set" (the field's default for
+        required-with-default fields, None for optional ones); CSV strings are read ('true'/'false', '2', '1.5');
+        anything else keeps its type and is checked by ``__post_init__`` (a ValueError naming the field)."""
+        if not isinstance(record, dict):
+            raise ValueError(f"record: expected a dict, got {type(record).__name__}")
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {}
         for k, v in record.items():
             if k not in names:
                 continue
-            if v is not None and not isinstance(v, str) and v != v:  # NaN from pandas
+            if v is not None and not isinstance(v, str) and _is_na(v):  # NaN / pd.NA from pandas
                 v = None
+            if v is None and k in _INT_FIELDS + _BOOL_FIELDS and k not in ("local_num_experts", "n_group",
+                                                                           "topk_group"):
+                continue  # a missing value: the dataclass default (or its own error when required)
+            if v is not None:
+                if k in _INT_FIELDS:
+                    v = _record_int(k, v)
+                elif k in _FLOAT_FIELDS:
+                    v = _record_float(k, v)
+                elif k in _BOOL_FIELDS:
+                    v = _record_bool(k, v)
             kwargs[k] = v
-        for k in ("n_group", "topk_group", "local_num_experts"):
-            if kwargs.get(k) is not None:
-                kwargs[k] = int(kwargs[k])
-        for k in ("num_tokens", "hidden_size", "intermediate_size", "num_experts", "top_k",
-                  "local_expert_offset", "seed"):
-            if k in kwargs and kwargs[k] is not None:
-                kwargs[k] = int(kwargs[k])
-        if "has_bias" in kwargs and kwargs["has_bias"] is not None:
-            kwargs["has_bias"] = bool(kwargs["has_bias"])
         return cls(**kwargs)
+
+
+def _is_na(v: Any) -> bool:
+    try:
+        return bool(v != v) or type(v).__name__ == "NAType"
+    except (TypeError, ValueError):
+        return type(v).__name__ == "NAType"

@@ -9,11 +9,17 @@ SwiGLU alpha/beta/limit per expert.
 Weight layout (canonical, FlashInfer's for both CUTLASS and trtllm-gen before shuffling):
 ``w13 [local_experts, 2 * I, H]`` with rows ``[0, I)`` = linear ("up", w3) and
 ``[I, 2I)`` = gate (w1); ``w2 [local_experts, H, I]``; FP4 packed along the last dim.
+
+Memory: :func:`build_inputs` first estimates what it would allocate (:func:`estimate_input_bytes`, peak
+including the quantizer's temporaries) and refuses a case past :data:`DEFAULT_MAX_INPUT_BYTES` (64 GiB) with a
+``ValueError`` saying how much; raise the limit with ``build_inputs(..., max_bytes=N)`` or the environment
+variable ``FP4MOE_MAX_INPUT_BYTES`` (bytes, or with a K/M/G/T suffix, powers of 1024).
 """
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
@@ -129,6 +135,58 @@ def resolve_device(device: Any) -> torch.device:
     return dev
 
 
+#: what build_inputs refuses past unless told otherwise (bytes)
+DEFAULT_MAX_INPUT_BYTES = 64 * 2**30
+MAX_INPUT_BYTES_ENV = "FP4MOE_MAX_INPUT_BYTES"
+_SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def parse_bytes(text: Any, name: str = MAX_INPUT_BYTES_ENV) -> int:
+    """``"1000"``, ``"64G"``, ``"1.5T"`` (powers of 1024) -> bytes; ValueError naming ``name``."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        value = float(text)
+    else:
+        t = str(text).strip().upper().removesuffix("B").removesuffix("I")
+        unit = t[-1:] if t[-1:] in _SUFFIX and t[-1:] else ""
+        try:
+            value = float(t[: len(t) - len(unit)]) * _SUFFIX[unit]
+        except ValueError:
+            raise ValueError(f"{name}: expected a byte count such as 68719476736 or 64G, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name}: expected a byte count > 0, got {text!r}")
+    return int(value)
+
+
+def max_input_bytes(max_bytes: Any = None) -> int:
+    """The allocation limit: ``max_bytes``, else ``$FP4MOE_MAX_INPUT_BYTES``, else 64 GiB."""
+    if max_bytes is not None:
+        return parse_bytes(max_bytes, "max_bytes")
+    env = os.environ.get(MAX_INPUT_BYTES_ENV)
+    return parse_bytes(env) if env else DEFAULT_MAX_INPUT_BYTES
+
+
+def estimate_input_bytes(case: MoECase) -> int:
+    """Peak bytes :func:`build_inputs` allocates for ``case`` (tensors kept + the largest temporaries)."""
+    t, h, i, e, k = case.num_tokens, case.hidden_size, case.intermediate_size, case.num_experts, case.top_k
+    L, blk = case.local_num_experts, case.block_size
+    acts = t * h * (4 + 2) + t * e * 4 * 3 + t * k * 4 * 4  # randn fp32 -> bf16; logits + routing; ids/weights
+    weights = L * (2 * i * h + h * i) * (1 / 2 + 1 / blk) + (L * 4 if blk == 16 else 0)
+    per_expert_tmp = max(2 * i * h, h * i) * (4 * 3 + 1)  # randn fp32, blocks, scaled copy, codes
+    bias = L * (2 * i + h) * (4 + 2 + 4) if case.has_bias else 0
+    return int(acts + 2 * weights + per_expert_tmp + bias + L * 12 + e * 2)
+
+
+def _check_budget(case: MoECase, max_bytes: Any) -> None:
+    need, limit = estimate_input_bytes(case), max_input_bytes(max_bytes)
+    if need > limit:
+        raise ValueError(
+            f"case: build_inputs would allocate about {need / 2**30:.1f} GiB for {case.label} (num_tokens="
+            f"{case.num_tokens}, hidden_size={case.hidden_size}, intermediate_size={case.intermediate_size}, "
+            f"local_num_experts={case.local_num_experts}), over the limit of {limit / 2**30:.1f} GiB; raise it with "
+            f"build_inputs(..., max_bytes=N) or {MAX_INPUT_BYTES_ENV}=N (bytes, or e.g. 200G)"
+        )
+
+
 def _quantize_experts(gen: torch.Generator, shape: tuple[int, int, int], std: float, fmt: str, device) -> FP4Tensor:
     """Random normal expert weights quantized one expert at a time (bounded memory)."""
     datas, scales, gss = [], [], []
@@ -143,11 +201,15 @@ def _quantize_experts(gen: torch.Generator, shape: tuple[int, int, int], std: fl
     return FP4Tensor(torch.stack(datas), torch.stack(scales), q.block_size, gs)
 
 
-def build_inputs(case: MoECase, device: Any = "cpu") -> MoEInputs:
-    """Make every tensor of ``case`` on ``device`` from ``case.seed``."""
+def build_inputs(case: MoECase, device: Any = "cpu", *, max_bytes: Any = None) -> MoEInputs:
+    """Make every tensor of ``case`` on ``device`` from ``case.seed``.
+
+    Refuses (``ValueError``, before allocating anything) a case whose tensors would take more than
+    ``max_bytes`` / ``$FP4MOE_MAX_INPUT_BYTES`` / 64 GiB (see :func:`estimate_input_bytes`)."""
     if not isinstance(case, MoECase):
         raise ValueError(f"case: expected a MoECase, got {type(case).__name__}")
     dev = resolve_device(device)
+    _check_budget(case, max_bytes)
     if case.activation_format is not ActivationFormat.BF16:
         raise ValueError(
             f"activation_format: build_inputs makes bf16 hidden states; got {case.activation_format.value}"

@@ -12,6 +12,11 @@
 Scales are returned in the *linear* layout ``[..., K // block]``; swizzled/shuffled layouts
 that some kernels need are made by the backends with FlashInfer's own helpers.
 Elementwise rounding is round-to-nearest-even with saturation at 6, like ``cvt.rn.satfinite``.
+
+Every public function raises a ``ValueError`` naming the argument for an input it cannot handle: not a
+``torch.Tensor`` (numpy arrays included), a meta tensor, an empty tensor, an unsupported dtype (fp8 or integer
+values to quantize, a float32 "scale" for the byte scales), non-finite values, a global scale that is NaN, inf,
+0 or negative, and mismatched shapes.
 """
 
 from __future__ import annotations
@@ -38,12 +43,30 @@ def e2m1_lut(device: torch.device | str = "cpu", dtype: torch.dtype = torch.floa
     return torch.cat([pos, -pos]).to(device=device, dtype=dtype)
 
 
+#: dtypes the quantizers take as values (fp8 and fp4 inputs are already quantized)
+VALUE_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
+
+
+def _check_tensor(name: str, x: object, non_empty: bool = True) -> torch.Tensor:
+    """``x`` must be a torch.Tensor with data (not meta), non-empty unless told otherwise."""
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"{name}: expected a torch.Tensor, got {type(x).__module__}.{type(x).__name__}")
+    if x.is_meta:
+        raise ValueError(f"{name}: a meta tensor has no data to quantize; expected a cpu or cuda tensor")
+    if non_empty and x.numel() == 0:
+        raise ValueError(f"{name}: expected a non-empty tensor, got shape {tuple(x.shape)}")
+    return x
+
+
 def _check_finite(name: str, x: torch.Tensor) -> None:
-    if not torch.is_floating_point(x):
-        raise ValueError(f"{name}: expected a floating-point tensor, got dtype {x.dtype}")
+    _check_tensor(name, x)
+    if x.dtype not in VALUE_DTYPES:
+        raise ValueError(f"{name}: expected a floating-point (float32/float16/bfloat16/float64) tensor, got dtype {x.dtype}")
     if not bool(torch.isfinite(x).all()):
         bad = int((~torch.isfinite(x)).sum())
         raise ValueError(f"{name}: expected finite values, found {bad} NaN/Inf element(s)")
+    if x.dtype == torch.float64 and float(x.abs().max()) > torch.finfo(torch.float32).max:
+        raise ValueError(f"{name}: values beyond the float32 range ({float(x.abs().max()):.3g}) cannot be quantized")
 
 
 def _check_last_dim(name: str, x: torch.Tensor, block: int) -> None:
@@ -53,8 +76,29 @@ def _check_last_dim(name: str, x: torch.Tensor, block: int) -> None:
         )
 
 
+def _check_global_scale(name: str, gs: object, allow_vector: bool) -> torch.Tensor:
+    """A NVFP4 global scale: a number or a float tensor (scalar, or [E] when ``allow_vector``), finite and > 0."""
+    if isinstance(gs, (int, float)) and not isinstance(gs, bool):
+        gs = torch.tensor(float(gs), dtype=torch.float32)
+    _check_tensor(name, gs)
+    assert isinstance(gs, torch.Tensor)
+    if not torch.is_floating_point(gs) or gs.dtype not in VALUE_DTYPES:
+        raise ValueError(f"{name}: expected a float32 tensor, got dtype {gs.dtype}")
+    if gs.numel() != 1 and not (allow_vector and gs.dim() == 1):
+        raise ValueError(f"{name}: expected a scalar{' or one per expert [E]' if allow_vector else ''}, "
+                         f"got shape {tuple(gs.shape)}")
+    g = gs.float()
+    if not bool((torch.isfinite(g) & (g > 0)).all()):
+        raise ValueError(f"{name}: expected finite values > 0 (FlashInfer's 448 * 6 / amax), got "
+                         f"{g.flatten()[:4].tolist()}")
+    return g
+
+
 def e2m1_encode(v: torch.Tensor) -> torch.Tensor:
     """Round float values (already scaled) to e2m1 codes (uint8 in [0, 15]); RNE, saturating."""
+    _check_tensor("v", v, non_empty=False)
+    if not torch.is_floating_point(v):
+        raise ValueError(f"v: expected a floating-point tensor, got dtype {v.dtype}")
     a = v.abs().float()
     code = torch.zeros_like(a, dtype=torch.uint8)
     for t in _TIE_DOWN:
@@ -66,12 +110,18 @@ def e2m1_encode(v: torch.Tensor) -> torch.Tensor:
 
 
 def e2m1_decode(codes: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    _check_tensor("codes", codes, non_empty=False)
+    if codes.dtype != torch.uint8 or (codes.numel() and int(codes.max()) > 15):
+        raise ValueError(f"codes: expected uint8 e2m1 codes in [0, 15], got dtype {codes.dtype}")
     return e2m1_lut(codes.device, dtype)[codes.long()]
 
 
 def pack_e2m1(codes: torch.Tensor) -> torch.Tensor:
     """``[..., K]`` codes -> ``[..., K // 2]`` uint8, element 2i in the low nibble."""
-    if codes.shape[-1] % 2:
+    _check_tensor("codes", codes, non_empty=False)
+    if codes.dtype != torch.uint8 or (codes.numel() and int(codes.max()) > 15):
+        raise ValueError(f"codes: expected uint8 e2m1 codes in [0, 15], got dtype {codes.dtype}")
+    if codes.dim() < 1 or codes.shape[-1] % 2:
         raise ValueError(f"codes: expected an even last dim, got shape {tuple(codes.shape)}")
     c = codes.to(torch.uint8)
     return c[..., 0::2] | (c[..., 1::2] << 4)
@@ -79,6 +129,9 @@ def pack_e2m1(codes: torch.Tensor) -> torch.Tensor:
 
 def unpack_e2m1(packed: torch.Tensor) -> torch.Tensor:
     """``[..., K // 2]`` uint8 -> ``[..., K]`` codes."""
+    _check_tensor("packed", packed, non_empty=False)
+    if packed.dim() < 1:
+        raise ValueError("packed: expected at least one dim, got a 0-d tensor")
     if packed.dtype != torch.uint8:
         raise ValueError(f"packed: expected dtype torch.uint8, got {packed.dtype}")
     lo = packed & 0x0F
@@ -92,8 +145,21 @@ def _blocks(x: torch.Tensor, block: int) -> torch.Tensor:
 
 # ---------------------------------------------------------------- MXFP4
 def ue8m0_from_float(v: torch.Tensor) -> torch.Tensor:
-    """Round positive fp32 values *up* to a power of two and return the ue8m0 byte (bias 127)."""
+    """Round fp32 values >= 0 *up* to a power of two and return the ue8m0 byte (bias 127).
+
+    0 (and values below 2**-127) give byte 0; NaN, inf, negative values and values above 2**127 (no ue8m0
+    byte holds them) raise ``ValueError``."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        v = torch.tensor(float(v), dtype=torch.float32)
+    _check_tensor("v", v, non_empty=False)
+    if not torch.is_floating_point(v):
+        raise ValueError(f"v: expected a floating-point tensor, got dtype {v.dtype}")
     v = v.float()
+    if v.numel():
+        bad = ~torch.isfinite(v) | (v < 0) | (v > 2.0**127)
+        if bool(bad.any()):
+            raise ValueError(f"v: expected finite values in [0, 2**127] (a ue8m0 scale), got "
+                             f"{v[bad].flatten()[:4].tolist()}")
     mant, exp = torch.frexp(v)  # v = mant * 2**exp, mant in [0.5, 1)
     e = torch.where(mant == 0.5, exp - 1, exp)  # exact powers of two stay
     e = torch.where(v > 0, e, torch.full_like(e, -127))
@@ -120,6 +186,8 @@ class FP4Tensor:
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         if self.fmt == "mxfp4":
             return dequantize_mxfp4(self.data, self.scale, dtype)
+        if self.global_scale is None:
+            raise ValueError("global_scale: an NVFP4 tensor needs its global scale to be dequantized, got None")
         return dequantize_nvfp4(self.data, self.scale, self.global_scale, dtype)
 
 
@@ -135,7 +203,16 @@ def quantize_mxfp4(x: torch.Tensor) -> FP4Tensor:
     return FP4Tensor(pack_e2m1(codes), sf, MXFP4_BLOCK)
 
 
+#: byte dtypes an MXFP4 scale may have: ue8m0 bytes, or vLLM's float8_e4m3fn view of them
+_UE8M0_DTYPES = tuple(d for d in (torch.uint8, torch.float8_e4m3fn, getattr(torch, "float8_e8m0fnu", None)) if d)
+
+
 def dequantize_mxfp4(data: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    _check_tensor("data", data)
+    _check_tensor("scale", scale)
+    if scale.dtype not in _UE8M0_DTYPES:
+        raise ValueError(f"scale: expected ue8m0 bytes (uint8, or a float8_e4m3fn view of them), got dtype "
+                         f"{scale.dtype}; a float scale is not reinterpreted")
     if scale.dtype != torch.uint8:
         scale = scale.view(torch.uint8)
     vals = e2m1_decode(unpack_e2m1(data))
@@ -151,6 +228,7 @@ def dequantize_mxfp4(data: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype
 # ---------------------------------------------------------------- NVFP4
 def nvfp4_global_scale(x: torch.Tensor) -> torch.Tensor:
     """FlashInfer's convention: ``448 * 6 / amax(x)`` as an fp32 scalar tensor."""
+    _check_finite("x", x)
     amax = x.abs().max().float().clamp(min=1e-12)
     return (E4M3_MAX * E2M1_MAX) / amax
 
@@ -159,8 +237,8 @@ def quantize_nvfp4(x: torch.Tensor, global_scale: Optional[torch.Tensor] = None)
     """Quantize ``x [..., K]`` to NVFP4 (block 16, e4m3 scales, fp32 global scale)."""
     _check_finite("x", x)
     _check_last_dim("x", x, NVFP4_BLOCK)
-    gs = nvfp4_global_scale(x) if global_scale is None else torch.as_tensor(global_scale, dtype=torch.float32)
-    gs = gs.to(x.device)
+    gs = nvfp4_global_scale(x) if global_scale is None else _check_global_scale("global_scale", global_scale, False)
+    gs = gs.to(x.device).reshape(())
     xb = _blocks(x.float(), NVFP4_BLOCK)
     amax = xb.abs().amax(dim=-1)
     sf_f = (gs * (amax * torch.tensor(1.0 / 6.0, dtype=torch.float32))).clamp(max=E4M3_MAX)
@@ -174,11 +252,21 @@ def quantize_nvfp4(x: torch.Tensor, global_scale: Optional[torch.Tensor] = None)
 def dequantize_nvfp4(
     data: torch.Tensor, scale: torch.Tensor, global_scale: torch.Tensor, dtype: torch.dtype = torch.float32
 ) -> torch.Tensor:
+    _check_tensor("data", data)
+    _check_tensor("scale", scale)
     if scale.dtype != torch.float8_e4m3fn:
         raise ValueError(f"scale: expected dtype torch.float8_e4m3fn, got {scale.dtype}")
+    gs = _check_global_scale("global_scale", global_scale, True).to(scale.device)
     vals = e2m1_decode(unpack_e2m1(data))
-    gs = global_scale.float()
+    k = vals.shape[-1]
+    if scale.shape[-1] * NVFP4_BLOCK != k or scale.shape[:-1] != vals.shape[:-1]:
+        raise ValueError(
+            f"scale: expected shape {tuple(vals.shape[:-1]) + (k // NVFP4_BLOCK,)}, got {tuple(scale.shape)}"
+        )
     if gs.numel() > 1:  # one global scale per leading index (per expert)
+        if scale.dim() < 2 or gs.numel() != scale.shape[0]:
+            raise ValueError(f"global_scale: expected a scalar or one per expert [{scale.shape[0]}], "
+                             f"got shape {tuple(gs.shape)}")
         gs = gs.reshape(-1, *([1] * (scale.dim() - 1)))
     out = _blocks(vals, NVFP4_BLOCK) * (scale.float() / gs).unsqueeze(-1)
     return out.reshape(vals.shape).to(dtype)

@@ -2,17 +2,19 @@
 
 :data:`SCHEMA` is the single source of truth (the README's table is generated from it by
 :func:`schema_markdown`).  :func:`save_run` writes parquet + CSV atomically under
-``data/runs/<date>-<gpu>/``; :func:`load_runs` concatenates runs.
+``data/runs/<date>-<gpu>/`` with a manifest naming both; :func:`load_run` reads one run folder (parts, manifest,
+or an older parquet/CSV pair), :func:`load_runs` concatenates runs.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
+import json
 import os
 import platform
 import re
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
@@ -199,41 +201,162 @@ def run_dir_name(gpu_name: str, date: Optional[str] = None, tag: str = "") -> st
     return f"{date}-{gpu}" + (f"-{tag}" if tag else "")
 
 
-def _atomic_write(path: Path, write: Any) -> None:
+#: a run folder's files (see :mod:`fp4moe_diag.run_folder`)
+PARTS_DIR, MANIFEST, RUN_JSON, LOCK = "parts", "manifest.json", "run.json", ".lock"
+TMP_PREFIX = ".tmp-"
+MANIFEST_FORMAT = 1
+
+
+def atomic_write(path: Path, write: Any) -> Path:
+    """``write(fileobj)`` into a temp file next to ``path`` (``.tmp-<pid>-<name>``), fsync, ``os.replace``, fsync
+    the folder.  The file gets normal permissions (0666 less the umask, 0644 by default), not mkstemp's 0600; a
+    kill leaves ``path`` as it was plus at most a temp file, which the next :class:`RunFolder` start removes."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    tmp = path.parent / f"{TMP_PREFIX}{os.getpid()}-{os.urandom(4).hex()}-{path.name}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        write(tmp)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        if tmp.exists():
+            tmp.unlink()
+    _fsync_dir(path.parent)
+    return path
 
 
-def save_run(df: pd.DataFrame, out_dir: Any, name: str = "results") -> dict[str, Path]:
-    """Write ``<out_dir>/<name>.parquet`` and ``.csv`` atomically."""
+def _fsync_dir(d: Path) -> None:
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def save_run(df: pd.DataFrame, out_dir: Any, name: str = "results", extra: Optional[dict] = None) -> dict[str, Path]:
+    """Write ``<out_dir>/<name>.parquet`` and ``.csv`` (each atomically), then ``manifest.json`` naming both with
+    the row count and sha256.  A kill in between leaves an old manifest that no longer matches: :func:`load_run`
+    then trusts the parts (or refuses), never a torn pair."""
     validate_frame(df)
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out_dir: {out} exists and is not a directory")
     pq, csv = out / f"{name}.parquet", out / f"{name}.csv"
-    _atomic_write(pq, lambda p: df.to_parquet(p, index=False))
-    _atomic_write(csv, lambda p: df.to_csv(p, index=False))
-    return {"parquet": pq, "csv": csv}
+    atomic_write(pq, lambda f: df.to_parquet(f, index=False))
+    atomic_write(csv, lambda f: f.write(df.to_csv(index=False).encode()))
+    manifest = {"format": MANIFEST_FORMAT, "rows": int(len(df)), **(extra or {}),
+                "files": {p.name: {"sha256": sha256_file(p), "bytes": p.stat().st_size} for p in (pq, csv)}}
+    atomic_write(out / MANIFEST, lambda f: f.write(json.dumps(manifest, indent=1, sort_keys=True).encode()))
+    return {"parquet": pq, "csv": csv, "manifest": out / MANIFEST}
 
 
 def default_runs_root() -> Path:
     return RUNS_ROOT
 
 
-def load_runs(root: Any = None, pattern: str = "*/results.parquet") -> pd.DataFrame:
-    """Concatenate every committed run under ``root`` (default ``data/runs``)."""
+def _read_csv(p: Path) -> pd.DataFrame:
+    return coerce(pd.read_csv(p, keep_default_na=True, dtype={c: "string" for c, d, _ in SCHEMA if d == "string"}))
+
+
+def part_files(run_dir: Path, config_hash: Optional[str] = None) -> list[Path]:
+    """The per-case part files of a run folder (those of ``config_hash`` only, when given), oldest first."""
+    d = Path(run_dir) / PARTS_DIR
+    if not d.is_dir():
+        return []
+    parts = [p for p in d.glob("*.parquet") if not p.name.startswith(TMP_PREFIX)]
+    if config_hash is not None:
+        parts = [p for p in parts if p.stem.rpartition("@")[2] == config_hash]
+    return sorted(parts, key=lambda p: (p.stat().st_mtime_ns, p.name))
+
+
+def _run_config_hash(run_dir: Path) -> Optional[str]:
+    try:
+        return json.loads((run_dir / RUN_JSON).read_text()).get("config_hash")
+    except (OSError, ValueError):
+        return None
+
+
+def read_parts(run_dir: Path, config_hash: Optional[str] = None) -> pd.DataFrame:
+    frames = [pd.read_parquet(p) for p in part_files(run_dir, config_hash)]
+    return coerce(pd.concat(frames, ignore_index=True)) if frames else to_frame([])
+
+
+def load_run(path: Any) -> pd.DataFrame:
+    """One run folder -> its rows.  Trusts, in this order: the per-case parts (``parts/``, those of the run's
+    current configuration); else ``manifest.json`` (the parquet, or the CSV, whose sha256 and row count match
+    it); else a run without a manifest (older runs): parquet and CSV must agree in row count, and a CSV-only
+    run is read from the CSV.  A missing path, a folder with no results or a torn pair -> ValueError."""
+    d = Path(path)
+    if not d.is_dir():
+        raise ValueError(f"path: {d} is not a run folder (it does not exist or is not a directory)")
+    if part_files(d):
+        df = read_parts(d, _run_config_hash(d))
+    elif (d / MANIFEST).is_file():
+        man = json.loads((d / MANIFEST).read_text())
+        df = None
+        for name, info in sorted(man.get("files", {}).items(), key=lambda kv: not kv[0].endswith(".parquet")):
+            p = d / name
+            if p.is_file() and sha256_file(p) == info.get("sha256"):
+                df = pd.read_parquet(p) if name.endswith(".parquet") else _read_csv(p)
+                break
+        if df is None or len(df) != man.get("rows"):
+            raise ValueError(f"path: {d}: no results file matches {MANIFEST} (a write was interrupted and there are "
+                             "no parts to rebuild from)")
+    else:
+        pq, csv = d / "results.parquet", d / "results.csv"
+        if pq.is_file():
+            df = pd.read_parquet(pq)
+            if csv.is_file():
+                n_csv = len(pd.read_csv(csv, usecols=[0]))
+                if n_csv != len(df):
+                    raise ValueError(f"path: {d}: results.parquet ({len(df)} rows) and results.csv ({n_csv} rows) "
+                                     "disagree and there is no manifest to say which is whole")
+        elif csv.is_file():
+            df = _read_csv(csv)
+        else:
+            raise ValueError(f"path: {d} has no results (no parts/, results.parquet or results.csv)")
+    if "run_id" not in df or df["run_id"].isna().all():
+        df["run_id"] = d.name
+    return coerce(df)
+
+
+def is_run_folder(d: Path) -> bool:
+    return d.is_dir() and any((d / n).exists() for n in (PARTS_DIR, MANIFEST, "results.parquet", "results.csv"))
+
+
+def load_runs(root: Any = None, pattern: Optional[str] = None, *, allow_empty: bool = True) -> pd.DataFrame:
+    """Concatenate the runs under ``root`` (default ``data/runs``): every sub-folder that is a run (CSV-only runs
+    included), or the folders holding the files ``pattern`` matches (e.g. ``"*/results.parquet"``); ``root``
+    itself when it is a run.  A missing ``root`` -> ValueError; no runs -> an empty frame, or ValueError when
+    ``allow_empty`` is False."""
     root = Path(root) if root is not None else default_runs_root()
-    frames = []
-    for p in sorted(root.glob(pattern)):
-        df = pd.read_parquet(p)
-        if "run_id" not in df or df["run_id"].isna().all():
-            df["run_id"] = p.parent.name
-        frames.append(df)
+    if not root.is_dir():
+        raise ValueError(f"root: {root} does not exist or is not a directory")
+    if pattern is not None:
+        dirs = sorted({p.parent for p in root.glob(pattern)})
+    elif is_run_folder(root) and not any(is_run_folder(c) for c in root.iterdir()):
+        dirs = [root]
+    else:
+        dirs = sorted(c for c in root.iterdir() if is_run_folder(c))
+    frames = [load_run(d) for d in dirs]
     if not frames:
+        if not allow_empty:
+            raise ValueError(f"root: no run folders under {root}" + (f" matching {pattern!r}" if pattern else ""))
         return to_frame([])
     return coerce(pd.concat(frames, ignore_index=True))

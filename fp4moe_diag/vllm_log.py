@@ -14,6 +14,15 @@ vLLM logger prefix (``INFO 11-01 12:49:12 [file.py:12]``) are optional.  Blank l
 prefix-only ones), ``#`` comments and docstring wrappers (indentation, a line that is only triple
 quotes) are skipped; any other line that cannot be read raises ``ValueError``
 quoting it.
+
+One parse reads one process: lines whose prefixes name different processes (another DP/TP/EP rank or another
+pid) raise ``ValueError`` listing them unless ``process=`` says which one to read (a pid, a process name such
+as ``EngineCore_DP0``, or the whole tag ``EngineCore_DP0 pid=121033``); the other processes' lines are then
+ignored.  Unprefixed lines name no process and are read with the one process of the parse.
+
+Parsing is linear in the input: no line longer than :data:`MAX_LINE_CHARS` (after stripping the whitespace
+around it) is read, the name/value split is a ``str.partition`` and every regular expression runs on a bounded,
+stripped string without ambiguous nested quantifiers.
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Any, Optional, Union
 
 from .case import ActivationFormat, GatedActivation, MoECase, RoutingMethod, WeightFormat
 
@@ -43,9 +52,12 @@ class TensorDesc:
 Scalar = Union[None, bool, int, float]
 LogValue = Union[TensorDesc, Scalar]
 
-_PREFIX = re.compile(r"^\([A-Za-z][\w-]*(?:\s+\w+=\w+)*?\s+pid=\d+\)\s*")  # (EngineCore_DP0 pid=1)
-_LOGGER = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d\s+[\d:.]+\s+\[[^\]]*\]\s*")
-_LINE = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*:\s*(?P<value>.*?)\s*$")
+#: a longer (stripped) line is no kwarg line: vLLM's are ~100 characters
+MAX_LINE_CHARS = 4096
+# (EngineCore_DP0 pid=1), (VllmWorker TP0 rank=1 pid=2): process name, optional key=value words, pid
+_PREFIX = re.compile(r"^\((?P<proc>[A-Za-z][\w-]*(?:[ \t]+\w+=\w+)*?)[ \t]+pid=(?P<pid>\d+)\)[ \t]*")
+_LOGGER = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)[ \t]+\d\d-\d\d[ \t]+[\d:.]+[ \t]+\[[^\]]*\][ \t]*")
+_NAME = re.compile(r"[A-Za-z_]\w*")
 _TENSOR = re.compile(
     r"^(?P<dtype>torch\.\w+)\s+torch\.Size\(\[(?P<shape>[\d,\s]*)\]\)\s+"
     r"\((?P<stride>[\d,\s]*)\)\s+(?P<device>[A-Za-z]+(?::\d+)?)$"
@@ -88,27 +100,80 @@ def _parse_value(text: str) -> Optional[LogValue]:
     raise _Unreadable
 
 
-def parse_vllm_kwargs_lines(text: str) -> dict[str, LogValue]:
+def _check_text(text: object) -> str:
+    if not isinstance(text, str):
+        raise ValueError(f"text: expected the log's text (a str), got {text!r:.60} ({type(text).__name__})")
+    return text
+
+
+def _split_line(line: str) -> tuple[Optional[str], Optional[tuple[str, str]]]:
+    """A stripped line -> (process tag or None, (name, value) or None when the body is not ``name : value``)."""
+    m = _PREFIX.match(line)
+    tag = f"{' '.join(m['proc'].split())} pid={m['pid']}" if m else None
+    body = line[m.end():] if m else line
+    lg = _LOGGER.match(body)
+    body = body[lg.end():] if lg else body
+    name, colon, value = body.partition(":")
+    name = name.strip()
+    if not colon or not _NAME.fullmatch(name):
+        return tag, None if body.strip() else ("", "")
+    return tag, (name, value.strip())
+
+
+def _matches(tag: Optional[str], process: Any) -> bool:
+    if tag is None:
+        return False
+    want = str(process).strip()
+    proc, _, pid = tag.rpartition(" pid=")
+    return want in (tag, pid, proc, proc.split()[0])
+
+
+def log_processes(text: str) -> list[Optional[str]]:
+    """The process tags (``'EngineCore_DP0 pid=121033'``; None for unprefixed lines) of a log's kwarg lines."""
+    seen: dict[Optional[str], None] = {}
+    for raw in _check_text(text).splitlines():
+        line = raw.strip()
+        if line and len(line) <= MAX_LINE_CHARS and not line.startswith("#"):
+            tag, kv = _split_line(line)
+            if kv and kv[0]:
+                seen[tag] = None
+    return list(seen)
+
+
+def parse_vllm_kwargs_lines(text: str, *, process: Any = None) -> dict[str, LogValue]:
     """Parse logged kwargs into ``{name: TensorDesc | scalar}`` (file order).
 
-    A name logged twice with different values raises ``ValueError`` (two calls mixed).
+    A name logged twice with different values raises ``ValueError`` (two calls mixed); so do lines of more
+    than one process unless ``process`` picks one (see the module docstring), and lines longer than
+    :data:`MAX_LINE_CHARS`.
     """
     out: dict[str, LogValue] = {}
-    for lineno, raw in enumerate(text.splitlines(), 1):
+    sources: dict[Optional[str], int] = {}
+    for lineno, raw in enumerate(_check_text(text).splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#") or line in ('"""', "'''"):
             continue
-        body = _LOGGER.sub("", _PREFIX.sub("", line), count=1)
-        if not body:  # a prefix with nothing after it is a blank log line
+        if len(line) > MAX_LINE_CHARS:
+            raise ValueError(f"vLLM kwargs log, line {lineno}: {len(line)} characters, longer than any kwarg line "
+                             f"(limit {MAX_LINE_CHARS}): {line[:60]!r}...")
+        tag, kv = _split_line(line)
+        if kv == ("", ""):  # a prefix with nothing after it is a blank log line
             continue
-        m = _LINE.match(body)
+        if process is not None and tag is not None and not _matches(tag, process):
+            continue
         try:
-            if not m:
+            if kv is None:
                 raise _Unreadable
-            value = _parse_value(m["value"])
+            name, text_value = kv
+            value = _parse_value(text_value)
         except _Unreadable:
-            raise ValueError(f"vLLM kwargs log, line {lineno}: cannot read {raw!r}") from None
-        name = m["name"]
+            raise ValueError(f"vLLM kwargs log, line {lineno}: cannot read {raw[:200]!r}") from None
+        if tag is not None:
+            sources.setdefault(tag, lineno)
+        if len(sources) > 1:
+            names = ", ".join(repr(t) for t in sources)
+            raise ValueError(f"vLLM kwargs log, line {lineno}: lines of more than one process ({names}); pass "
+                             "process=<pid or name> (reproduce: --process) to read one of them")
         if name in out and out[name] != value:
             raise ValueError(
                 f"vLLM kwargs log, line {lineno}: {name} logged twice with different values "
@@ -157,7 +222,7 @@ def _scale_block(name: str, scale: TensorDesc, rows: tuple[int, int], k: int) ->
     return block
 
 
-def parse_vllm_kwargs_log(text: str, *, model: str = "") -> MoECase:
+def parse_vllm_kwargs_log(text: str, *, model: str = "", process: Any = None) -> MoECase:
     """Rebuild the case from a vLLM kwargs log (see the module docstring for the line format).
 
     num_tokens from ``topk_ids`` (else ``hidden_states``/``routing_logits``) rows; hidden size from
@@ -169,9 +234,13 @@ def parse_vllm_kwargs_log(text: str, *, model: str = "") -> MoECase:
     present the activation is swiglu_oai; tensor lines carry no values, so alpha/beta/limit are the
     gpt-oss defaults 1.702/1.0/7.0 unless a scalar value was logged.  hidden_states dtype maps to
     activation_format: float8_e4m3fn -> mxfp8, bf16 and packed fp4 -> bf16 (the case has no FP4
-    activation format).  Missing required fields or inconsistent shapes raise ``ValueError``.
+    activation format).  Missing required fields or inconsistent shapes raise ``ValueError``, and so does a
+    ``gemm2_bias`` without ``gemm1_bias`` (the case has one ``has_bias`` for both).  ``process`` picks one
+    process of a log that holds several (see :func:`parse_vllm_kwargs_lines`).
     """
-    kw = parse_vllm_kwargs_lines(text)
+    kw = parse_vllm_kwargs_lines(text, process=process)
+    if process is not None and not any(_matches(t, process) for t in log_processes(text)):
+        raise ValueError(f"process: no kwarg line of process {process!r}; the log has {log_processes(text)}")
     hs = _tensor(kw, "hidden_states")
     if hs is None:
         raise ValueError("hidden_states: required, but the log has no hidden_states tensor")
@@ -233,6 +302,9 @@ def parse_vllm_kwargs_log(text: str, *, model: str = "") -> MoECase:
         _check("gemm1_bias", b1, (local, 2 * inter))
     if b2 is not None:
         _check("gemm2_bias", b2, (local, hidden))
+    if (b1 is None) != (b2 is None):
+        raise ValueError(f"gemm1_bias/gemm2_bias: the log has {'gemm2_bias' if b1 is None else 'gemm1_bias'} "
+                         "but not the other; the case has one has_bias for both")
 
     oai = {}
     for name, default in (("gemm1_alpha", OAI_ALPHA), ("gemm1_beta", OAI_BETA), ("gemm1_clamp_limit", OAI_LIMIT)):
@@ -272,13 +344,22 @@ def parse_vllm_kwargs_log(text: str, *, model: str = "") -> MoECase:
 
 def is_kwarg_line(line: str) -> bool:
     """Whether ``line`` is one of vLLM's ``(EngineCore_DP0 pid=N) name : value`` kwarg lines."""
-    m = _PREFIX.match(line.strip())
-    return m is not None and _LINE.match(line.strip()[m.end():]) is not None
+    s = line.strip()
+    if len(s) > MAX_LINE_CHARS:
+        return False
+    tag, kv = _split_line(s)
+    if tag is None or kv is None or not kv[0]:
+        return False
+    try:  # "(...) ERROR ... RuntimeError: Cannot pack tensors on meta" has a name and a colon, but no value
+        _parse_value(kv[1])
+    except _Unreadable:
+        return False
+    return True
 
 
 def extract_kwargs_log(text: str) -> str:
     """The vLLM ``name : value`` kwarg lines of a bug report (traceback and prose dropped)."""
-    lines = [ln.strip() for ln in text.splitlines() if is_kwarg_line(ln)]
+    lines = [ln.strip() for ln in _check_text(text).splitlines() if is_kwarg_line(ln)]
     if not lines:
         raise ValueError("text: no vLLM kwarg lines ('(EngineCore_DP0 pid=N) name : value') found")
     return "\n".join(lines)

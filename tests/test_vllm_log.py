@@ -183,7 +183,10 @@ def test_mixed_prefixes_and_logger_prefix() -> None:
     lines = SEED_LOG.splitlines() + ["(EngineCore_DP0 pid=121033) ", "(VllmWorker_DP1 rank=0 pid=3) x : 1"]
     lines[0] = lines[0].replace("(EngineCore_DP0 pid=121033) ", "")
     lines[1] = lines[1].replace(") ", ") INFO 11-01 12:49:12 [trtllm_moe.py:130] ", 1)
-    _assert_seed_case(parse_vllm_kwargs_log("\n".join(lines)))
+    with pytest.raises(ValueError, match="more than one process.*VllmWorker_DP1 rank=0 pid=3.*process="):
+        parse_vllm_kwargs_log("\n".join(lines))  # another process's line is never merged silently
+    _assert_seed_case(parse_vllm_kwargs_log("\n".join(lines), process="EngineCore_DP0"))
+    _assert_seed_case(parse_vllm_kwargs_log("\n".join(lines), process=121033))
 
 
 # ---- optional fields --------------------------------------------------------------------------
@@ -195,7 +198,9 @@ def test_no_bias_lines_means_no_bias() -> None:
 
 
 def test_bias_none_means_no_bias() -> None:
-    assert parse_vllm_kwargs_log(_set(SEED_LOG, "gemm1_bias", "None")).has_bias is False
+    assert parse_vllm_kwargs_log(_set(_set(SEED_LOG, "gemm1_bias", "None"), "gemm2_bias", "None")).has_bias is False
+    with pytest.raises(ValueError, match="gemm1_bias/gemm2_bias: the log has gemm2_bias but not the other"):
+        parse_vllm_kwargs_log(_set(SEED_LOG, "gemm1_bias", "None"))  # never dropped silently
 
 
 def test_no_alpha_beta_clamp_means_plain_swiglu() -> None:
@@ -341,3 +346,12 @@ def test_conflicting_duplicate_raises() -> None:
 def test_unknown_routing_method_type_raises() -> None:
     with pytest.raises(ValueError, match="routing_method"):
         parse_vllm_kwargs_log(_set(SEED_LOG, "routing_method_type", "9"))
+
+
+def test_an_error_line_with_a_colon_is_not_a_kwarg_line() -> None:
+    from fp4moe_diag.vllm_log import extract_kwargs_log, is_kwarg_line
+
+    err = "(EngineCore_DP0 pid=121033) ERROR 11-01 12:49:12 [core.py:800] RuntimeError: Cannot pack tensors on meta"
+    assert not is_kwarg_line(err)
+    assert is_kwarg_line("(EngineCore_DP0 pid=121033) INFO 11-01 12:49:12 [x.py:1] top_k : 4")
+    _assert_seed_case(parse_vllm_kwargs_log(extract_kwargs_log(err + "\n" + SEED_LOG)))
