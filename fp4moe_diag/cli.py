@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 import pandas as pd
 
+from . import cli_args as A
+
 if TYPE_CHECKING:
     from .runs import SweepSpec
 
@@ -31,14 +33,8 @@ def _strs(text: Optional[str]) -> Optional[list[str]]:
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from .bugrepro import SEED_CASE, reproduce_meta_bug, static_meta_check
 
-    case = SEED_CASE
-    if args.log:
-        from .vllm_log import parse_vllm_kwargs_log
-
-        case = parse_vllm_kwargs_log(Path(args.log).read_text())
-        if args.tokens:
-            case = case.with_tokens(args.tokens)
-    elif args.tokens:
+    case = args.case if getattr(args, "case", None) is not None else SEED_CASE  # --log parsed at parse time
+    if args.tokens and getattr(args, "case", None) is None:
         case = case.with_tokens(args.tokens)
     v = static_meta_check(case, args.device or "cpu") if args.static else reproduce_meta_bug(case, args.device)
     print(v.summary())
@@ -92,13 +88,13 @@ def sweep_spec(args: argparse.Namespace) -> "SweepSpec":
     """The :class:`~fp4moe_diag.runs.SweepSpec` of ``sweep``'s flags (a ValueError names a bad one)."""
     from .runs import SweepSpec
 
-    return SweepSpec(models=tuple(_strs(args.models) or ()), backends=tuple(_strs(args.backends) or ("reference",)),
-                     ep_sizes=tuple(_ints(args.ep)) if args.ep else None,
-                     tokens=tuple(_ints(args.tokens)) if args.tokens else None, max_tokens=args.max_tokens,
-                     hidden_scale=args.hidden_scale, device=args.device, warmup=args.warmup, repeats=args.repeats,
-                     cuda_graph=args.cuda_graph, measure_ceilings=not args.no_ceilings,
-                     max_seconds_per_tactic=args.max_seconds_per_tactic, screen=args.screen,
-                     screen_top=args.screen_top, tag=args.tag)
+    return SweepSpec(models=tuple(args.models), backends=tuple(args.backends),
+                     ep_sizes=tuple(args.ep) if args.ep else None, tokens=tuple(args.tokens) if args.tokens else None,
+                     max_tokens=args.max_tokens, hidden_scale=args.hidden_scale, device=args.device,
+                     warmup=args.warmup, repeats=args.repeats, cuda_graph=args.cuda_graph,
+                     measure_ceilings=not args.no_ceilings, max_seconds_per_tactic=args.max_seconds_per_tactic,
+                     screen=args.screen, screen_top=args.screen_top, tag=args.tag,
+                     kernel_time=args.kernel_time)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -111,9 +107,44 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         b = res.best.label if res.best else "-"
         print(f"  {res.case.label} {res.backend}: {len(res.rows)} rows, best {b}", flush=True)
 
-    df, out = run_sweep(spec, args.out, progress_bar=not args.no_progress, on_case=progress)
+    mode = "resume" if args.resume else ("overwrite" if args.overwrite else "new")
+    df, out = run_sweep(spec, args.out, progress_bar=not args.no_progress, on_case=progress, mode=mode)
     print()
     print(summary_table(df, max_rows=args.max_table_rows))
+    if args.export_tuner_config:
+        from .backends.flashinfer.tuner_config import export_tuner_config
+
+        cfg = export_tuner_config(df, args.export_tuner_config, device=spec.device or "cpu")
+        n = sum(1 for k in cfg if not str(k).startswith("_"))
+        print(f"\n{n} tuner entries -> {args.export_tuner_config} (AutoTuner.load_configs / autotune(cache=...))")
+    return 0
+
+
+def cmd_compare_versions(args: argparse.Namespace) -> int:
+    from .analysis import ratio_summary, version_ratio_table
+    from .runs import SweepSpec
+    from .versions import compare_versions
+
+    dirs = dict(args.flashinfer)
+    if len(dirs) < 2:
+        raise ValueError("--flashinfer: give at least two versions (NAME=DIR, twice or more)")
+    spec = SweepSpec(models=tuple(args.models), backends=tuple(args.backends),
+                     ep_sizes=tuple(args.ep) if args.ep else None, tokens=tuple(args.tokens) if args.tokens else None,
+                     hidden_scale=args.hidden_scale, device=args.device, warmup=args.warmup, repeats=args.repeats)
+    df = compare_versions(spec.cases(), list(spec.backends), dirs, args.out, device=args.device,
+                          cutlass_modules=dict(args.cutlass_module), warmup=args.warmup, repeats=args.repeats,
+                          cuda_graph=args.cuda_graph)
+    df.to_csv(Path(args.out) / "results.csv", index=False)
+    ok = df[df["status"] == "ok"] if "status" in df else df
+    print(f"{len(df)} rows ({len(ok)} ok) -> {Path(args.out) / 'results.csv'}")
+    try:
+        table = version_ratio_table(df)
+    except ValueError as e:
+        print(f"no version comparison: {e}")
+        return 0
+    with pd.option_context("display.width", 220, "display.max_rows", 500):
+        print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+        print(ratio_summary(table).to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     return 0
 
 
@@ -122,7 +153,7 @@ def cmd_shapes(args: argparse.Namespace) -> int:
 
     df = load_shape_table()
     if args.model:
-        df = df[df["model"].isin(_strs(args.model))]
+        df = df[df["model"].isin(args.model)]
     cols = [c for c in df.columns if c != "source"] if not args.source else list(df.columns)
     with pd.option_context("display.width", 250, "display.max_colwidth", 120):
         print(df[cols].to_string(index=False))
@@ -132,14 +163,9 @@ def cmd_shapes(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from .report.runner import run_notebooks
 
-    extra = {}
-    for kv in args.param or []:
-        if "=" not in kv:
-            raise ValueError(f"--param: expected key=value, got {kv!r}")
-        k, v = kv.split("=", 1)
-        extra[k] = json.loads(v) if v[:1] in "[{0123456789-" or v in ("true", "false", "null") else v
-    out = run_notebooks(out_dir=args.out, quick=args.quick, backend=args.backend, device=args.device,
-                        only=_strs(args.only), html=not args.no_html, extra_parameters=extra)
+    extra = dict(args.param or [])
+    out = run_notebooks(out_dir=args.out, quick=args.quick, backend=",".join(args.backend) if args.backend else None, device=args.device,
+                        only=args.only, html=not args.no_html, extra_parameters=extra)
     for p in out:
         print(p)
     return 0
@@ -166,39 +192,50 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Run the seed's call (autotune(True) + trtllm_fp4_block_scale_routed_moe). On "
                        "SM100 it runs the real kernel; elsewhere it reports not-applicable and runs the stock op "
                        "over a TVM-FFI packing stub to show which tuner input is on 'meta'.")
-    r.add_argument("--device", help="cuda:N or cpu (default: cuda if present)")
-    r.add_argument("--log", help="a vLLM kwargs log (seed format) to take the case from")
-    r.add_argument("--tokens", type=int, help="override the number of tokens")
+    r.add_argument("--device", type=A.device, help="cuda:N or cpu (default: cuda if present)")
+    r.add_argument("--log", type=A.log_file, help="a vLLM kwargs log (seed format) to take the case from")
+    r.add_argument("--process", default=None, help="the vLLM process of --log to read, e.g. EngineCore_DP0 (a log "
+                   "that mixes processes is refused without it)")
+    r.add_argument("--tokens", type=A.positive_int, help="override the number of tokens")
     r.add_argument("--static", action="store_true", help="only the stub check (any machine)")
     r.add_argument("--traceback", action="store_true", help="print the full traceback")
-    r.add_argument("--json", help="write the verdict as JSON here")
+    r.add_argument("--json", type=A.out_file, help="write the verdict as JSON here")
     r.set_defaults(func=cmd_reproduce)
 
     s = sub.add_parser("sweep", help="every tactic of every backend over vLLM shapes -> data/runs/",
                        description="Tune every tactic of the chosen backends on the vLLM-captured shapes "
                        "(data/vllm_shapes.csv); one row per case x backend x tactic; prints the table last.")
-    s.add_argument("--backends", default="reference", help="comma list: reference,cutlass,triton,trtllm")
-    s.add_argument("--models", default="gpt-oss-20b",
+    s.add_argument("--backends", type=A.backend_names, default=("reference",),
+                   help="comma list: reference,cutlass,triton,triton_kernels,trtllm")
+    s.add_argument("--models", type=A.model_entries, default=("gpt-oss-20b",),
                    help="comma list of models from data/vllm_shapes.csv; an entry may be model:ep[:max_tokens]")
-    s.add_argument("--ep", default=None, help="comma list of EP sizes (default: all in the table)")
-    s.add_argument("--tokens", default=None, help="comma list of token counts (default: the table's)")
-    s.add_argument("--max-tokens", type=int, default=None)
-    s.add_argument("--hidden-scale", type=int, default=1,
+    s.add_argument("--ep", type=A.ep_list, default=None, help="comma list of EP sizes (default: all in the table)")
+    s.add_argument("--tokens", type=A.token_list, default=None, help="comma list of token counts (default: the table's)")
+    s.add_argument("--max-tokens", type=A.positive_int, default=None)
+    s.add_argument("--hidden-scale", type=A.positive_int, default=1,
                    help="divide H and I by this, rounded to a multiple of 128 (CPU smoke runs; as the notebooks do)")
-    s.add_argument("--device")
-    s.add_argument("--warmup", type=int, default=5)
-    s.add_argument("--repeats", type=int, default=30)
+    s.add_argument("--device", type=A.device)
+    s.add_argument("--warmup", type=A.non_negative_int, default=5)
+    s.add_argument("--repeats", type=A.positive_int, default=30)
     s.add_argument("--cuda-graph", action="store_true", help="time CUDA-graph replays")
-    s.add_argument("--max-seconds-per-tactic", type=float, default=10.0,
+    s.add_argument("--max-seconds-per-tactic", type=A.positive_float, default=10.0,
                    help="stop timing a tactic after this many seconds (fewer repeats, still a median)")
-    s.add_argument("--screen", type=int, default=None, metavar="N",
+    s.add_argument("--screen", type=A.positive_int, default=None, metavar="N",
                    help="two-pass timing: every tactic N timed runs, then the --screen-top fastest, the default "
                         "and the combined tactic in full (every tactic is still checked for correctness)")
-    s.add_argument("--screen-top", type=int, default=4, help="tactics re-timed in full after --screen (default 4)")
-    s.add_argument("--max-table-rows", type=int, default=150,
+    s.add_argument("--screen-top", type=A.positive_int, default=4, help="tactics re-timed in full after --screen (default 4)")
+    s.add_argument("--max-table-rows", type=A.positive_int, default=150,
                    help="print every row up to this many, else only best/default/combined per case x backend")
     s.add_argument("--no-ceilings", action="store_true", help="skip the copy/GEMM roofline measurement")
-    s.add_argument("--out", help="run folder (default data/runs/<date>-<gpu>[-tag])")
+    s.add_argument("--out", type=A.out_dir, help="run folder (default data/runs/<date>-<gpu>[-tag])")
+    s.add_argument("--resume", action="store_true", help="continue the run at --out: skip cases already complete "
+                   "with the same configuration")
+    s.add_argument("--overwrite", action="store_true", help="replace the run at --out")
+    s.add_argument("--kernel-time", action="store_true", help="also record the summed GPU kernel time per call "
+                   "(torch.profiler / CUPTI) of every fully timed tactic, beside the event / graph timing")
+    s.add_argument("--export-tuner-config", type=A.out_file, default=None, metavar="FILE",
+                   help="write the best tactic per op and shape bucket as FlashInfer 0.7's AutoTuner config JSON "
+                        "(load it with AutoTuner.load_configs or autotune(cache=FILE))")
     s.add_argument("--tag", default="")
     s.add_argument("--no-progress", action="store_true")
     s.set_defaults(func=cmd_sweep)
@@ -206,42 +243,67 @@ def build_parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("profile", help="Nsight Compute metrics per kernel of chosen tactics (nsight-python)",
                         description="Runs the given tactics of one backend on one vLLM shape under ncu (through "
                         "nsight-python) and prints per-kernel time, DRAM/SM throughput, issue-slot use, occupancy.")
-    pr.add_argument("--backend", default="triton")
-    pr.add_argument("--model", default="gpt-oss-20b")
-    pr.add_argument("--ep", type=int, default=1)
-    pr.add_argument("--tokens", type=int, default=64)
+    pr.add_argument("--backend", type=A.backend_name, default="triton")
+    pr.add_argument("--model", type=A.model_name, default="gpt-oss-20b")
+    pr.add_argument("--ep", type=A.positive_int, default=1)
+    pr.add_argument("--tokens", type=A.positive_int, default=64)
     pr.add_argument("--tactics", required=True, help="comma list of tactic labels (as in the sweep table)")
-    pr.add_argument("--runs", type=int, default=3)
-    pr.add_argument("--device", default=None)
-    pr.add_argument("--out", default="reports/profile")
+    pr.add_argument("--runs", type=A.positive_int, default=3)
+    pr.add_argument("--device", type=A.device, default=None)
+    pr.add_argument("--out", type=A.out_dir, default="reports/profile")
     pr.set_defaults(func=cmd_profile)
 
     rp = sub.add_parser("report", help="execute the notebooks headless (papermill) into reports/ + HTML",
                         description="Runs notebooks/*.ipynb with papermill into reports/ and exports HTML. "
                         "On a CPU machine it uses the reference backend and the committed GPU runs in data/.")
-    rp.add_argument("--out", default="reports")
+    rp.add_argument("--out", type=A.out_dir, default="reports")
     rp.add_argument("--quick", action="store_true", help="small shapes, few repeats (CI)")
-    rp.add_argument("--backend", default=None)
-    rp.add_argument("--device", default=None)
-    rp.add_argument("--only", default=None, help="comma list of notebook name prefixes, e.g. 01,05")
+    rp.add_argument("--backend", type=A.backend_names, default=None)
+    rp.add_argument("--device", type=A.device, default=None)
+    rp.add_argument("--only", type=A.notebook_prefixes, default=None, help="comma list of notebook name prefixes, e.g. 01,05")
     rp.add_argument("--no-html", action="store_true")
-    rp.add_argument("--param", action="append", help="extra papermill parameter key=value (JSON values)")
+    rp.add_argument("--param", type=A.report_param, action="append", help="extra papermill parameter key=value (JSON values)")
     rp.set_defaults(func=cmd_report)
 
     sh = sub.add_parser("shapes", help="print the vLLM-captured shape table")
-    sh.add_argument("--model", default=None)
+    sh.add_argument("--model", type=A.model_names, default=None)
     sh.add_argument("--source", action="store_true", help="include the provenance column")
     sh.set_defaults(func=cmd_shapes)
 
     v = sub.add_parser("versions", help="flashinfer version matrix: meta placeholder / routed API per install")
-    v.add_argument("dirs", nargs="+", help="pip --target dirs, one flashinfer version each")
-    v.add_argument("--csv", default=None)
+    v.add_argument("dirs", nargs="+", type=A.existing_dir, help="pip --target dirs, one flashinfer version each")
+    v.add_argument("--csv", type=A.out_file, default=None)
     v.set_defaults(func=cmd_versions)
+
+    cv = sub.add_parser("compare-versions", help="the same cases x backends x every tactic under several FlashInfers",
+                        description="One subprocess per FlashInfer (its site dir first on PYTHONPATH) runs the same "
+                        "sweep; the rows land in one table with flashinfer_version filled in, then the per-shape "
+                        "'version B / version A' table of the best, the default and the tuned tactic is printed.")
+    cv.add_argument("--flashinfer", type=A.version_dir, action="append", required=True, metavar="NAME=DIR",
+                    help="a FlashInfer install (pip --target dir), e.g. 0.5.2=.alt/flashinfer-python-0.5.2; twice or more")
+    cv.add_argument("--cutlass-module", type=A.version_file, action="append", default=[], metavar="NAME=SO",
+                    help="that version's prebuilt slim CUTLASS module (FP4MOE_CUTLASS_MODULE of its subprocess)")
+    cv.add_argument("--backends", type=A.backend_names, default=("cutlass",))
+    cv.add_argument("--models", type=A.model_entries, default=("gpt-oss-20b",))
+    cv.add_argument("--ep", type=A.ep_list, default=None)
+    cv.add_argument("--tokens", type=A.token_list, default=None)
+    cv.add_argument("--hidden-scale", type=A.positive_int, default=1)
+    cv.add_argument("--device", type=A.device, default=None)
+    cv.add_argument("--warmup", type=A.non_negative_int, default=5)
+    cv.add_argument("--repeats", type=A.positive_int, default=30)
+    cv.add_argument("--cuda-graph", action="store_true")
+    cv.add_argument("--out", type=A.out_dir, required=True, help="folder for each version's rows and the joint table")
+    cv.set_defaults(func=cmd_compare_versions)
     return p
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.cmd == "sweep":
+        A.check_sweep_args(parser, args)
+    elif args.cmd == "reproduce":
+        args.case = A.check_reproduce_args(parser, args)
     try:
         return int(args.func(args) or 0)
     except ValueError as e:  # bad input, found before any kernel ran: one line naming it, exit 2

@@ -29,6 +29,8 @@ flag                                       type / check
 ``reproduce --log``                        :func:`log_file`, then :func:`check_reproduce_args` (parses it)
 ``versions DIR``                           :func:`existing_dir`
 ``profile --tactics``                      :func:`non_empty_list`
+``compare-versions --flashinfer``          :func:`version_dir` (``NAME=DIR`` holding ``flashinfer/``)
+``compare-versions --cutlass-module``      :func:`version_file` (``NAME=FILE``)
 =========================================  ==================================================================
 """
 
@@ -238,6 +240,31 @@ def existing_dir(text: str) -> Path:
     if not p.is_dir():
         raise Err(f"{text!r} does not exist or is not a directory")
     return p
+
+
+def _named(text: str, what: str) -> tuple[str, str]:
+    name, sep, value = str(text).partition("=")
+    if not sep or not _KEY.fullmatch(name.replace(".", "_")) or not value:
+        raise Err(f"expected NAME={what}, got {text!r}")
+    return name, value
+
+
+def version_dir(text: str) -> tuple[str, Path]:
+    """``NAME=DIR``: a FlashInfer install folder (``pip --target``), holding a ``flashinfer`` package."""
+    name, value = _named(text, "DIR")
+    d = existing_dir(value)
+    if not (d / "flashinfer" / "__init__.py").is_file():
+        raise Err(f"{value!r} holds no flashinfer package (expected {d / 'flashinfer' / '__init__.py'})")
+    return name, d
+
+
+def version_file(text: str) -> tuple[str, Path]:
+    """``NAME=FILE``: an existing file (a version's prebuilt CUTLASS module)."""
+    name, value = _named(text, "FILE")
+    p = Path(value).expanduser()
+    if not p.is_file():
+        raise Err(f"{value!r} is not a file")
+    return name, p
 
 
 def log_file(text: str) -> Path:

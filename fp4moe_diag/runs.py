@@ -57,6 +57,7 @@ class SweepSpec:
     screen_top: int = 4
     shapes_file: Optional[str] = None
     tag: str = ""
+    kernel_time: bool = False
 
     def __post_init__(self) -> None:
         for name in ("models", "backends"):
@@ -85,6 +86,13 @@ class SweepSpec:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def row_config(self) -> dict[str, Any]:
+        """What decides a case's rows (for resuming a run): not which models, EP sizes or tokens run."""
+        d = self.to_dict()
+        for k in ("models", "ep_sizes", "tokens", "max_tokens", "tag", "shapes_file"):
+            d.pop(k)
+        return d
 
     def cases(self) -> list[MoECase]:
         """The cases of this spec, in run order (a ValueError when none match)."""
@@ -117,13 +125,16 @@ def default_out_dir(spec: SweepSpec, gpu_name: str) -> Path:
 
 
 def run_sweep(spec: SweepSpec, out_dir: Any = None, *, progress_bar: bool = True,
-              on_case: Optional[Callable[[Any], None]] = None, log: Callable[[str], None] = print) -> tuple[pd.DataFrame, Path]:
-    """Run ``spec``: every case x backend x tactic through the device-safe tuner, rows saved after each case
-    (a killed sweep keeps every finished case).  Returns ``(rows, run folder)``."""
+              on_case: Optional[Callable[[Any], None]] = None, log: Callable[[str], None] = print,
+              mode: str = "new") -> tuple[pd.DataFrame, Path]:
+    """Run ``spec``: every case x backend x tactic through the device-safe tuner, one part file per case x
+    backend in a locked :class:`~fp4moe_diag.run_folder.RunFolder` (a kill cannot tear it; ``mode`` "new"
+    refuses an existing run, "resume" skips what is complete with the same configuration, "overwrite"
+    replaces it).  Returns ``(rows, run folder)``."""
     from .backends import get_backend
     from .inputs import default_device, resolve_device
     from .measure.ceilings import measure_ceilings
-    from .results import environment_info, save_run, to_frame
+    from .results import environment_info
     from .tune import sweep
 
     dev = resolve_device(spec.device or default_device())
@@ -138,24 +149,38 @@ def run_sweep(spec: SweepSpec, out_dir: Any = None, *, progress_bar: bool = True
         ceilings = measure_ceilings(dev)
         log(f"ceilings: read {ceilings.read_bytes_per_s / 1e9:.0f} GB/s, copy {ceilings.copy_bytes_per_s / 1e9:.0f} "
             f"GB/s, bf16 {ceilings.bf16_flops_per_s / 1e12:.0f} TFLOP/s")
-    partial: list[pd.DataFrame] = []
+    from .run_folder import RunFolder
 
-    def checkpoint(res: Any) -> None:
-        partial.append(res.rows)
-        part = to_frame(pd.concat(partial, ignore_index=True).to_dict("records"))
-        part["run_id"] = out.name
-        save_run(part, out)
-        if on_case is not None:
-            on_case(res)
-
+    config = {**spec.row_config(), "device": str(dev), "gpu_name": env["gpu_name"],
+              "flashinfer_version": env.get("flashinfer_version", ""), "triton_version": env.get("triton_version", "")}
     t0 = time.perf_counter()
-    df = sweep(cases, backends, dev, env=env, warmup=spec.warmup, repeats=spec.repeats, cuda_graph=spec.cuda_graph,
-               ceilings=ceilings, progress_bar=progress_bar, max_seconds_per_tactic=spec.max_seconds_per_tactic,
-               screen_repeats=spec.screen, screen_top=spec.screen_top, on_result=checkpoint)
-    df["run_id"] = out.name
-    save_run(df, out)
+    with RunFolder(out, config, mode=mode) as rf:
+        done = rf.done_cases()
+        todo = [(c, b) for c in cases for b in backends if case_key(c, b.name) not in done]
+        if done:
+            log(f"resuming {out}: {len(cases) * len(backends) - len(todo)} case x backend already complete")
+
+        def checkpoint(res: Any) -> None:  # a killed run keeps every finished case
+            rows = res.rows.copy()
+            rows["run_id"] = out.name
+            rf.append_case(case_key(res.case, res.backend), rows)
+            if on_case is not None:
+                on_case(res)
+
+        for c in dict.fromkeys(c for c, _ in todo):
+            sweep([c], [b for cc, b in todo if cc is c], dev, env=env, warmup=spec.warmup, repeats=spec.repeats,
+                  cuda_graph=spec.cuda_graph, ceilings=ceilings, progress_bar=progress_bar,
+                  max_seconds_per_tactic=spec.max_seconds_per_tactic, screen_repeats=spec.screen,
+                  screen_top=spec.screen_top, kernel_time=spec.kernel_time, on_result=checkpoint)
+        rf.merge()
+        df = rf.load()
     log(f"{len(df)} rows in {time.perf_counter() - t0:.0f} s -> {out}")
     return df, out
+
+
+def case_key(case: MoECase, backend: str) -> str:
+    """A run folder's key of one case x backend."""
+    return f"{case.label}|seed={case.seed}|{backend}"
 
 
 def spec_from_names(models: Sequence[str], **kwargs: Any) -> SweepSpec:

@@ -24,12 +24,12 @@ import torch
 from .backends.base import Backend, Tactic
 from .case import MoECase
 from .measure.correctness import error_metrics, poison_
-from .backends.flashinfer.hooks import find_meta_tensors
 from .inputs import MoEInputs, build_inputs, default_device, fresh_activations, resolve_device
 from .measure.ceilings import Ceilings, moe_work, roofline_fields
 from .measure.timing import TimingStats, time_fn
 from .reference import reference_moe
 from .results import environment_info, to_frame
+from .validate import validate_launch_inputs
 
 
 @dataclass
@@ -47,51 +47,9 @@ class TuneResult:
         return self.rows[self.rows["status"] == "ok"]
 
 
-def validate_inputs(inputs: MoEInputs, device: Any) -> None:
-    """Reject what no kernel can take, before any launch. Raises ValueError naming the tensor."""
-    dev = torch.device(device)
-    tensors = {
-        "hidden_states": inputs.hidden_states,
-        "topk_ids": inputs.topk_ids,
-        "topk_weights": inputs.topk_weights,
-        "packed_topk_ids": inputs.packed_topk_ids,
-        "w13.data": inputs.w13.data,
-        "w13.scale": inputs.w13.scale,
-        "w2.data": inputs.w2.data,
-        "w2.scale": inputs.w2.scale,
-        "w13_bias": inputs.w13_bias,
-        "w2_bias": inputs.w2_bias,
-        "swiglu_alpha": inputs.swiglu_alpha,
-        "swiglu_beta": inputs.swiglu_beta,
-        "swiglu_limit": inputs.swiglu_limit,
-        "routing_bias": inputs.routing_bias,
-    }
-    present = {k: v for k, v in tensors.items() if v is not None}
-    for bad in find_meta_tensors(present, expected_device=dev):
-        raise ValueError(
-            f"{bad.name}: expected a tensor on {dev} (the case's device), got one on {bad.device}"
-            + (" (a meta tensor has no data and cannot be handed to a kernel)" if bad.is_meta else "")
-        )
-    c = inputs.case
-    expect = {
-        "hidden_states": (torch.bfloat16, (c.num_tokens, c.hidden_size)),
-        "topk_ids": (torch.int32, (c.num_tokens, c.top_k)),
-        "packed_topk_ids": (torch.int32, (c.num_tokens, c.top_k)),
-        "topk_weights": (torch.float32, (c.num_tokens, c.top_k)),
-        "w13.data": (torch.uint8, (c.local_num_experts, 2 * c.intermediate_size, c.hidden_size // 2)),
-        "w2.data": (torch.uint8, (c.local_num_experts, c.hidden_size, c.intermediate_size // 2)),
-    }
-    for name, (dtype, shape) in expect.items():
-        t = present[name]
-        if t.dtype != dtype:
-            raise ValueError(f"{name}: expected dtype {dtype}, got {t.dtype}")
-        if tuple(t.shape) != shape:
-            raise ValueError(f"{name}: expected shape {shape}, got {tuple(t.shape)}")
-    ids = inputs.topk_ids
-    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= c.num_experts):
-        raise ValueError(
-            f"topk_ids: expert ids must be in [0, {c.num_experts - 1}], got [{int(ids.min())}, {int(ids.max())}]"
-        )
+#: the kernel-time columns of a row (results.SCHEMA)
+KERNEL_TIME_COLUMNS = ("time_kernel_median_us", "time_kernel_p10_us", "time_kernel_p90_us", "time_kernel_spread",
+                       "time_kernel_span_median_us", "time_kernel_count", "time_kernel_method")
 
 
 def cuda_context_ok(device: Any) -> tuple[bool, str]:
@@ -148,6 +106,7 @@ def tune(
     commit_best: bool = False,
     progress: Optional[Callable[[str], None]] = None,
     clock: Optional[Callable[[], float]] = None,
+    kernel_time: bool = False,
 ) -> TuneResult:
     """Run every tactic of ``backend`` on ``case``; one DataFrame row per tactic.
 
@@ -187,11 +146,12 @@ def tune(
         inputs = build_inputs(case, dev)
     elif inputs.case != case:
         raise ValueError("inputs: built for a different case than the one given")
-    validate_inputs(inputs, dev)  # ValueError before any kernel
+    validate_launch_inputs(inputs, dev)  # ValueError before any kernel, for every tensor the kernels receive
 
     if check_correctness:
         # one prepared set serves the check and the timing: fresh activations, the case's weights
         inputs = correctness_inputs(inputs)
+        validate_launch_inputs(inputs, dev)
         if reference is None:
             reference = reference_moe(inputs, torch.float32)
     try:
@@ -213,6 +173,19 @@ def tune(
     out = torch.empty((case.num_tokens, case.hidden_size), dtype=torch.bfloat16, device=dev)
 
     clock_kw = {} if clock is None else {"clock": clock}
+
+    def kernel_timed(t: Tactic, row: dict) -> None:
+        """``time_kernel_*``: the GPU kernel time per call (torch.profiler / CUPTI), on CUDA with ``kernel_time``."""
+        if not kernel_time or dev.type != "cuda":
+            return
+        from .measure.kernel_time import time_kernels
+
+        try:
+            kt = time_kernels(lambda: backend.run(prepared, t, out), dev, warmup=1, repeats=repeats,
+                              flush_l2=flush_l2, cuda_graph=cuda_graph)
+            row.update({k: v for k, v in kt.as_dict().items() if k in KERNEL_TIME_COLUMNS})
+        except Exception as e:  # noqa: BLE001 - the event/graph timing of the row stands
+            row["time_kernel_method"] = f"failed: {type(e).__name__}: {str(e)[:120]}"
 
     def timed(tactic: Tactic, screen: bool = False) -> TimingStats:
         return time_fn(lambda: backend.run(prepared, tactic, out), dev, warmup=1 if screen else warmup,
@@ -241,6 +214,8 @@ def tune(
             row.update(stats.as_dict())
             row.update(roofline_fields(work, stats, ceilings))
             row["timing_pass"] = "screen" if screened else "full"
+            if not screened:
+                kernel_timed(t, row)
             row["status"] = "ok" if (not check_correctness or row.get("correct")) else "incorrect"
             row["stage"] = ""
         except Exception as e:  # noqa: BLE001 - a failing tactic is a result
@@ -287,6 +262,7 @@ def tune(
             row.update(stats.as_dict())
             row.update(roofline_fields(work, stats, ceilings))
             row["timing_pass"] = "full"
+            kernel_timed(t, row)
 
     df = to_frame(rows)
     ok = df[(df["status"] == "ok") & (df["timing_pass"].fillna("full") != "screen")]

@@ -39,13 +39,18 @@ def compare_versions(
     device: str | None = None,
     timeout: float = 3600.0,
     python: str = sys.executable,
+    cutlass_modules: Mapping[str, str | os.PathLike] | None = None,
     **tune_kwargs: Any,
 ) -> pd.DataFrame:
     """``sweep(cases, backends, **tune_kwargs)`` under each FlashInfer of ``version_dirs`` (name -> site dir
     holding its ``flashinfer`` package), one subprocess per version; rows under ``out_dir/<name>/``.
 
     ``backends``: registry names (or Backend instances, by their ``name``).  ``tune_kwargs`` must be
-    JSON-serialisable (they cross the process boundary)."""
+    JSON-serialisable (they cross the process boundary).  ``cutlass_modules``: version name -> that version's
+    prebuilt CUTLASS module (``FP4MOE_CUTLASS_MODULE`` of its child; a module of another generation is refused)."""
+    unknown = sorted(set(cutlass_modules or {}) - set(version_dirs))
+    if unknown:
+        raise ValueError(f"cutlass_modules: {unknown} name no version of version_dirs {sorted(version_dirs)}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     names = [b if isinstance(b, str) else b.name for b in backends]
@@ -65,6 +70,9 @@ def compare_versions(
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(site), PKG_ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
         env.pop("FP4MOE_FLASHINFER_API", None)  # each child detects its own adapter
+        env.pop("FP4MOE_CUTLASS_MODULE", None)  # a module is built for one FlashInfer generation
+        if cutlass_modules and label in cutlass_modules:
+            env["FP4MOE_CUTLASS_MODULE"] = str(cutlass_modules[label])
         try:
             cp = subprocess.run([python, "-m", "fp4moe_diag.versions", str(vdir / "spec.json"), str(rows_path)],
                                 capture_output=True, text=True, timeout=timeout, env=env)

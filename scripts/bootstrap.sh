@@ -25,8 +25,10 @@ pip_q() {
 }
 
 pip_q -r requirements-cpu.txt -c constraints-cpu.txt
-# flashinfer-python --no-deps keeps the CUDA wheels (cudnn frontend, cutlass-dsl, ...) off CPU machines: its
-# Python layer does not need them. triton: the interpreter runs our kernels on CPU.
+# flashinfer-python: the current release (0.7.4, the lock); --no-deps keeps the CUDA wheels (cudnn frontend,
+# cutlass-dsl, cuda-tile, nccl4py, ...) off CPU machines: its Python layer does not need them. triton: the
+# interpreter runs our kernels on CPU. The bug's version, 0.5.2, goes beside it for the reproduction and the
+# version comparison: bash scripts/install_alt.sh flashinfer-python==0.5.2  (-> .alt/flashinfer-python-0.5.2)
 pip_q --no-deps -c constraints-cpu.txt flashinfer-python triton
 pip_q --no-deps -e .
 $PY -m ipykernel install --user --name python3 >/dev/null 2>&1 || true

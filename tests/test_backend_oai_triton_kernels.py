@@ -28,8 +28,7 @@ from fp4moe_diag.backends.oai_triton_kernels.layout import (deinterleave_gate_li
                                                             interleave_gate_linear, pad_scale_k)
 from fp4moe_diag.backends.oai_triton_kernels.routing import as_uint32, pack_bitmatrix, routing_tensors, \
     vllm_routing_inputs
-from fp4moe_diag.backends.oai_triton_kernels.tactics import OptFlagsConfig, default_block_m, parse_config, \
-    tactic_configs
+from fp4moe_diag.backends.oai_triton_kernels.tactics import OptFlagsConfig, default_block_m, parse_config
 from fp4moe_diag.reference import gated_activation, reference_moe
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,14 +62,14 @@ def test_registry_and_import_need_no_triton():
 
 def test_unsupported_without_triton_kernels(tmp_path):
     """A machine where triton_kernels is nowhere: supports() says so and how to get it (SM90 faked)."""
-    code = f"""
+    code = """
 import json, torch
 import fp4moe_diag.backends.base as base
 torch.cuda.is_available = lambda: True
 base.device_capability = lambda dev: (9, 0)
 from fp4moe_diag.backends.oai_triton_kernels.backend import TritonKernelsBackend
 s = TritonKernelsBackend().supports("cuda")
-print(json.dumps({{"ok": s.ok, "reason": s.reason}}))
+print(json.dumps({"ok": s.ok, "reason": s.reason}))
 """
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
     env[loader.ENV_DIR] = str(tmp_path)  # an empty folder: no package there

@@ -42,7 +42,6 @@ def test_install_from_env_ignores_unset_variables(monkeypatch):
 
 def test_targets_match_flashinfer_globals():
     """The factory and getter names exist in the installed FlashInfer (skips without it)."""
-    import importlib
 
     pytest.importorskip("flashinfer")
     for t in prebuilt.TARGETS.values():

@@ -53,6 +53,25 @@ def test_hidden_scale_5_runs_the_same_cases_in_the_cli_and_the_notebooks(tmp_pat
 
 
 def test_cli_bad_input_is_one_line_and_exit_2(capsys):
-    assert main(["sweep", "--models", "no-such-model", "--no-progress"]) == 2
+    with pytest.raises(SystemExit) as e:
+        main(["sweep", "--models", "no-such-model", "--no-progress"])
+    assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("fp4moe-diag sweep: error:") and "model" in err[0]
+    assert err[-1].startswith("fp4moe-diag sweep: error: argument --models: unknown model 'no-such-model'")
+    assert not any("Traceback" in ln for ln in err)
+
+
+def test_an_existing_run_is_refused_then_resumed_without_recomputing(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["sweep", "--models", "gpt-oss-20b", "--ep", "2", "--tokens", "1", "--hidden-scale", "24", "--repeats", "1",
+            "--warmup", "0", "--out", str(out), "--no-progress"]
+    assert main(args) == 0
+    first = load_runs(tmp_path, pattern="run/results.parquet")
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    assert e.value.code == 2 and "--resume" in capsys.readouterr().err
+    assert main(args + ["--resume", "--tokens", "1,4"]) == 0  # T=1 is kept, T=4 is added
+    again = load_runs(tmp_path, pattern="run/results.parquet")
+    assert sorted(again["num_tokens"].tolist()) == [1, 4]
+    t1 = again[again["num_tokens"] == 1]
+    assert t1["timestamp"].tolist() == first["timestamp"].tolist()  # not recomputed

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from fp4moe_diag import MoECase, build_inputs
-from fp4moe_diag.tune import tune, validate_inputs
+from fp4moe_diag.tune import tune
+from fp4moe_diag.validate import validate_launch_inputs as validate_inputs
 from fp4moe_diag.backends.base import Backend, Tactic
 from fp4moe_diag.reference import reference_moe
 
