@@ -108,6 +108,26 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"  {res.case.label} {res.backend}: {len(res.rows)} rows, best {b}", flush=True)
 
     mode = "resume" if args.resume else ("overwrite" if args.overwrite else "new")
+    from .distributed.env import from_env
+
+    d = from_env()
+    if d.distributed:  # under torchrun: this rank's share, rank 0 merges (fp4moe_diag.distributed.shard)
+        from .distributed.shard import run_sharded_sweep
+
+        if args.out is None:
+            raise ValueError("--out: a sharded sweep (torchrun) needs an explicit --out shared by every rank")
+        if args.device is None or str(args.device) == "cuda":
+            import dataclasses
+
+            import torch
+
+            if torch.cuda.is_available():
+                spec = dataclasses.replace(spec, device=f"cuda:{d.local_rank}")
+        df = run_sharded_sweep(spec, args.out, d.rank, d.world_size, progress_bar=False, on_case=progress, mode=mode)
+        if df is None:
+            return 0
+        print(summary_table(df, max_rows=args.max_table_rows))
+        return 0
     df, out = run_sweep(spec, args.out, progress_bar=not args.no_progress, on_case=progress, mode=mode)
     print()
     print(summary_table(df, max_rows=args.max_table_rows))
@@ -274,6 +294,12 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("dirs", nargs="+", type=A.existing_dir, help="pip --target dirs, one flashinfer version each")
     v.add_argument("--csv", type=A.out_file, default=None)
     v.set_defaults(func=cmd_versions)
+
+    ep = sub.add_parser("ep-layer", help="one expert-parallel MoE layer over the ranks of torchrun (all-to-all)",
+                        description="Run under torchrun --nproc-per-node N: see fp4moe_diag.distributed.ep_layer.",
+                        add_help=False)
+    ep.add_argument("rest", nargs=argparse.REMAINDER)
+    ep.set_defaults(func=lambda a: __import__("fp4moe_diag.distributed.ep_layer", fromlist=["main"]).main(a.rest))
 
     cv = sub.add_parser("compare-versions", help="the same cases x backends x every tactic under several FlashInfers",
                         description="One subprocess per FlashInfer (its site dir first on PYTHONPATH) runs the same "

@@ -69,9 +69,6 @@ class MoEInputs:
             self._dequant_cache[key] = t.dequantize(dtype)
         return self._dequant_cache[key]
 
-    def with_tokens_from(self, other_hidden: torch.Tensor) -> "MoEInputs":
-        return replace(self, hidden_states=other_hidden, _dequant_cache=self._dequant_cache)
-
     def trtllm_kwargs(self, output: Optional[torch.Tensor] = None, tune_max_num_tokens: int = 8192) -> dict[str, Any]:
         """Keyword arguments for ``flashinfer.trtllm_fp4_block_scale_routed_moe``.
 
@@ -81,7 +78,6 @@ class MoEInputs:
         """
         c = self.case
         scale_view = (lambda s: s.view(torch.float8_e4m3fn)) if c.weight_format.value == "mxfp4" else (lambda s: s)
-        per_expert = lambda v: None if v is None else v  # noqa: E731
         return {
             "topk_ids": self.packed_topk_ids,
             "routing_bias": self.routing_bias,
@@ -90,9 +86,9 @@ class MoEInputs:
             "gemm1_weights": self.w13.data,
             "gemm1_weights_scale": scale_view(self.w13.scale),
             "gemm1_bias": self.w13_bias,
-            "gemm1_alpha": per_expert(self.swiglu_alpha),
-            "gemm1_beta": per_expert(self.swiglu_beta),
-            "gemm1_clamp_limit": per_expert(self.swiglu_limit),
+            "gemm1_alpha": self.swiglu_alpha,
+            "gemm1_beta": self.swiglu_beta,
+            "gemm1_clamp_limit": self.swiglu_limit,
             "gemm2_weights": self.w2.data,
             "gemm2_weights_scale": scale_view(self.w2.scale),
             "gemm2_bias": self.w2_bias,

@@ -36,6 +36,8 @@ SCHEMA: list[tuple[str, str, str]] = [
     ("cuda_version", "string", "torch.version.cuda"),
     ("flashinfer_version", "string", "flashinfer.__version__ or ''"),
     ("triton_version", "string", "triton.__version__ or ''"),
+    ("rank", "Int64", "torch.distributed rank that measured the row (sharded sweeps; '' otherwise)"),
+    ("world_size", "Int64", "ranks of the sharded sweep (1 or empty: one process)"),
     ("model", "string", "model the shape comes from (data/vllm_shapes.csv)"),
     ("num_tokens", "Int64", "tokens in the batch (T)"),
     ("hidden_size", "Int64", "H"),

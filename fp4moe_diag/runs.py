@@ -126,11 +126,12 @@ def default_out_dir(spec: SweepSpec, gpu_name: str) -> Path:
 
 def run_sweep(spec: SweepSpec, out_dir: Any = None, *, progress_bar: bool = True,
               on_case: Optional[Callable[[Any], None]] = None, log: Callable[[str], None] = print,
-              mode: str = "new") -> tuple[pd.DataFrame, Path]:
+              mode: str = "new", shard: Optional[tuple[int, int]] = None) -> tuple[pd.DataFrame, Path]:
     """Run ``spec``: every case x backend x tactic through the device-safe tuner, one part file per case x
     backend in a locked :class:`~fp4moe_diag.run_folder.RunFolder` (a kill cannot tear it; ``mode`` "new"
     refuses an existing run, "resume" skips what is complete with the same configuration, "overwrite"
-    replaces it).  Returns ``(rows, run folder)``."""
+    replaces it).  ``shard=(rank, world)`` keeps every ``world``-th case x backend from ``rank`` on (a sharded
+    sweep: :mod:`fp4moe_diag.distributed.shard`).  Returns ``(rows, run folder)``."""
     from .backends import get_backend
     from .inputs import default_device, resolve_device
     from .measure.ceilings import measure_ceilings
@@ -156,9 +157,13 @@ def run_sweep(spec: SweepSpec, out_dir: Any = None, *, progress_bar: bool = True
     t0 = time.perf_counter()
     with RunFolder(out, config, mode=mode) as rf:
         done = rf.done_cases()
-        todo = [(c, b) for c in cases for b in backends if case_key(c, b.name) not in done]
+        items = [(c, b) for c in cases for b in backends]
+        if shard is not None:
+            rank, world = shard
+            items = items[rank::world]
+        todo = [(c, b) for c, b in items if case_key(c, b.name) not in done]
         if done:
-            log(f"resuming {out}: {len(cases) * len(backends) - len(todo)} case x backend already complete")
+            log(f"resuming {out}: {len(items) - len(todo)} case x backend already complete")
 
         def checkpoint(res: Any) -> None:  # a killed run keeps every finished case
             rows = res.rows.copy()

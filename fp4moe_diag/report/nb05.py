@@ -9,7 +9,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from .. import plotting as P
-from ..analysis import plot_targets, provenance, provenance_table, summary_tables  # noqa: F401 (re-exported for the notebook)
+from ..analysis import plot_targets, provenance, provenance_table, ratio_summary, summary_tables, version_ratio_table, x_of_best  # noqa: F401 (re-exported for the notebook)
 from .context import CPU_HIDDEN_SCALE, TUNE_COLUMNS, ReportContext, context, environment_table, load_report_data  # noqa: F401 (re-exported)
 from .display import fmt, show_figure, show_markdown, try_figure  # noqa: F401 (re-exported)
 from .context import slug
@@ -31,6 +31,7 @@ def report_header(df: pd.DataFrame, note: str) -> str:
 REPORT_FIGURES = [
     ("backend_comparison", "Backends compared (best tactic per shape)"),
     ("x_of_best_figure", "How far from the best kernel on this GPU"),
+    ("version_ratio_figure", "FlashInfer versions compared (version B / version A per shape)"),
     ("best_vs_default", "Best vs default tactic"),
     ("roofline_fraction", "Memory-bandwidth roofline fraction"),
     ("error_boxplot", "Correctness: error per tactic"),
@@ -66,3 +67,21 @@ def build_report_figures(df: pd.DataFrame, fig_dir: Any, max_shape_figures: int 
             show_markdown(f"#### {title}\n`{paths['png'].name}` / `{paths['svg'].name}` in `{fig_dir}`")
             show_figure(fig)
     return out
+
+
+def comparison_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The report's two comparison tables, each empty with the reason in ``notes`` when the data cannot make it:
+    ``x_of_best`` (every backend's best against the best of all, and the roofline) and ``versions``
+    (FlashInfer version B / A per shape for the best, default and tuned tactic) with its ``versions_summary``."""
+    out: dict[str, pd.DataFrame] = {}
+    notes: list[str] = []
+    for name, make in (("x_of_best", lambda: x_of_best(df)), ("versions", lambda: version_ratio_table(df))):
+        try:
+            out[name] = make()
+        except ValueError as e:
+            out[name] = pd.DataFrame()
+            notes.append(f"{name}: {e}")
+    out["versions_summary"] = ratio_summary(out["versions"]) if len(out["versions"]) else pd.DataFrame()
+    out["notes"] = pd.DataFrame({"note": notes})
+    return out
+
