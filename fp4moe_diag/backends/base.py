@@ -78,6 +78,17 @@ class Backend(ABC):
     def tactics(self, case: MoECase, prepared: Any = None) -> list[Tactic]:
         """The kernel's own tactic list for ``case`` (``prepared``: from :meth:`prepare`, if at hand)."""
 
+    def bf16_hidden(self, inputs: MoEInputs) -> torch.Tensor:
+        """``inputs.hidden_states`` after the checks every bf16-activation kernel needs: the case is one this backend
+        implements (:meth:`check_case`) and the activations are a bf16 ``[T, H]`` tensor (a ValueError otherwise)."""
+        why = self.check_case(inputs.case)
+        if not why:
+            raise ValueError(f"case: {why.reason}")
+        x = inputs.hidden_states
+        if x.dtype != torch.bfloat16 or x.dim() != 2:
+            raise ValueError(f"hidden_states: expected a bf16 [T, H] tensor, got {x.dtype} {tuple(x.shape)}")
+        return x
+
     def prepare(self, inputs: MoEInputs) -> Any:
         """Per-case preparation (weight re-layout, workspaces); not timed. Default: the inputs."""
         return inputs

@@ -126,12 +126,7 @@ class TritonKernelsBackend(Backend):
 
     def prepare(self, inputs: MoEInputs) -> TKPrepared:
         c = inputs.case
-        why = self.check_case(c)
-        if not why:
-            raise ValueError(f"case: {why.reason}")
-        x = inputs.hidden_states
-        if x.dtype != torch.bfloat16 or x.dim() != 2:
-            raise ValueError(f"hidden_states: expected a bf16 [T, H] tensor, got {x.dtype} {tuple(x.shape)}")
+        x = self.bf16_hidden(inputs)
         tk = loader.load()
         mo = tk.matmul_ogs
         alpha = _scalar("swiglu_alpha", inputs.swiglu_alpha, c.swiglu_alpha)

@@ -177,12 +177,7 @@ class TritonMXFP4Backend(Backend):
 
     def prepare(self, inputs: MoEInputs) -> TritonPrepared:
         c = inputs.case
-        why = self.check_case(c)
-        if not why:
-            raise ValueError(f"case: {why.reason}")
-        x = inputs.hidden_states
-        if x.dtype != torch.bfloat16 or x.dim() != 2:
-            raise ValueError(f"hidden_states: expected a bf16 [T, H] tensor, got {x.dtype} {tuple(x.shape)}")
+        x = self.bf16_hidden(inputs)
         dev = x.device
         t, h = x.shape
         k = c.top_k
