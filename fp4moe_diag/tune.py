@@ -133,14 +133,16 @@ def tune(
         result.rows = to_frame(rows)
         return result
 
-    sup = backend.supports(dev)
-    if not sup.ok:
-        rows.append({**base, "status": "unsupported", "stage": "support", "error_message": sup.reason})
-        return finish()
-    cs = backend.check_case(case)
-    if not cs.ok:
-        rows.append({**base, "status": "unsupported", "stage": "support", "error_message": cs.reason})
-        return finish()
+    for check in (lambda: backend.supports(dev), lambda: backend.check_case(case)):
+        try:
+            sup = check()
+        except Exception as e:  # noqa: BLE001 - a backend whose support check raises is a row, not an abort
+            et, em = _err(e)
+            rows.append({**base, "status": "failed", "stage": "support", "error_type": et, "error_message": em})
+            return finish()
+        if not sup.ok:
+            rows.append({**base, "status": "unsupported", "stage": "support", "error_message": sup.reason})
+            return finish()
 
     if inputs is None:
         inputs = build_inputs(case, dev)
@@ -244,7 +246,11 @@ def tune(
             alive = False
             break
     if alive:
-        combo = backend.combined_tactic([(t, r["time_median_us"]) for t, r in ok_rows])
+        try:
+            combo = backend.combined_tactic([(t, r["time_median_us"]) for t, r in ok_rows])
+        except Exception as e:  # noqa: BLE001 - the single tactics' rows stand
+            combo = None
+            result.notes.append(f"combined_tactic failed: {_err(e)[0]}: {_err(e)[1]}")
         if combo is not None and all(str(combo.id) != str(t.id) for t in tactic_list):
             tactic_list.append(combo)
             alive = measure(combo, len(tactic_list) - 1, False)
@@ -291,6 +297,14 @@ def tune(
     return result
 
 
+def _usable(backend: Backend, dev: torch.device, case: MoECase) -> bool:
+    """Whether ``backend`` takes ``case`` here; a check that raises says no (``tune`` then records why)."""
+    try:
+        return bool(backend.supports(dev).ok and backend.check_case(case).ok)
+    except Exception:  # noqa: BLE001
+        return False
+
+
 def sweep(
     cases: Sequence[MoECase],
     backends: Sequence[Backend],
@@ -312,7 +326,7 @@ def sweep(
         reference = None
         for b in backends:
             bar.set_postfix_str(f"{case.label} {b.name}")
-            if inputs is None and b.supports(dev).ok and b.check_case(case).ok:
+            if inputs is None and _usable(b, dev, case):
                 inputs = build_inputs(case, dev)
                 reference = reference_moe(correctness_inputs(inputs), torch.float32)
             res = tune(case, b, dev, inputs=inputs, reference=reference, env=env, **tune_kwargs)

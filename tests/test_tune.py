@@ -230,3 +230,35 @@ def test_screening_keeps_failed_and_incorrect_rows():
     assert res.best is not None and res.best.id in (0, 2)
     best = df[df["is_best"] == True].iloc[0]  # noqa: E712
     assert best["timing_pass"] == "full" and best["time_repeats"] == 3
+
+
+class RaisingBackend(SleepyBackend):
+    """supports() or combined_tactic() raises: a row or a note, never an aborted sweep."""
+
+    name = "raising"
+
+    def __init__(self, where: str):
+        super().__init__()
+        self.where = where
+
+    def supports(self, device):
+        if self.where == "supports":
+            raise RuntimeError("driver query failed")
+        return super().supports(device)
+
+    def combined_tactic(self, timings):
+        if self.where == "combined":
+            raise KeyError("g1")
+        return None
+
+
+def test_a_backend_whose_checks_raise_becomes_a_row_and_the_sweep_goes_on():
+    from fp4moe_diag.tune import sweep
+
+    df = sweep([CASE], [RaisingBackend("supports"), RaisingBackend("combined")], "cpu", progress_bar=False,
+               warmup=0, repeats=1)
+    first = df[df["backend"] == "raising"].iloc[0]
+    assert first["status"] == "failed" and first["stage"] == "support" and first["error_type"] == "RuntimeError"
+    assert (df["status"] == "ok").sum() == len(SleepyBackend.SLEEP_MS)  # the second backend ran every tactic
+    res = tune(CASE, RaisingBackend("combined"), "cpu", warmup=0, repeats=1)
+    assert res.best is not None and any("combined_tactic failed: KeyError" in n for n in res.notes)
