@@ -83,9 +83,7 @@ def use_slim_module(so_path) -> object:
 
     Replaces ``flashinfer.fused_moe.core.gen_cutlass_fused_moe_sm90_module`` (looked up as a
     module global by ``get_cutlass_fused_moe_module``) and clears the getter's cache."""
-    return common.install_prebuilt(so_path, "flashinfer.fused_moe.core",
-                                   "gen_cutlass_fused_moe_sm90_module",
-                                   "get_cutlass_fused_moe_module", True, DEFAULT_NAME)
+    return common.install_prebuilt(so_path)
 
 
 def install_aot(so_path: Path) -> Path:

@@ -117,9 +117,7 @@ def use_slim_module(so_path) -> object:
     ``get_cutlass_fused_moe_module`` (flashinfer/fused_moe/core.py) looks up
     ``gen_cutlass_fused_moe_sm90_module(use_fast_build)`` as a global of
     ``flashinfer.fused_moe.core`` and only calls ``.build_and_load()`` on it."""
-    return common.install_prebuilt(so_path, "flashinfer.fused_moe.core",
-                                   "gen_cutlass_fused_moe_sm90_module",
-                                   "get_cutlass_fused_moe_module", True, DEFAULT_NAME)
+    return common.install_prebuilt(so_path)
 
 
 # --------------------------------------------------------------------------- build side

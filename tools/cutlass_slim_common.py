@@ -36,35 +36,16 @@ METHOD_NAMES = ("run_moe", "run_gemm_profile", "get_tactic_num", "run_moe_min_la
 
 
 # --------------------------------------------------------------------------- GPU side
-def install_prebuilt(so_path, owner_module: str, factory: str, getter: str,
-                     takes_fast_build: bool = True, name: str = "prebuilt") -> object:
-    """Replace ``owner_module.<factory>`` (a JitSpec factory looked up as a module global by
-    ``owner_module.<getter>``) with one whose ``build_and_load()`` returns the loaded .so,
-    and clear the getter's cache.  Returns the TVM-FFI module.  Call before first use."""
-    import importlib
+def install_prebuilt(so_path) -> object:
+    """Make the installed FlashInfer's CUTLASS module getter return the prebuilt .so (call before first use):
+    the package's own loader, :func:`fp4moe_diag.backends.flashinfer.prebuilt.install`, which also refuses a
+    .so built for the other FlashInfer generation."""
+    import sys
 
-    import tvm_ffi
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root
+    from fp4moe_diag.backends.flashinfer import prebuilt
 
-    so_path = Path(so_path).resolve()
-    if not so_path.is_file():
-        raise FileNotFoundError(so_path)
-    mod = tvm_ffi.load_module(str(so_path))
-    owner = importlib.import_module(owner_module)
-
-    class _PrebuiltSpec:
-        def build_and_load(self):
-            return mod
-
-        def get_library_path(self):
-            return so_path
-
-    _PrebuiltSpec.name = name
-    if takes_fast_build:
-        setattr(owner, factory, lambda use_fast_build=False: _PrebuiltSpec())
-    else:
-        setattr(owner, factory, lambda: _PrebuiltSpec())
-    getattr(owner, getter).cache_clear()
-    return mod
+    return prebuilt.install("cutlass_fused_moe_sm90", so_path)
 
 
 def install_aot(so_path: Path, module_name: str) -> Path:
