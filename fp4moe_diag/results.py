@@ -71,7 +71,8 @@ SCHEMA: list[tuple[str, str, str]] = [
     ("time_min_us", "float64", "fastest repeat (us)"),
     ("time_max_us", "float64", "slowest repeat (us)"),
     ("time_repeats", "Int64", "timed repeats"),
-    ("time_method", "string", "cuda-events | cuda-graph | wall-clock (a failed graph capture says so)"),
+    ("time_method", "string", "cuda-events | cuda-graph | wall-clock"),
+    ("time_capture_error", "string", "why the requested CUDA-graph capture failed (then timed with cuda-events), or ''"),
     ("timing_pass", "string", "full, or screen: timed with the --screen repeats only (the fastest --screen-top "
                               "tactics, the default and the combined tactic are re-timed in full)"),
     ("time_spread", "float64", "(p90 - p10) / median"),

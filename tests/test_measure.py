@@ -56,3 +56,12 @@ def test_an_implausible_read_ceiling_is_refused():
 def test_datasheet_bandwidth_by_name():
     assert datasheet_bandwidth("NVIDIA H200") == 4.8e12
     assert math.isnan(datasheet_bandwidth("cpu"))
+
+
+def test_time_method_is_a_category():
+    from fp4moe_diag.measure.timing import TIME_METHODS
+    from fp4moe_diag.results import SCHEMA
+
+    st = time_fn(lambda: None, "cpu", warmup=0, repeats=1)
+    assert st.method in TIME_METHODS and st.capture_error == "" and "time_capture_error" in st.as_dict()
+    assert "time_capture_error" in [c for c, _, _ in SCHEMA]

@@ -11,10 +11,15 @@ from __future__ import annotations
 import math
 import statistics
 import time
+import dataclasses
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Optional
 
 import torch
+
+
+#: what ``time_method`` may say
+TIME_METHODS = ("cuda-events", "cuda-graph", "wall-clock")
 
 
 @dataclass(frozen=True)
@@ -27,7 +32,9 @@ class TimingStats:
     min_us: float
     max_us: float
     repeats: int
-    method: str  # "cuda-events", "cuda-graph", "wall-clock"
+    method: str  # one of TIME_METHODS
+    #: why a requested CUDA-graph capture failed (the row was then timed with events), else ""
+    capture_error: str = ""
 
     @property
     def spread(self) -> float:
@@ -134,12 +141,13 @@ def time_fn(
     stream = torch.cuda.current_stream(dev)
     launch = fn
     method = "cuda-events"
+    capture_error = ""
     if cuda_graph:
         graph, why = _capture(fn, dev, stream)
         if graph is not None:
             launch, method = graph.replay, "cuda-graph"
         else:  # not capturable (e.g. a host sync inside): time eagerly and say so in the method
-            method = f"cuda-events (graph capture failed: {why})"
+            capture_error = why
     flusher = L2Flusher(dev) if flush_l2 else None
     for _ in range(warmup):
         launch()
@@ -161,4 +169,4 @@ def time_fn(
                 break
     torch.cuda.synchronize(dev)
     ts = [starts[i].elapsed_time(ends[i]) * 1e3 for i in range(done)]
-    return summarize(ts, method)
+    return dataclasses.replace(summarize(ts, method), capture_error=capture_error)
