@@ -138,30 +138,9 @@ def make_spec(args):
         C / "fused_moe/cutlass_backend/flashinfer_cutlass_fused_moe_sm100_binding.cu",
         runner,
         *kernel_files,
-        C / "nv_internal/cpp/common/envUtils.cpp",
-        C / "nv_internal/cpp/common/logger.cpp",
-        C / "nv_internal/cpp/common/stringUtils.cpp",
-        C / "nv_internal/cpp/common/tllmException.cpp",
-        C / "nv_internal/cpp/common/memoryUtils.cu",
-        K / "preQuantScaleKernel.cu",
-        K / "cutlass_kernels/cutlass_heuristic.cpp",
-        K / "lora/lora.cpp",
         stubs,
     ]
-    spec = gen_jit_spec(
-        args.name,
-        sources,
-        extra_cuda_cflags=nvcc_flags,
-        extra_cflags=["-DFAST_BUILD"] if args.tactics == "fast" else [],
-        extra_ldflags=[],  # stock adds -lnvrtc, only needed by deep_gemm (fp8 block scale)
-        extra_include_paths=[
-            C / "nv_internal",
-            C / "nv_internal/include",
-            C / "nv_internal/tensorrt_llm/cutlass_extensions/include",
-            K / "cutlass_kernels/include",
-            K / "cutlass_kernels",
-        ],
-    )
+    spec = common.slim_spec(gen_jit_spec, args.name, C, sources, nvcc_flags, args.tactics)
     return spec, items, n_gen, stubs, jit_env
 
 
