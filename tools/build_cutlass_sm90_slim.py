@@ -52,6 +52,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cutlass_slim_common as common  # noqa: E402
+import cutlass_slim_sources as slim_sources  # noqa: E402
 from cutlass_slim_common import fetch_header_deps, write_libcuda_stub  # noqa: E402,F401
 
 DEFAULT_OUT = Path(os.environ.get("FI_SLIM_OUT", "/work/cutlass_slim"))
@@ -92,25 +93,9 @@ def install_aot(so_path: Path) -> Path:
 
 # --------------------------------------------------------------------------- build side
 def generate_sources(args, generate_gemm_operations):
-    gen = args.out / "gen" / args.name  # per spec name: variants must not share sources
-    gen.mkdir(parents=True, exist_ok=True)
-    probe = common.run_generator(gen, generate_gemm_operations)
-    header, ns, items, n_gen = common.collect_instantiations(probe, LAUNCHER, DTYPE_PREFIX,
-                                                             wanted(args.tactics))
-    kernel_files = common.write_kernel_files(gen, "slim_sm90_bf16_fp4_mixed", header, ns, items,
-                                             args.per_file)
-    runner = gen / "slim_moe_runner_bf16_fp4_instantiation.cu"
-    common.write_if_different(
-        runner,
-        '#include "fused_moe/cutlass_backend/cutlass_fused_moe_kernels.cuh"\n'
-        '#include "moe_kernels.h"\n'
-        "namespace tensorrt_llm::kernels::cutlass_kernels {\n"
-        "template class CutlassMoeFCRunner<__nv_bfloat16, __nv_fp4_e2m1>;\n"
-        "}\n",
-    )
-    stubs = gen / "slim_missing_symbol_stubs.cpp"
-    if not stubs.exists():
-        stubs.write_text("// regenerated after the first compile phase\n")
+    _, items, n_gen, kernel_files, runner, stubs = slim_sources.generate_common(
+        args, generate_gemm_operations, LAUNCHER, DTYPE_PREFIX, wanted(args.tactics),
+        "template class CutlassMoeFCRunner<__nv_bfloat16, __nv_fp4_e2m1>;\n")
     return items, n_gen, kernel_files, runner, stubs
 
 
@@ -140,7 +125,7 @@ def make_spec(args):
         *kernel_files,
         stubs,
     ]
-    spec = common.slim_spec(gen_jit_spec, args.name, C, sources, nvcc_flags, args.tactics)
+    spec = slim_sources.slim_spec(gen_jit_spec, args.name, C, sources, nvcc_flags, args.tactics)
     return spec, items, n_gen, stubs, jit_env
 
 

@@ -52,6 +52,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cutlass_slim_common as common  # noqa: E402
+import cutlass_slim_sources as slim_sources  # noqa: E402
 
 DEFAULT_OUT = Path(os.environ.get("FI_SLIM_OUT", "/work/cutlass_slim_074"))
 DEFAULT_NAME = "fused_moe_90_slim074"
@@ -122,23 +123,10 @@ def use_slim_module(so_path) -> object:
 
 # --------------------------------------------------------------------------- build side
 def generate_sources(args, generate_gemm_operations):
-    gen = args.out / "gen" / args.name  # per spec name: variants must not share sources
-    gen.mkdir(parents=True, exist_ok=True)
-    probe = common.run_generator(gen, generate_gemm_operations)
-    header, ns, items, n_gen = common.collect_instantiations(probe, LAUNCHER, DTYPE_PREFIX,
-                                                             wanted(args.tactics))
-    kernel_files = common.write_kernel_files(gen, "slim_sm90_bf16_fp4_mixed", header, ns, items,
-                                             args.per_file)
-    runner = gen / "slim_moe_runner_bf16_fp4_instantiation.cu"
-    common.write_if_different(
-        runner,
-        '#include "fused_moe/cutlass_backend/cutlass_fused_moe_kernels.cuh"\n'
-        '#include "moe_kernels.h"\n'
-        "namespace tensorrt_llm::kernels::cutlass_kernels {\n"
+    gen, items, n_gen, kernel_files, runner, stubs = slim_sources.generate_common(
+        args, generate_gemm_operations, LAUNCHER, DTYPE_PREFIX, wanted(args.tactics),
         "template class CutlassMoeFCRunner<__nv_bfloat16, Fp4Type>;\n"
-        "INSTANTIATE_FINALIZE_MOE_ROUTING(__nv_bfloat16, __nv_bfloat16, __nv_bfloat16);\n"
-        "}\n",
-    )
+        "INSTANTIATE_FINALIZE_MOE_ROUTING(__nv_bfloat16, __nv_bfloat16, __nv_bfloat16);\n")
     deepgemm = gen / "slim_deepgemm_jit_setup_noop.cu"
     common.write_if_different(
         deepgemm,
@@ -153,9 +141,6 @@ def generate_sources(args, generate_gemm_operations):
         "TVM_FFI_DLL_EXPORT_TYPED_FUNC(set_deepgemm_jit_include_dirs,\n"
         "                              flashinfer_slim::set_deepgemm_jit_include_dirs);\n",
     )
-    stubs = gen / "slim_missing_symbol_stubs.cpp"
-    if not stubs.exists():
-        stubs.write_text("// regenerated after the first compile phase\n")
     return gen, items, n_gen, kernel_files, runner, deepgemm, stubs
 
 
@@ -191,7 +176,7 @@ def make_spec(args):
         *kernel_files,
         stubs,
     ]
-    spec = common.slim_spec(gen_jit_spec, args.name, C, sources, nvcc_flags, args.tactics, extra_includes=[gen])
+    spec = slim_sources.slim_spec(gen_jit_spec, args.name, C, sources, nvcc_flags, args.tactics, extra_includes=[gen])
     return spec, items, n_gen, stubs, jit_env
 
 

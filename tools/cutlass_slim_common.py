@@ -399,27 +399,3 @@ def run_build(args, spec, jit_dir: Path, items, n_generated: int, stubs: Path, l
     publish(so, args.out)
     print(f"OK: {so}")
     return 0
-
-#: the small common helpers both FlashInfer generations' slim builds compile (paths under csrc/)
-COMMON_SOURCES = ("nv_internal/cpp/common/envUtils.cpp", "nv_internal/cpp/common/logger.cpp",
-                  "nv_internal/cpp/common/stringUtils.cpp", "nv_internal/cpp/common/tllmException.cpp",
-                  "nv_internal/cpp/common/memoryUtils.cu", "nv_internal/tensorrt_llm/kernels/preQuantScaleKernel.cu",
-                  "nv_internal/tensorrt_llm/kernels/cutlass_kernels/cutlass_heuristic.cpp",
-                  "nv_internal/tensorrt_llm/kernels/lora/lora.cpp")
-#: include paths (under csrc/) of the CUTLASS MoE sources, as the stock SM90 JitSpec has them
-INCLUDE_DIRS = ("nv_internal", "nv_internal/include", "nv_internal/tensorrt_llm/cutlass_extensions/include",
-                "nv_internal/tensorrt_llm/kernels/cutlass_kernels/include",
-                "nv_internal/tensorrt_llm/kernels/cutlass_kernels")
-
-
-def slim_spec(gen_jit_spec, name: str, csrc, sources: list, nvcc_flags: list, tactics: str, extra_includes=()):
-    """The JitSpec of a slim build: ``sources`` (version-specific) + :data:`COMMON_SOURCES`, the stock nvcc flags,
-    ``-DFAST_BUILD`` for the fast tactic set, no -lnvrtc (only deep_gemm, the fp8 block-scale path, needs it)."""
-    return gen_jit_spec(
-        name,
-        [*sources, *(csrc / s for s in COMMON_SOURCES)],
-        extra_cuda_cflags=nvcc_flags,
-        extra_cflags=["-DFAST_BUILD"] if tactics == "fast" else [],
-        extra_ldflags=[],
-        extra_include_paths=[*(csrc / d for d in INCLUDE_DIRS), *extra_includes],
-    )
