@@ -18,18 +18,6 @@ if TYPE_CHECKING:
 
 
 
-def _ints(text: Optional[str]) -> Optional[list[int]]:
-    if not text:
-        return None
-    return [int(x) for x in text.split(",") if x.strip()]
-
-
-def _strs(text: Optional[str]) -> Optional[list[str]]:
-    if not text:
-        return None
-    return [x.strip() for x in text.split(",") if x.strip()]
-
-
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from .bugrepro import SEED_CASE, reproduce_meta_bug, static_meta_check
 

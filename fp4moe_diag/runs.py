@@ -10,7 +10,7 @@ import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional
 
 import pandas as pd
 
@@ -186,9 +186,3 @@ def run_sweep(spec: SweepSpec, out_dir: Any = None, *, progress_bar: bool = True
 def case_key(case: MoECase, backend: str) -> str:
     """A run folder's key of one case x backend."""
     return f"{case.label}|seed={case.seed}|{backend}"
-
-
-def spec_from_names(models: Sequence[str], **kwargs: Any) -> SweepSpec:
-    """A :class:`SweepSpec` from plain lists (the notebooks' parameters)."""
-    tup = {k: (tuple(v) if isinstance(v, (list, tuple)) else v) for k, v in kwargs.items()}
-    return SweepSpec(models=tuple(models), **tup)
