@@ -28,6 +28,8 @@ from fp4moe_diag.backends.triton.configs import (
     CONFIGS,
     DECODE_CONFIGS,
     DOT_SCALED_CONFIGS,
+    X2_CONFIGS,
+    X2_DECODE_CONFIGS,
     KernelConfig,
     default_config,
     k_split,
@@ -149,12 +151,15 @@ def _case(**kw) -> MoECase:
 def test_tactics_list():
     b = TritonMXFP4Backend()
     compiled = not interpreted_or_cpu()
-    # (case, decode configs expected): H = I = 64 admits only split_k 1; T*k > 256 gets none
-    for case, n_decode in ((_case(), 1), (_case(num_tokens=4096), 0), (_case(num_tokens=40, num_experts=2), 1),
-                           (_case(hidden_size=3072, intermediate_size=3072, num_tokens=64, top_k=4), 7),
-                           (_case(hidden_size=3072, intermediate_size=3072, num_tokens=65, top_k=4), 0)):
+    # (case, ds decode configs, x2 decode configs expected): H = I = 64 admits only split_k 1; T*k > 256 gets none
+    for case, n_decode, n_x2 in ((_case(), 1, 0), (_case(num_tokens=4096), 0, 0),
+                                 (_case(num_tokens=40, num_experts=2), 1, 0),
+                                 (_case(hidden_size=3072, intermediate_size=3072, num_tokens=64, top_k=4), 7, 4),
+                                 (_case(hidden_size=3072, intermediate_size=3072, num_tokens=65, top_k=4), 0, 0)):
         tac = b.tactics(case)
-        assert len(tac) == len(CONFIGS) + (len(DOT_SCALED_CONFIGS) + n_decode if compiled else 0)
+        assert len(tac) == (len(CONFIGS) + len(X2_CONFIGS) + n_x2
+                            + (len(DOT_SCALED_CONFIGS) + n_decode if compiled else 0))
+        assert sum(t.id.x2 for t in tac) == len(X2_CONFIGS) + n_x2
         labels = [t.label for t in tac]
         assert len(set(labels)) == len(labels) and len({t.id for t in tac}) == len(tac)
         assert sum(t.is_default for t in tac) == 1
@@ -163,20 +168,47 @@ def test_tactics_list():
             assert isinstance(t.id, KernelConfig)
             bm, bn, bk, nw, ns = t.id.block_m, t.id.block_n, t.id.block_k, t.id.num_warps, t.id.num_stages
             mode, sk = t.id.mode, t.id.split_k
-            assert mode in ("bits", "ds") and sk in (1, 2, 4, 8)
+            assert mode in ("bits", "ds", "x2") and sk in (1, 2, 4, 8)
             assert t.label == (f"m{bm}n{bn}k{bk}w{nw}s{ns}" + ("" if mode == "bits" else f"-{mode}")
                                + (f"-sk{sk}" if sk > 1 else ""))
             assert bm in (16, 32, 64, 128) and bk in (64, 128, 256) and bn in (16, 32, 64, 128)
             assert t.params == dict(block_m=bm, block_n=bn, block_k=bk, num_warps=nw, num_stages=ns,
-                                    dot_scaled=mode != "bits", split_k=sk)
+                                    dot_scaled=mode == "ds", x2=mode == "x2", split_k=sk)
     assert b.default_tactic(_case(num_tokens=1)).label == "m16n64k128w4s3"
     assert b.default_tactic(_case(num_tokens=4096)).params["block_m"] == 64
-    assert len(set(CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS)) == len(CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS)
+    every = CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS + X2_CONFIGS + X2_DECODE_CONFIGS
+    assert len(set(every)) == len(every)
+
+
+def test_x2_bit_patterns_are_the_e2m1_values_times_the_scale():
+    """The x2 upcast's arithmetic (in torch): every code x every accepted scale byte gives the exact
+    MXFP4 value, and the backend refuses scale bytes outside that range (a row, not a wrong number)."""
+    from fp4moe_diag.backends.triton.backend import X2_OFFSET, X2_SCALE_BYTES, x2_scale_refusal
+
+    e2m1 = torch.tensor([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], dtype=torch.float64)
+    byte = torch.arange(256, dtype=torch.int32)
+    lo_bits = ((byte & 7) << 6) | ((byte & 8) << 12)
+    hi_bits = ((byte & 0x70) << 2) | ((byte & 0x80) << 8)
+    as_bf16 = lambda b: (b.to(torch.int32) << 16).view(torch.float32).to(torch.bfloat16)  # noqa: E731
+    lo, hi = as_bf16(lo_bits), as_bf16(hi_bits)
+    assert torch.equal(lo.double() * 2.0 ** 126, e2m1[byte & 15]) and torch.equal(hi.double() * 2.0 ** 126, e2m1[byte >> 4])
+    for s in range(X2_SCALE_BYTES[0], X2_SCALE_BYTES[1] + 1):
+        factor = torch.tensor(2.0 ** (s - 1 - X2_OFFSET)).to(torch.bfloat16)  # what the kernel builds: (s + 94) << 7
+        assert factor.view(torch.int16).item() == (s + 126 - X2_OFFSET) << 7
+        got = (lo * factor).double() * 2.0 ** X2_OFFSET  # one bf16 multiply, then the accumulator's 2**32
+        assert torch.equal(got, e2m1[byte & 15] * 2.0 ** (s - 127)), s
+    lo_s, hi_s = X2_SCALE_BYTES
+    ok = torch.tensor([lo_s, 127, hi_s], dtype=torch.uint8)
+    assert x2_scale_refusal(ok, ok) is None
+    for bad, seen in ((lo_s - 1, f"{lo_s - 1}..127"), (hi_s + 1, f"127..{hi_s + 1}")):
+        why = x2_scale_refusal(ok, torch.tensor([127, bad], dtype=torch.uint8))
+        assert why == (f"the x2 upcast is exact for ue8m0 scale bytes {lo_s}..{hi_s} (2**{lo_s - 127}..2**{hi_s - 127}); "
+                       f"these weights have {seen}")
 
 
 def test_parse_config_and_labels():
     assert parse_config((16, 64, 128, 4, 3)) == KernelConfig(16, 64, 128, 4, 3, "bits", 1)
-    for kc in CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS:  # the tactic id is the config; its str is its label
+    for kc in CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS + X2_CONFIGS + X2_DECODE_CONFIGS:  # id = config; str = label
         assert str(kc) == kc.label and parse_config(kc.label) == kc and parse_config(kc) is kc
     with pytest.raises(ValueError, match="tactic: expected a label"):
         parse_config("m16n64")
@@ -277,7 +309,10 @@ for name, kw in cases.items():
     if name in ("oai_bias", "uneven_k", "ep_offset"):  # split-K (bit-dequant kernels; K=96 leaves a short last split)
         tactics += [Tactic(id=(16, 32, 32, 4, 1, "bits", 2), label="m16n32k32w4s1-sk2")]
     if name == "uneven_k":  # K = 96 and 160 in three splits of 32 and 64: short last splits
-        tactics += [Tactic(id=(32, 16, 32, 4, 1, "bits", 3), label="m32n16k32w4s1-sk3")]
+        tactics += [Tactic(id=(32, 16, 32, 4, 1, "bits", 3), label="m32n16k32w4s1-sk3"),
+                    Tactic(id=(32, 16, 32, 4, 1, "x2", 3), label="m32n16k32w4s1-x2-sk3")]
+    if name in ("oai_bias", "ep_offset"):  # x2 split-K
+        tactics += [Tactic(id=(16, 32, 32, 4, 1, "x2", 2), label="m16n32k32w4s1-x2-sk2")]
     for t in tactics:
         y = b.run(prep, t)
         assert y.dtype == torch.bfloat16 and y.shape == ref.shape
@@ -288,6 +323,18 @@ buf = torch.full((5, 64), float("nan"), dtype=torch.bfloat16)
 y = b.run(prep, b.default_tactic(case), output=buf)
 ref = reference_moe(inp)
 out["output_arg"] = float((buf.float() - ref).norm() / ref.norm()) if y is buf else 1e9
+# x2 gives bit-identical weights to bits, so the same tiles give the same output bits
+ys = {m: b.run(prep, Tactic(id=(16, 64, 64, 4, 1, m), label=m)) for m in ("bits", "x2")}
+out["x2_equals_bits"] = bool(torch.equal(ys["bits"], ys["x2"]))
+# scale bytes the x2 upcast cannot apply exactly: the tactic raises, naming the range
+prep.w13_scale[0, 0, 0] = 200
+from fp4moe_diag.backends.triton.backend import x2_scale_refusal
+prep.x2_refusal = x2_scale_refusal(prep.w13_scale, prep.w2_scale)
+try:
+    b.run(prep, Tactic(id=(16, 64, 64, 4, 1, "x2"), label="x2"))
+    out["x2_refused"] = ""
+except ValueError as e:
+    out["x2_refused"] = str(e)
 # no pair routed to this rank: exact zeros
 case = MoECase(**{**base, "num_experts": 8, "local_num_experts": 4, "local_expert_offset": 4})
 inp = build_inputs(case)
@@ -324,10 +371,13 @@ def test_interpreter_matches_reference(interp_results: dict, name: str):
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
 def test_interpreter_all_tactics_and_edge_cases(interp_results: dict):
-    assert sum(k.startswith("oai_bias/") for k in interp_results) == len(CONFIGS) + 1
+    assert sum(k.startswith("oai_bias/") for k in interp_results) == len(CONFIGS) + len(X2_CONFIGS) + 2
+    assert sum(k.startswith("oai_bias/") and "-x2" in k for k in interp_results) == len(X2_CONFIGS) + 1
+    assert interp_results["x2_equals_bits"] is True
+    assert interp_results["x2_refused"].startswith("tactic m16n64k64w4s1-x2: the x2 upcast is exact for ue8m0 scale bytes 34..160")
     for name in ("oai_bias", "uneven_k", "ep_offset"):  # the split-K runs are there and correct
         assert f"{name}/m16n32k32w4s1-sk2" in interp_results
-    assert "uneven_k/m32n16k32w4s1-sk3" in interp_results
+    assert "uneven_k/m32n16k32w4s1-sk3" in interp_results and "uneven_k/m32n16k32w4s1-x2-sk3" in interp_results
     assert interp_results["output_arg"] < TOL
     assert interp_results["no_local_pairs_maxabs"] == 0.0
 

@@ -60,6 +60,57 @@ def _dequant_tile(b, s, HALF: tl.constexpr, BLOCK_N: tl.constexpr):
     return tl.reshape(lo, (HALF, BLOCK_N)), tl.reshape(hi, (HALF, BLOCK_N))
 
 
+#: ``x2`` mode: the weight scale 2**(s - 127) is applied as the bf16 factor 2**(s - 1 - X2_OFFSET) (the
+#: 2**126 of the upcast folded in; exact for scale bytes X2_OFFSET + 2 .. X2_OFFSET + 128, which the
+#: backend's ``prepare`` checks) and the fp32 accumulator is multiplied by 2**X2_OFFSET after the K loop.
+X2_OFFSET = 32
+
+# 4 packed bytes (8 e2m1 codes, byte i = codes 2i (low nibble) and 2i+1) and 4 bf16 scale factors (two
+# bf16x2 registers) -> 4 bf16x2 registers: $0/$1 the low nibbles of bytes 0,1 / 2,3, $2/$3 the high ones.
+# prmt spreads bytes (0,1) and (2,3) to the two 16-bit halves; a code s.e1.e0.m becomes the bf16 bit
+# pattern s at bit 15, e1.e0.m at bits 8..6: the value times 2**-126 (e1.e0 lands in the exponent's low
+# bits, m in the top mantissa bit; code 1 becomes the bf16 subnormal 2**-127), so one mul.bf16x2 by the
+# factor finishes it.  14 instructions per 8 values before ptxas fuses the and/or pairs into LOP3.
+_X2_ASM = r"""
+{
+  .reg .b32 t0, t1, u, v;
+  prmt.b32 t0, $4, 0, 0x4140;
+  prmt.b32 t1, $4, 0, 0x4342;
+  shl.b32 u, t0, 6;  and.b32 u, u, 0x01C001C0;  shl.b32 v, t0, 12;  and.b32 v, v, 0x80008000;
+  or.b32 u, u, v;  mul.rn.bf16x2 $0, u, $5;
+  shl.b32 u, t1, 6;  and.b32 u, u, 0x01C001C0;  shl.b32 v, t1, 12;  and.b32 v, v, 0x80008000;
+  or.b32 u, u, v;  mul.rn.bf16x2 $1, u, $6;
+  shl.b32 u, t0, 2;  and.b32 u, u, 0x01C001C0;  shl.b32 v, t0, 8;  and.b32 v, v, 0x80008000;
+  or.b32 u, u, v;  mul.rn.bf16x2 $2, u, $5;
+  shl.b32 u, t1, 2;  and.b32 u, u, 0x01C001C0;  shl.b32 v, t1, 8;  and.b32 v, v, 0x80008000;
+  or.b32 u, u, v;  mul.rn.bf16x2 $3, u, $6;
+}
+"""
+
+
+@triton.jit
+def _dequant_tile_x2(b, s, HALF: tl.constexpr, BLOCK_N: tl.constexpr, INTERP: tl.constexpr):
+    """:func:`_dequant_tile` by the packed bf16x2 upcast (``x2`` mode; values times 2**-X2_OFFSET).
+
+    Compiled: :data:`_X2_ASM`, about 2 instructions per weight.  Interpreter (no inline asm): the same
+    bit patterns built with integer ops and read as fp32 (a bf16 pattern in the high half of an fp32
+    word is the same number), multiplied by the same factor in fp32: bit-identical values."""
+    OFF: tl.constexpr = 32  # X2_OFFSET
+    if INTERP:
+        bi = b.to(tl.int32)
+        lo = ((((bi & 7) << 6) | ((bi & 8) << 12)) << 16).to(tl.float32, bitcast=True)
+        hi = ((((bi & 0x70) << 2) | ((bi & 0x80) << 8)) << 16).to(tl.float32, bitcast=True)
+        f = ((s.to(tl.int32) + (126 - OFF)) << 23).to(tl.float32, bitcast=True)[:, None, :]
+        lo = (lo * f).to(tl.bfloat16)
+        hi = (hi * f).to(tl.bfloat16)
+    else:
+        f = ((s.to(tl.int32) + (126 - OFF)) << 7).to(tl.int16).to(tl.bfloat16, bitcast=True)
+        fb = tl.broadcast_to(f[:, None, :], b.shape)
+        lo, hi = tl.inline_asm_elementwise(_X2_ASM, constraints="=r,=r,=r,=r,r,r,r", args=[b, fb],
+                                           dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
+    return tl.reshape(lo, (HALF, BLOCK_N)), tl.reshape(hi, (HALF, BLOCK_N))
+
+
 @triton.jit
 def _dot(a, b, acc, DOT_F32: tl.constexpr):
     """``acc + a @ b`` on bf16 operands.  ``DOT_F32`` (interpreter only: its bf16 ``tl.dot``
@@ -78,11 +129,15 @@ def _load_act(ptrs, mask, BLOCK_M: tl.constexpr, HALF: tl.constexpr):
 
 
 @triton.jit
-def _mx_dot(xa, xb, w, s, acc, HALF: tl.constexpr, BLOCK_N: tl.constexpr, DOT_F32: tl.constexpr):
+def _mx_dot(xa, xb, w, s, acc, HALF: tl.constexpr, BLOCK_N: tl.constexpr, DOT_F32: tl.constexpr,
+            X2: tl.constexpr):
     """``acc + x @ dequant(w, s)`` for a packed tile ``w`` [NB, 16, BLOCK_N] with scale bytes ``s``
-    [NB, BLOCK_N]: the bit-arithmetic dequant of :func:`_dequant_tile` and two half-K dots on the
-    even (``xa``) and odd (``xb``) K columns."""
-    w_even, w_odd = _dequant_tile(w, s, HALF, BLOCK_N)
+    [NB, BLOCK_N]: the bit-arithmetic dequant of :func:`_dequant_tile` (or, with ``X2``, of
+    :func:`_dequant_tile_x2`) and two half-K dots on the even (``xa``) and odd (``xb``) K columns."""
+    if X2:
+        w_even, w_odd = _dequant_tile_x2(w, s, HALF, BLOCK_N, DOT_F32)
+    else:
+        w_even, w_odd = _dequant_tile(w, s, HALF, BLOCK_N)
     return _dot(xb, w_odd, _dot(xa, w_even, acc, DOT_F32), DOT_F32)
 
 
@@ -171,7 +226,7 @@ def _moe_mxfp4_gemm1_kernel(
     stride_xm, stride_we, stride_wn, stride_se, stride_sn, stride_be, stride_om, stride_ps, stride_pm,
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
-    DOT_SCALED: tl.constexpr, SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr,
+    DOT_SCALED: tl.constexpr, SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, X2: tl.constexpr,
 ):
     """Grouped gate/up GEMM + gated activation. N = I (output columns), K = H.
 
@@ -222,13 +277,16 @@ def _moe_mxfp4_gemm1_kernel(
             sl_next = tl.load(s_lin + NB, mask=mask_s, other=0)
             sg_next = tl.load(s_gate + NB, mask=mask_s, other=0)
             xa, xb = _load_act(x_ptrs, mask_x, BLOCK_M, HALF)
-            acc_l = _mx_dot(xa, xb, tl.load(w_lin, mask=mask_w, other=0), sl, acc_l, HALF, BLOCK_N, DOT_F32)
-            acc_g = _mx_dot(xa, xb, tl.load(w_gate, mask=mask_w, other=0), sg, acc_g, HALF, BLOCK_N, DOT_F32)
+            acc_l = _mx_dot(xa, xb, tl.load(w_lin, mask=mask_w, other=0), sl, acc_l, HALF, BLOCK_N, DOT_F32, X2)
+            acc_g = _mx_dot(xa, xb, tl.load(w_gate, mask=mask_w, other=0), sg, acc_g, HALF, BLOCK_N, DOT_F32, X2)
             x_ptrs += BLOCK_K
             w_lin += HALF
             w_gate += HALF
             s_lin += NB
             s_gate += NB
+        if X2:  # the 2**-X2_OFFSET of the x2 scale factors
+            acc_l = acc_l * 4294967296.0
+            acc_g = acc_g * 4294967296.0
 
     if SPLIT_K == 1:
         _gemm1_epilogue(acc_l, acc_g, e, offs_m, offs_n, mask_m, mask_n, b_ptr, alpha_ptr, beta_ptr, limit_ptr,
@@ -267,7 +325,7 @@ def _moe_mxfp4_gemm2_kernel(
     stride_am, stride_we, stride_wn, stride_se, stride_sn, stride_be, stride_om, stride_os,
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr, DOT_SCALED: tl.constexpr,
-    SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr,
+    SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, X2: tl.constexpr,
 ):
     """Grouped down GEMM, times the routing weight, stored per pair. N = H, K = I.  Split ``pid_k``
     stores its partial product to plane ``pid_k`` of ``out`` (plane stride ``stride_os``); the bias
@@ -304,10 +362,12 @@ def _moe_mxfp4_gemm2_kernel(
             mask_s = mask_n[None, :] & ((kb + kk) // 32 + NB + offs_b[:, None] < K // 32)
             s_next = tl.load(s_ptrs + NB, mask=mask_s, other=0)
             aa, ab = _load_act(a_ptrs, mask_a, BLOCK_M, HALF)
-            acc = _mx_dot(aa, ab, tl.load(w_ptrs, mask=mask_w, other=0), sc, acc, HALF, BLOCK_N, DOT_F32)
+            acc = _mx_dot(aa, ab, tl.load(w_ptrs, mask=mask_w, other=0), sc, acc, HALF, BLOCK_N, DOT_F32, X2)
             a_ptrs += BLOCK_K
             w_ptrs += HALF
             s_ptrs += NB
+        if X2:  # the 2**-X2_OFFSET of the x2 scale factors
+            acc = acc * 4294967296.0
 
     if HAS_BIAS:
         # plane 0 only. (A scalar in the mask, ``mask_n & (pid_k == 0)``, is rejected by Triton 3.9's

@@ -26,8 +26,8 @@ import torch
 from ...case import ActivationFormat, GatedActivation, MoECase, WeightFormat
 from ...inputs import MoEInputs
 from ..base import Backend, Support, Tactic, device_capability
-from .configs import (CONFIGS, DECODE_CONFIGS, DECODE_MAX_PAIRS, DOT_SCALED_CONFIGS, KernelConfig, default_config,
-                      parse_config, split_k_fits)
+from .configs import (CONFIGS, DECODE_CONFIGS, DECODE_MAX_PAIRS, DOT_SCALED_CONFIGS, X2_CONFIGS, X2_DECODE_CONFIGS,
+                      KernelConfig, default_config, parse_config, split_k_fits)
 from .grouping import ExpertGrouping, group_pairs_by_expert
 
 _LAUNCH = "fp4moe_diag.backends.triton.launch"
@@ -35,6 +35,27 @@ _KERNELS = "fp4moe_diag.backends.triton._kernels"
 
 def _split_fits(case: MoECase, kc: KernelConfig) -> bool:
     return all(split_k_fits(k, kc.block_k, kc.split_k) for k in (case.hidden_size, case.intermediate_size))
+
+
+#: ``_kernels.X2_OFFSET`` (that module needs triton) and the ue8m0 scale bytes the x2 upcast applies exactly
+X2_OFFSET = 32
+X2_SCALE_BYTES = (X2_OFFSET + 2, X2_OFFSET + 128)
+
+
+def x2_scale_refusal(*scales: torch.Tensor) -> Optional[str]:
+    """Why the x2 tactics cannot run weights with these ue8m0 scale bytes exactly; None when they can.
+
+    x2 folds 2**126 and an offset of 2**-32 into one bf16 factor 2**(s - 33) per block: exact for
+    s in 34..160 (scales 2**-93 .. 2**33); outside, the factor or the products leave bf16's normal range."""
+    lo, hi = X2_SCALE_BYTES
+    for s in scales:
+        if s.numel() == 0:
+            continue
+        smin, smax = int(s.min()), int(s.max())
+        if smin < lo or smax > hi:
+            return (f"the x2 upcast is exact for ue8m0 scale bytes {lo}..{hi} (2**{lo - 127}..2**{hi - 127}); "
+                    f"these weights have {smin}..{smax}")
+    return None
 
 
 def interpret_enabled() -> bool:
@@ -87,6 +108,7 @@ class TritonPrepared:
     inter_buf: Optional[torch.Tensor] = None  # bf16 [max padded pairs, I]
     part_bufs: dict[int, torch.Tensor] = field(default_factory=dict)  # split_k -> fp32 [S, rows, 2I]
     pair_planes: dict[int, torch.Tensor] = field(default_factory=dict)  # split_k -> fp32 [S, T*k, H]
+    x2_refusal: Optional[str] = None  # why the x2 tactics cannot run these weights exactly (None: they can)
 
     def grouping(self, block_m: int) -> ExpertGrouping:
         """The grouping for ``block_m`` (made on first use), with an intermediate buffer large enough."""
@@ -158,13 +180,16 @@ class TritonMXFP4Backend(Backend):
         return Support(True)
 
     def tactics(self, case: MoECase, prepared: Any = None) -> list[Tactic]:
-        """The bit-arithmetic configs everywhere; the ``tl.dot_scaled`` ones only when compiled (GPU),
-        plus the split-K decode configs for ``T * top_k <= DECODE_MAX_PAIRS``."""
+        """The bit-arithmetic and x2 configs everywhere; the ``tl.dot_scaled`` ones only when compiled (GPU);
+        for ``T * top_k <= DECODE_MAX_PAIRS`` the split-K decode configs (x2 ones everywhere, ds ones on GPU)."""
         default = default_config(case)
-        configs: tuple[KernelConfig, ...] = CONFIGS
+        decode = case.num_tokens * case.top_k <= DECODE_MAX_PAIRS
+        configs: tuple[KernelConfig, ...] = CONFIGS + X2_CONFIGS
+        if decode:
+            configs += tuple(c for c in X2_DECODE_CONFIGS if _split_fits(case, c))
         if not (interpret_enabled() or kernels_interpreted()):
-            configs = CONFIGS + DOT_SCALED_CONFIGS
-            if case.num_tokens * case.top_k <= DECODE_MAX_PAIRS:
+            configs += DOT_SCALED_CONFIGS
+            if decode:
                 configs += tuple(c for c in DECODE_CONFIGS if _split_fits(case, c))
         return [Tactic(id=kc, label=kc.label, is_default=kc == default, params=kc.params()) for kc in configs]
 
@@ -201,11 +226,14 @@ class TritonMXFP4Backend(Backend):
         )
         for bm in sorted({kc.block_m for kc in CONFIGS + DOT_SCALED_CONFIGS}):
             prep.grouping(bm)
+        prep.x2_refusal = x2_scale_refusal(prep.w13_scale, prep.w2_scale)
         return prep
 
     def run(self, prepared: TritonPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
         kern = load_kernels()
         kc = parse_config(tactic.id)
+        if kc.x2 and prepared.x2_refusal:
+            raise ValueError(f"tactic {kc.label}: {prepared.x2_refusal}")
         bm, bn, bk, nw, ns = kc.block_m, kc.block_n, kc.block_k, kc.num_warps, kc.num_stages
         p = prepared
         c = p.inputs.case
@@ -222,12 +250,12 @@ class TritonMXFP4Backend(Backend):
             kern.launch_gemm1(
                 x, p.w13, p.w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
                 g.sorted_pair_ids, g.block_expert_ids, g.num_pairs, g.top_k, p.activation,
-                bm, bn, bk, nw, ns, dot_scaled=kc.dot_scaled, split_k=kc.split_k, part=part,
+                bm, bn, bk, nw, ns, dot_scaled=kc.dot_scaled, split_k=kc.split_k, part=part, x2=kc.x2,
             )
             kern.launch_gemm2(
                 inter, p.w2, p.w2_scale, p.w2_bias, p.topk_weights, pair_out,
                 g.sorted_pair_ids, g.block_expert_ids, g.num_pairs,
-                bm, bn, bk, nw, ns, dot_scaled=kc.dot_scaled, split_k=kc.split_k,
+                bm, bn, bk, nw, ns, dot_scaled=kc.dot_scaled, split_k=kc.split_k, x2=kc.x2,
             )
             # one fixed-order reduction over (split planes, top_k): deterministic, no atomics
             torch.sum(pair_out.view(kc.split_k, t, c.top_k, h), dim=(0, 2), out=p.out_f32)

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-MODES = ("bits", "ds")  # bit-arithmetic dequant, tl.dot_scaled
+MODES = ("bits", "ds", "x2")  # bit-arithmetic dequant, tl.dot_scaled, packed bf16x2 upcast
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class KernelConfig:
     block_k: int
     num_warps: int
     num_stages: int
-    mode: str = "bits"  # "bits" (bit-arithmetic dequant) or "ds" (tl.dot_scaled)
+    mode: str = "bits"  # "bits" (bit-arithmetic dequant), "ds" (tl.dot_scaled), "x2" (packed bf16x2 upcast)
     split_k: int = 1
 
     def __post_init__(self) -> None:
@@ -38,6 +38,10 @@ class KernelConfig:
         return self.mode == "ds"
 
     @property
+    def x2(self) -> bool:
+        return self.mode == "x2"
+
+    @property
     def label(self) -> str:
         base = f"m{self.block_m}n{self.block_n}k{self.block_k}w{self.num_warps}s{self.num_stages}"
         return base + ("" if self.mode == "bits" else f"-{self.mode}") + (f"-sk{self.split_k}" if self.split_k > 1 else "")
@@ -47,7 +51,7 @@ class KernelConfig:
 
     def params(self) -> dict[str, Any]:
         return dict(block_m=self.block_m, block_n=self.block_n, block_k=self.block_k, num_warps=self.num_warps,
-                    num_stages=self.num_stages, dot_scaled=self.dot_scaled, split_k=self.split_k)
+                    num_stages=self.num_stages, dot_scaled=self.dot_scaled, x2=self.x2, split_k=self.split_k)
 
 
 
@@ -102,9 +106,31 @@ DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
 # Triton's own cp.async pipeline and was dropped (data/runs/2026-12-03-nvidia-h200-s3-*: "-dsp").
 DECODE_MAX_PAIRS = 256
 
+#: the bit-arithmetic kernels with the packed bf16x2 upcast (mode ``"x2"``, label suffix ``-x2``; issue #16):
+#: a 4-bit code becomes the bf16 bit pattern of its value times 2**-126 by shifts and masks (two codes
+#: per 32-bit register: prmt, shl, lop3), and one ``mul.bf16x2`` applies the scale and the 2**126 together;
+#: about 2 instructions per weight against about 12 for "bits" (fp32 decode, select, cvt) and 7 for
+#: dot_scaled's upcast.  Interpreted on CPU through the same bit patterns in fp32 (no inline asm there).
+#: Decode rows (T * top_k <= DECODE_MAX_PAIRS) add the split-K variants.
+X2_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
+    (16, 64, 128, 4, 3, "x2"),
+    (16, 128, 128, 4, 3, "x2"),
+    (32, 64, 128, 4, 3, "x2"),
+    (64, 64, 64, 4, 4, "x2"),
+    (64, 128, 64, 4, 3, "x2"),
+    (64, 128, 128, 8, 3, "x2"),
+    (128, 128, 64, 8, 3, "x2"),
+))
+X2_DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
+    (16, 64, 128, 4, 3, "x2", 2),
+    (16, 64, 128, 4, 3, "x2", 4),
+    (16, 32, 128, 4, 4, "x2", 2),
+    (16, 128, 128, 4, 3, "x2", 2),
+))
 
 
-_LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds))?(?:-sk(\d+))?$")
+
+_LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds|x2))?(?:-sk(\d+))?$")
 
 
 def parse_config(cfg: Any) -> KernelConfig:
