@@ -67,8 +67,13 @@ def cuda_context_ok(device: Any) -> tuple[bool, str]:
 
 
 def _err(e: BaseException) -> tuple[str, str]:
-    msg = str(e).strip().splitlines()
-    return type(e).__name__, (msg[0] if msg else "")[:500]
+    """(type, message): the first line, and the last one where they differ (a Triton CompilationError's
+    first line is only "at L:C:", its cause is on the last line), 500 characters at most."""
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    if not lines:
+        return type(e).__name__, ""
+    msg = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
+    return type(e).__name__, msg[:500]
 
 
 #: the correctness check's activations come from this seed offset (tune and sweep must agree)

@@ -262,3 +262,12 @@ def test_a_backend_whose_checks_raise_becomes_a_row_and_the_sweep_goes_on():
     assert (df["status"] == "ok").sum() == len(SleepyBackend.SLEEP_MS)  # the second backend ran every tactic
     res = tune(CASE, RaisingBackend("combined"), "cpu", warmup=0, repeats=1)
     assert res.best is not None and any("combined_tactic failed: KeyError" in n for n in res.notes)
+
+
+def test_error_message_keeps_the_cause_of_a_multiline_error():
+    from fp4moe_diag.tune import _err
+
+    e = RuntimeError("at 59:20:\n    acc = _mx_dot(...)\n          ^\nNameError('Cannot access global variable _X2_ASM')")
+    assert _err(e) == ("RuntimeError", "at 59:20: ... NameError('Cannot access global variable _X2_ASM')")
+    assert _err(ValueError("one line")) == ("ValueError", "one line")
+    assert _err(KeyError()) == ("KeyError", "")

@@ -71,7 +71,7 @@ X2_OFFSET = 32
 # pattern s at bit 15, e1.e0.m at bits 8..6: the value times 2**-126 (e1.e0 lands in the exponent's low
 # bits, m in the top mantissa bit; code 1 becomes the bf16 subnormal 2**-127), so one mul.bf16x2 by the
 # factor finishes it.  14 instructions per 8 values before ptxas fuses the and/or pairs into LOP3.
-_X2_ASM = r"""
+_X2_ASM = tl.constexpr(r"""
 {
   .reg .b32 t0, t1, u, v;
   prmt.b32 t0, $4, 0, 0x4140;
@@ -85,7 +85,7 @@ _X2_ASM = r"""
   shl.b32 u, t1, 2;  and.b32 u, u, 0x01C001C0;  shl.b32 v, t1, 8;  and.b32 v, v, 0x80008000;
   or.b32 u, u, v;  mul.rn.bf16x2 $3, u, $6;
 }
-"""
+""")
 
 
 @triton.jit
