@@ -57,7 +57,8 @@ def main() -> None:
             lines.append(f"- {k}: {r.get(k, '')}")
         lines.append(f"- rows: {len(df)} ({', '.join(f'{b}: {n}' for b, n in df['backend'].value_counts().items())})")
         lines.append(f"- statuses: {dict(df['status'].value_counts())}")
-        lines.append(f"- ceilings measured in the run: copy {r.get('ceiling_copy_GBps', float('nan')):.0f} GB/s, "
+        lines.append(f"- ceilings measured in the run: read {r.get('ceiling_read_GBps', float('nan')):.0f} GB/s, "
+                     f"copy {r.get('ceiling_copy_GBps', float('nan')):.0f} GB/s, "
                      f"bf16 GEMM {r.get('ceiling_bf16_TFLOPs', float('nan')):.0f} TFLOP/s")
     lines += ["", "Produced on the lent H200 by `tools/gpu_session.sh`"
               + (f":\n\n```\n{args.command}\n```" if args.command else "."), ""]
