@@ -328,7 +328,9 @@ ys = {m: b.run(prep, Tactic(id=(16, 64, 64, 4, 1, m), label=m)) for m in ("bits"
 out["x2_equals_bits"] = bool(torch.equal(ys["bits"], ys["x2"]))
 # scale bytes the x2 upcast cannot apply exactly: the tactic raises, naming the range
 prep.w13_scale[0, 0, 0] = 200
-from fp4moe_diag.backends.triton.backend import x2_scale_refusal
+from fp4moe_diag.backends.triton.backend import X2_OFFSET, x2_scale_refusal
+import fp4moe_diag.backends.triton._kernels as K
+out["x2_offset_mirrored"] = K.X2_OFFSET.value == X2_OFFSET and K.X2_UNSCALE.value == 2.0 ** X2_OFFSET
 prep.x2_refusal = x2_scale_refusal(prep.w13_scale, prep.w2_scale)
 try:
     b.run(prep, Tactic(id=(16, 64, 64, 4, 1, "x2"), label="x2"))
@@ -374,6 +376,7 @@ def test_interpreter_all_tactics_and_edge_cases(interp_results: dict):
     assert sum(k.startswith("oai_bias/") for k in interp_results) == len(CONFIGS) + len(X2_CONFIGS) + 2
     assert sum(k.startswith("oai_bias/") and "-x2" in k for k in interp_results) == len(X2_CONFIGS) + 1
     assert interp_results["x2_equals_bits"] is True
+    assert interp_results["x2_offset_mirrored"] is True  # backend.X2_OFFSET (no triton) == the kernels' constexpr
     assert interp_results["x2_refused"].startswith("tactic m16n64k64w4s1-x2: the x2 upcast is exact for ue8m0 scale bytes 34..160")
     for name in ("oai_bias", "uneven_k", "ep_offset"):  # the split-K runs are there and correct
         assert f"{name}/m16n32k32w4s1-sk2" in interp_results

@@ -63,7 +63,8 @@ def _dequant_tile(b, s, HALF: tl.constexpr, BLOCK_N: tl.constexpr):
 #: ``x2`` mode: the weight scale 2**(s - 127) is applied as the bf16 factor 2**(s - 1 - X2_OFFSET) (the
 #: 2**126 of the upcast folded in; exact for scale bytes X2_OFFSET + 2 .. X2_OFFSET + 128, which the
 #: backend's ``prepare`` checks) and the fp32 accumulator is multiplied by 2**X2_OFFSET after the K loop.
-X2_OFFSET = 32
+X2_OFFSET = tl.constexpr(32)
+X2_UNSCALE = tl.constexpr(float(2 ** X2_OFFSET.value))  # what the accumulator is multiplied by
 
 # 4 packed bytes (8 e2m1 codes, byte i = codes 2i (low nibble) and 2i+1) and 4 bf16 scale factors (two
 # bf16x2 registers) -> 4 bf16x2 registers: $0/$1 the low nibbles of bytes 0,1 / 2,3, $2/$3 the high ones.
@@ -95,16 +96,15 @@ def _dequant_tile_x2(b, s, HALF: tl.constexpr, BLOCK_N: tl.constexpr, INTERP: tl
     Compiled: :data:`_X2_ASM`, about 2 instructions per weight.  Interpreter (no inline asm): the same
     bit patterns built with integer ops and read as fp32 (a bf16 pattern in the high half of an fp32
     word is the same number), multiplied by the same factor in fp32: bit-identical values."""
-    OFF: tl.constexpr = 32  # X2_OFFSET
     if INTERP:
         bi = b.to(tl.int32)
         lo = ((((bi & 7) << 6) | ((bi & 8) << 12)) << 16).to(tl.float32, bitcast=True)
         hi = ((((bi & 0x70) << 2) | ((bi & 0x80) << 8)) << 16).to(tl.float32, bitcast=True)
-        f = ((s.to(tl.int32) + (126 - OFF)) << 23).to(tl.float32, bitcast=True)[:, None, :]
+        f = ((s.to(tl.int32) + (126 - X2_OFFSET)) << 23).to(tl.float32, bitcast=True)[:, None, :]
         lo = (lo * f).to(tl.bfloat16)
         hi = (hi * f).to(tl.bfloat16)
     else:
-        f = ((s.to(tl.int32) + (126 - OFF)) << 7).to(tl.int16).to(tl.bfloat16, bitcast=True)
+        f = ((s.to(tl.int32) + (126 - X2_OFFSET)) << 7).to(tl.int16).to(tl.bfloat16, bitcast=True)
         fb = tl.broadcast_to(f[:, None, :], b.shape)
         lo, hi = tl.inline_asm_elementwise(_X2_ASM, constraints="=r,=r,=r,=r,r,r,r", args=[b, fb],
                                            dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
@@ -285,8 +285,8 @@ def _moe_mxfp4_gemm1_kernel(
             s_lin += NB
             s_gate += NB
         if X2:  # the 2**-X2_OFFSET of the x2 scale factors
-            acc_l = acc_l * 4294967296.0
-            acc_g = acc_g * 4294967296.0
+            acc_l = acc_l * X2_UNSCALE
+            acc_g = acc_g * X2_UNSCALE
 
     if SPLIT_K == 1:
         _gemm1_epilogue(acc_l, acc_g, e, offs_m, offs_n, mask_m, mask_n, b_ptr, alpha_ptr, beta_ptr, limit_ptr,
@@ -367,7 +367,7 @@ def _moe_mxfp4_gemm2_kernel(
             w_ptrs += HALF
             s_ptrs += NB
         if X2:  # the 2**-X2_OFFSET of the x2 scale factors
-            acc = acc * 4294967296.0
+            acc = acc * X2_UNSCALE
 
     if HAS_BIAS:
         # plane 0 only. (A scalar in the mask, ``mask_n & (pid_k == 0)``, is rejected by Triton 3.9's
