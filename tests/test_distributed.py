@@ -15,7 +15,7 @@ import pytest
 
 from fp4moe_diag.distributed.ep_layer import token_slice
 from fp4moe_diag.distributed.shard import INCOMPLETE, merge_ranks, rank_dir
-from fp4moe_diag.results import load_runs
+from fp4moe_diag.results import load_runs, part_files
 
 ROOT = Path(__file__).resolve().parent.parent
 SWEEP = ["-m", "fp4moe_diag", "sweep", "--models", "gpt-oss-20b", "--ep", "2", "--hidden-scale", "24",
@@ -65,7 +65,8 @@ def test_a_killed_rank_leaves_the_others_rows_and_the_run_marked_incomplete(tmp_
     p = torchrun(2, [*SWEEP, "--tokens", "1,2,4,8,16,32", "--out", str(out)], start_new_session=True)
     lock = rank_dir(out, 1) / ".lock"
     deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and not list((rank_dir(out, 1) / "parts").glob("*")):
+    # a finished part, never the ``.tmp-*`` file of one being written (killing then would leave none)
+    while time.monotonic() < deadline and not part_files(rank_dir(out, 1)):
         time.sleep(0.2)
     assert lock.exists(), "rank 1 never started"
     os.kill(json.loads(lock.read_text())["pid"], signal.SIGKILL)  # rank 1 dies after its first case
