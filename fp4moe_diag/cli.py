@@ -1,4 +1,4 @@
-"""Command line: ``python -m fp4moe_diag {reproduce,sweep,profile,report,shapes,versions}``."""
+"""Command line: ``python -m fp4moe_diag {reproduce,sweep,profile,report,shapes,versions,headline,...}``."""
 
 from __future__ import annotations
 
@@ -190,6 +190,18 @@ def cmd_versions(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_headline(args: argparse.Namespace) -> int:
+    from .analysis.headline import headline_markdown, headline_table
+    from .results import load_runs
+
+    df = pd.concat([load_runs(d, allow_empty=False) for d in args.runs], ignore_index=True)
+    table = headline_table(df, backends=args.backends)
+    if args.csv:
+        table.to_csv(args.csv, index=False)
+    print(headline_markdown(table, backends=args.backends))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fp4moe-diag", description=__doc__.split("\n")[0] + "\n\n"
                                 "Profiling and diagnostics for FlashInfer's FP4 fused-MoE kernels.",
@@ -308,6 +320,16 @@ def build_parser() -> argparse.ArgumentParser:
     cv.add_argument("--cuda-graph", action="store_true")
     cv.add_argument("--out", type=A.out_dir, required=True, help="folder for each version's rows and the joint table")
     cv.set_defaults(func=cmd_compare_versions)
+
+    hl = sub.add_parser("headline", help="per shape: every backend's best time, x of the best, share of the ceilings",
+                        description="Read run folders (or folders of runs) and print, per GPU x shape x T, each "
+                        "kernel backend's best time with x_of_best and its share of the read ceiling, and the "
+                        "fastest backend's TFLOP/s (Markdown, as in the README).")
+    hl.add_argument("runs", nargs="+", type=Path, help="run folders, or folders holding run folders")
+    hl.add_argument("--backends", type=lambda s: [b for b in s.split(",") if b], default=None,
+                    help="column groups in this order, e.g. triton_kernels,triton,cutlass@0.5.2")
+    hl.add_argument("--csv", type=Path, default=None, help="also write the wide table here")
+    hl.set_defaults(func=cmd_headline)
     return p
 
 

@@ -1,0 +1,94 @@
+"""The headline of a comparison: one line per shape, one column group per kernel backend.
+
+Built on :func:`.tables.x_of_best` (every backend's best tactic against the best of all backends on the
+same GPU, case and token count; FlashInfer backends told apart by version, ``cutlass@0.7.4``).  Each
+backend gets its best time, ``x_of_best`` and its share of the read-only streaming ceiling
+(``frac_bw_roofline``); each shape also gets the fastest backend's achieved TFLOP/s and its share of the
+measured bf16 GEMM ceiling, the prefill yardstick.  :func:`headline_markdown` renders it as the README's
+tables; ``python -m fp4moe_diag headline RUN_DIR ...`` prints it for any set of run folders.  Pure pandas.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import pandas as pd
+
+from .tables import FLASHINFER_BACKENDS, x_of_best
+
+SHAPE = ["gpu_name", "model", "ep_size", "num_tokens"]
+
+
+def _versioned_backend(df: pd.DataFrame) -> pd.Series:
+    """``backend`` as :func:`x_of_best` names it (``cutlass@0.5.2`` for FlashInfer's backends)."""
+    b = df["backend"].astype("string")
+    fi = df["backend"].isin(FLASHINFER_BACKENDS) & df["flashinfer_version"].notna() & (df["flashinfer_version"] != "")
+    return b.where(~fi, b + "@" + df["flashinfer_version"].astype("string"))
+
+
+def headline_table(df: pd.DataFrame, backends: Optional[Sequence[str]] = None) -> pd.DataFrame:
+    """One row per shape (GPU x model x EP x T) with, per backend ``b``: ``b:us`` (best median time),
+    ``b:tactic``, ``b:x_of_best`` and ``b:frac_read`` (share of the read ceiling), and per shape
+    ``best_backend``, ``best_us``, ``best_TFLOPs`` and ``best_frac_bf16`` (of the fastest backend's best row).
+
+    ``backends`` picks and orders the column groups (names as :func:`x_of_best` gives them); a name that
+    no shape has is a ``ValueError`` naming the ones there are.  A backend not measured at a shape is NaN."""
+    x = x_of_best(df)
+    have = list(dict.fromkeys(x["backend"].astype(str)))
+    if backends is None:
+        backends = sorted(have, key=lambda b: (b.startswith("cutlass"), b.startswith("triton"), b))
+    else:
+        unknown = [b for b in backends if b not in have]
+        if unknown:
+            raise ValueError(f"backends: {unknown} not measured in these rows; there are {have}")
+    rows = df.assign(_backend=_versioned_backend(df))
+    extra = rows[["run_id", *SHAPE, "_backend", "tactic_label", "achieved_TFLOPs", "frac_flops_roofline"]]
+    extra = extra.rename(columns={"_backend": "backend", "tactic_label": "best_tactic"})
+    extra = extra.astype({"run_id": "string", "backend": "string", "best_tactic": "string"})
+    extra = extra.drop_duplicates(["run_id", *SHAPE, "backend", "best_tactic"])
+    x = x.astype({"run_id": "string", "backend": "string", "best_tactic": "string"})
+    x = x.merge(extra, on=["run_id", *SHAPE, "backend", "best_tactic"], how="left")
+    out = x[SHAPE].drop_duplicates().reset_index(drop=True)
+    for b in backends:
+        part = x[x["backend"] == b][SHAPE + ["best_us", "best_tactic", "x_of_best", "frac_bw_roofline"]]
+        part = part.rename(columns={"best_us": f"{b}:us", "best_tactic": f"{b}:tactic",
+                                    "x_of_best": f"{b}:x_of_best", "frac_bw_roofline": f"{b}:frac_read"})
+        out = out.merge(part, on=SHAPE, how="left")
+    top = x[x["x_of_best"] == 1.0].drop_duplicates(SHAPE)
+    top = top[SHAPE + ["backend", "best_us", "achieved_TFLOPs", "frac_flops_roofline"]].rename(
+        columns={"backend": "best_backend", "achieved_TFLOPs": "best_TFLOPs", "frac_flops_roofline": "best_frac_bf16"})
+    out = out.merge(top, on=SHAPE, how="left")
+    return out.sort_values(SHAPE).reset_index(drop=True)
+
+
+def _num(v: float) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{v:.1f}" if abs(v) < 100 else f"{v:,.0f}"
+
+
+def headline_markdown(table: pd.DataFrame, backends: Optional[Sequence[str]] = None) -> str:
+    """The table of :func:`headline_table` as Markdown: per backend ``time us (x of best, % of read ceiling)``,
+    the fastest in bold; then the fastest backend's TFLOP/s and share of the bf16 ceiling."""
+    if table is None or table.empty:
+        raise ValueError("table: headline_markdown needs the rows of headline_table, got none")
+    if backends is None:
+        backends = [c[:-3] for c in table.columns if c.endswith(":us")]
+    head = ["model", "EP", "T", *[f"{b} us (x best, % read)" for b in backends], "fastest: TFLOP/s (% bf16)"]
+    lines = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
+    for _, r in table.iterrows():
+        cells = [str(r["model"]), str(r["ep_size"]), str(r["num_tokens"])]
+        for b in backends:
+            us = r.get(f"{b}:us", math.nan)
+            if pd.isna(us):
+                cells.append("-")
+                continue
+            frac = r.get(f"{b}:frac_read", math.nan)
+            pct = "" if pd.isna(frac) else f", {100 * frac:.0f} %"
+            t = f"**{_num(us)}**" if r.get("best_backend") == b else _num(us)
+            cells.append(f"{t} ({r[f'{b}:x_of_best']:.2f}x{pct})")
+        tf, fb = r.get("best_TFLOPs", math.nan), r.get("best_frac_bf16", math.nan)
+        cells.append("-" if pd.isna(tf) else f"{tf:.0f}" + ("" if pd.isna(fb) else f" ({100 * fb:.0f} %)"))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,77 @@
+"""x_of_best and the headline table on a frame whose answers are known."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fp4moe_diag.analysis import x_of_best
+from fp4moe_diag.analysis.headline import headline_markdown, headline_table
+from fp4moe_diag.results import save_run, to_frame
+from frames import _row
+
+REPO = Path(__file__).resolve().parent.parent
+#: (backend, flashinfer version, T) -> times of its tactics (us); the first tactic is the default
+TIMES = {("triton_kernels", "0.5.2", 64): [100.0, 80.0], ("triton", "0.5.2", 64): [200.0, 160.0],
+         ("cutlass", "0.5.2", 64): [400.0, 320.0], ("cutlass", "0.7.4", 64): [800.0, 640.0],
+         ("triton_kernels", "0.5.2", 4096): [1000.0, 1200.0], ("triton", "0.5.2", 4096): [900.0, 950.0],
+         ("reference", "0.5.2", 64): [10.0], ("reference", "0.5.2", 4096): [10.0]}
+
+
+def frame() -> pd.DataFrame:
+    rows = []
+    for (backend, fi, t), times in TIMES.items():
+        for i, us in enumerate(times):
+            r = _row(backend, f"{backend[:3]}{i}", i, t, 1, "ok", us, is_default=i == 0, is_best=us == min(times))
+            r.update(flashinfer_version=fi, frac_bw_roofline=1.0 / us, achieved_TFLOPs=1e4 / us,
+                     frac_flops_roofline=12.5 / us)
+            rows.append(r)
+    return to_frame(rows)
+
+
+def test_x_of_best_divides_each_backends_best_by_the_fastest_and_keeps_flashinfer_versions_apart():
+    x = x_of_best(frame())
+    got = {(r.backend, r.num_tokens): (r.best_us, round(r.x_of_best, 6), r.best_backend) for r in x.itertuples()}
+    assert got == {("triton_kernels", 64): (80.0, 1.0, "triton_kernels"), ("triton", 64): (160.0, 2.0, "triton_kernels"),
+                   ("cutlass@0.5.2", 64): (320.0, 4.0, "triton_kernels"),
+                   ("cutlass@0.7.4", 64): (640.0, 8.0, "triton_kernels"),
+                   ("triton", 4096): (900.0, 1.0, "triton"), ("triton_kernels", 4096): (1000.0, round(1000 / 900, 6), "triton")}
+    assert "reference" not in set(x["backend"])  # the float32 check is not a kernel
+
+
+def test_headline_table_is_one_row_per_shape_with_a_column_group_per_backend():
+    t = headline_table(frame(), backends=["triton_kernels", "triton", "cutlass@0.5.2", "cutlass@0.7.4"])
+    assert t["num_tokens"].tolist() == [64, 4096]
+    r64, r4k = t.iloc[0], t.iloc[1]
+    assert (r64["best_backend"], r64["best_us"]) == ("triton_kernels", 80.0)
+    assert r64["cutlass@0.7.4:x_of_best"] == 8.0 and r64["triton:tactic"] == "tri1"
+    assert r64["triton:frac_read"] == pytest.approx(1 / 160)
+    assert r64["best_TFLOPs"] == pytest.approx(1e4 / 80) and r64["best_frac_bf16"] == pytest.approx(12.5 / 80)
+    assert pd.isna(r4k["cutlass@0.5.2:us"]) and r4k["best_backend"] == "triton"  # not measured at that T: NaN
+    md = headline_markdown(t).splitlines()
+    assert md[0].startswith("| model | EP | T | triton_kernels us") and len(md) == 4
+    assert "| **80.0** (1.00x, 1 %) | 160 (2.00x, 1 %) | 320 (4.00x, 0 %) | 640 (8.00x, 0 %) | 125 (16 %) |" in md[2]
+    assert "| 1,000 (1.11x, 0 %) | **900** (1.00x, 0 %) | - | - |" in md[3]
+
+
+def test_headline_refuses_a_backend_that_is_not_there():
+    with pytest.raises(ValueError, match=r"backends: \['trtllm'\] not measured.*'triton_kernels'"):
+        headline_table(frame(), backends=["trtllm"])
+    with pytest.raises(ValueError, match="table"):
+        headline_markdown(pd.DataFrame())
+
+
+def test_headline_cli_prints_the_table_and_exits_2_on_bad_input(tmp_path):
+    run = tmp_path / "2026-12-01-nvidia-h200"
+    save_run(frame(), run)
+    env_run = lambda *a: subprocess.run([sys.executable, "-m", "fp4moe_diag", "headline", *a], cwd=REPO,  # noqa: E731
+                                        capture_output=True, text=True, timeout=120)
+    cp = env_run(str(run), "--csv", str(tmp_path / "h.csv"))
+    assert cp.returncode == 0, cp.stderr
+    assert "**80.0**" in cp.stdout and len(pd.read_csv(tmp_path / "h.csv")) == 2
+    bad = env_run(str(run), "--backends", "nope")
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "backends" in bad.stderr
