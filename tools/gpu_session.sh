@@ -63,6 +63,17 @@ mkdir -p "$TRITON_CACHE_DIR"
 if [ -f .carry/triton_cache.tgz ]; then tar -C "$TRITON_CACHE_DIR" -xzf .carry/triton_cache.tgz && log "triton cache seeded"; fi
 export PATH=$PATH:$(dirname "$(ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)" 2>/dev/null)
 
+# SNAPSHOT_S=N: every N s the run folders (/tmp/r, one atomic part file per finished case) and the bundle so far
+# are packed into $OUT/partial.tgz (written beside, then renamed), so a call cut off at its time limit still
+# brings back every finished case (tools/import_gpu_bundle.py imports it, marked partial).
+if [ -n "${SNAPSHOT_S:-}" ]; then
+  mkdir -p /tmp/r
+  ( while sleep "$SNAPSHOT_S"; do
+      tar -czf "$OUT/partial.tgz.tmp" -C /tmp r -C "$OUT" bundle 2>/dev/null && mv -f "$OUT/partial.tgz.tmp" "$OUT/partial.tgz"
+    done ) &
+  SNAP_PID=$!
+fi
+
 has() { case " $PHASES " in *" $1 "*) return 0;; *) return 1;; esac; }
 
 if has env; then
@@ -192,6 +203,7 @@ if has notebooks; then
 fi
 
 log "packing"
+if [ -n "${SNAP_PID:-}" ]; then kill "$SNAP_PID" 2>/dev/null; wait "$SNAP_PID" 2>/dev/null; rm -f "$OUT"/partial.tgz*; fi
 if [ -n "$(ls -A "$TRITON_CACHE_DIR" 2>/dev/null)" ]; then tar -C "$TRITON_CACHE_DIR" -czf "$OUT/triton_cache.tgz" . ; fi
 tar -C "$OUT" -czf "$OUT/bundle.tgz" bundle && rm -rf "$B"
 ls -la "$OUT"

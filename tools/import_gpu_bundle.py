@@ -5,6 +5,11 @@
 
 Copies results.{parquet,csv} (the sweeps of the bundle concatenated), env.txt, reproduce/verdict, version matrix, logs and executed
 notebooks/HTML, and writes PROVENANCE.md (GPU, driver, torch, flashinfer, triton, commit, command).
+
+A ``partial.tgz`` (``SNAPSHOT_S`` in gpu_session.sh: what a call that ran past its time limit left) holds the
+run folders as they were (``r/<name>/parts/*.parquet``, one atomic file per finished case) beside the bundle so
+far; their finished cases are imported and PROVENANCE.md says the run is partial.  An existing
+``data/runs/<run_id>`` is never written over: that is an error unless ``--overwrite``.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from fp4moe_diag.results import load_run, part_files
+
 KEEP = ("env.txt", "reproduce.txt", "verdict_h200.json", "version_matrix.csv", "debug_cutlass.txt",
         "sweep.txt", "cutlass_build.txt", "gputests.txt")
 
@@ -27,10 +34,16 @@ def main() -> None:
     ap.add_argument("run_id")
     ap.add_argument("--command", default="")
     ap.add_argument("--note", default="")
+    ap.add_argument("--overwrite", action="store_true", help="replace an existing data/runs/<run_id>")
+    ap.add_argument("--runs-root", type=Path, default=Path(__file__).resolve().parent.parent / "data" / "runs")
     args = ap.parse_args()
-    root = Path(__file__).resolve().parent.parent
-    dst = root / "data" / "runs" / args.run_id
+    dst = args.runs_root / args.run_id
+    if dst.exists() and not args.overwrite:
+        ap.error(f"run_id: {dst} exists; pick a new run id or pass --overwrite")
+    if not Path(args.bundle).is_file():
+        ap.error(f"bundle: {args.bundle} is not a file")
     dst.mkdir(parents=True, exist_ok=True)
+    partial: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         with tarfile.open(args.bundle) as tf:
             tf.extractall(tmp, filter="data")
@@ -41,6 +54,14 @@ def main() -> None:
         # one sweep -> bundle/run/, several (SWEEPS=...) -> bundle/runs/<name>/: one table per session
         parts = sorted([b / "run" / "results.parquet"] + list((b / "runs").glob("*/results.parquet")))
         frames = [pd.read_parquet(p) for p in parts if p.exists()]
+        merged = {p.parent.name for p in parts if p.exists()}
+        for run in sorted(p for p in (Path(tmp) / "r").glob("*") if p.is_dir() and p.name not in merged):
+            if not part_files(run):
+                continue
+            df_parts = load_run(run)  # a sweep cut off before its merge: the cases it finished (current config)
+            if len(df_parts):
+                frames.append(df_parts)
+                partial.append(f"{run.name}: {len(df_parts)} rows from {len(part_files(run))} finished cases")
         if frames:
             df = pd.concat(frames, ignore_index=True)
             df["run_id"] = args.run_id
@@ -62,6 +83,9 @@ def main() -> None:
                      f"bf16 GEMM {r.get('ceiling_bf16_TFLOPs', float('nan')):.0f} TFLOP/s")
     lines += ["", "Produced on the lent H200 by `tools/gpu_session.sh`"
               + (f":\n\n```\n{args.command}\n```" if args.command else "."), ""]
+    if partial:
+        lines += ["**Partial run**: the device call ended (time limit) before these sweeps finished; only the "
+                  "cases they had finished are here (" + "; ".join(partial) + ").", ""]
     if args.note:
         lines += ["## Notes", "", args.note, ""]
     lines += ["Files: results.parquet/csv (schema in README), env.txt (nvidia-smi, versions), reproduce.txt + "
