@@ -75,3 +75,19 @@ def test_headline_cli_prints_the_table_and_exits_2_on_bad_input(tmp_path):
     assert "**80.0**" in cp.stdout and len(pd.read_csv(tmp_path / "h.csv")) == 2
     bad = env_run(str(run), "--backends", "nope")
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "backends" in bad.stderr
+
+
+def test_x_of_best_figure_plots_each_backends_ratio_and_read_share():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from fp4moe_diag.plotting import x_of_best_figure
+
+    fig = x_of_best_figure(frame())
+    top, bottom = fig.axes[0], fig.axes[1]
+    lines = {ln.get_label(): (list(ln.get_xdata()), [round(float(y), 6) for y in ln.get_ydata()])
+             for ln in top.get_lines() if not ln.get_label().startswith("_")}
+    assert lines["triton"] == ([64, 4096], [2.0, 1.0]) and lines["cutlass@0.7.4"] == ([64], [8.0])
+    assert lines["triton_kernels"] == ([64, 4096], [1.0, round(1000 / 900, 6)])
+    reads = {ln.get_label(): [float(y) for y in ln.get_ydata()] for ln in bottom.get_lines()}
+    assert reads["cutlass@0.5.2"] == pytest.approx([1 / 320])
