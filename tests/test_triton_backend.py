@@ -28,6 +28,8 @@ from fp4moe_diag.backends.triton.configs import (
     CONFIGS,
     DECODE_CONFIGS,
     DOT_SCALED_CONFIGS,
+    SW_CONFIGS,
+    SW_DECODE_CONFIGS,
     X2_CONFIGS,
     X2_DECODE_CONFIGS,
     KernelConfig,
@@ -151,15 +153,17 @@ def _case(**kw) -> MoECase:
 def test_tactics_list():
     b = TritonMXFP4Backend()
     compiled = not interpreted_or_cpu()
-    # (case, ds decode configs, x2 decode configs expected): H = I = 64 admits only split_k 1; T*k > 256 gets none
-    for case, n_decode, n_x2 in ((_case(), 1, 0), (_case(num_tokens=4096), 0, 0),
-                                 (_case(num_tokens=40, num_experts=2), 1, 0),
-                                 (_case(hidden_size=3072, intermediate_size=3072, num_tokens=64, top_k=4), 7, 4),
-                                 (_case(hidden_size=3072, intermediate_size=3072, num_tokens=65, top_k=4), 0, 0)):
+    # (case, ds decode configs, x2 decode configs, sw decode configs expected): H = I = 64 admits only
+    # split_k 1; T*k > 256 gets none
+    for case, n_decode, n_x2, n_sw in ((_case(), 1, 0, 0), (_case(num_tokens=4096), 0, 0, 0),
+                                       (_case(num_tokens=40, num_experts=2), 1, 0, 0),
+                                       (_case(hidden_size=3072, intermediate_size=3072, num_tokens=64, top_k=4), 7, 4, 3),
+                                       (_case(hidden_size=3072, intermediate_size=3072, num_tokens=65, top_k=4), 0, 0, 0)):
         tac = b.tactics(case)
-        assert len(tac) == (len(CONFIGS) + len(X2_CONFIGS) + n_x2
+        assert len(tac) == (len(CONFIGS) + len(X2_CONFIGS) + n_x2 + len(SW_CONFIGS) + n_sw
                             + (len(DOT_SCALED_CONFIGS) + n_decode if compiled else 0))
-        assert sum(t.id.x2 for t in tac) == len(X2_CONFIGS) + n_x2
+        assert sum(t.id.mode == "x2" for t in tac) == len(X2_CONFIGS) + n_x2
+        assert sum(t.id.swap for t in tac) == len(SW_CONFIGS) + n_sw and all(t.id.x2 for t in tac if t.id.swap)
         labels = [t.label for t in tac]
         assert len(set(labels)) == len(labels) and len({t.id for t in tac}) == len(tac)
         assert sum(t.is_default for t in tac) == 1
@@ -168,15 +172,16 @@ def test_tactics_list():
             assert isinstance(t.id, KernelConfig)
             bm, bn, bk, nw, ns = t.id.block_m, t.id.block_n, t.id.block_k, t.id.num_warps, t.id.num_stages
             mode, sk = t.id.mode, t.id.split_k
-            assert mode in ("bits", "ds", "x2") and sk in (1, 2, 4, 8)
+            assert mode in ("bits", "ds", "x2", "sw") and sk in (1, 2, 4, 8)
             assert t.label == (f"m{bm}n{bn}k{bk}w{nw}s{ns}" + ("" if mode == "bits" else f"-{mode}")
                                + (f"-sk{sk}" if sk > 1 else ""))
             assert bm in (16, 32, 64, 128) and bk in (64, 128, 256) and bn in (16, 32, 64, 128)
             assert t.params == dict(block_m=bm, block_n=bn, block_k=bk, num_warps=nw, num_stages=ns,
-                                    dot_scaled=mode == "ds", x2=mode == "x2", split_k=sk)
+                                    dot_scaled=mode == "ds", x2=mode in ("x2", "sw"), swap=mode == "sw",
+                                    split_k=sk)
     assert b.default_tactic(_case(num_tokens=1)).label == "m16n64k128w4s3"
     assert b.default_tactic(_case(num_tokens=4096)).params["block_m"] == 64
-    every = CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS + X2_CONFIGS + X2_DECODE_CONFIGS
+    every = CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS + X2_CONFIGS + X2_DECODE_CONFIGS + SW_CONFIGS + SW_DECODE_CONFIGS
     assert len(set(every)) == len(every)
 
 
@@ -206,9 +211,21 @@ def test_x2_bit_patterns_are_the_e2m1_values_times_the_scale():
                        f"these weights have {seen}")
 
 
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+def test_launch_refuses_mode_combinations_that_do_not_exist():
+    from fp4moe_diag.backends.triton import launch
+
+    with pytest.raises(ValueError, match=r"^swap: the swap-AB kernels \(mode sw\) use the packed bf16x2 upcast"):
+        launch._swap(True, False)
+    with pytest.raises(ValueError, match="^x2: the packed bf16x2 upcast replaces"):
+        launch._x2(True, True)
+    assert launch._swap(True, True) is True and launch._x2(True, False) is True
+
+
 def test_parse_config_and_labels():
     assert parse_config((16, 64, 128, 4, 3)) == KernelConfig(16, 64, 128, 4, 3, "bits", 1)
-    for kc in CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS + X2_CONFIGS + X2_DECODE_CONFIGS:  # id = config; str = label
+    for kc in (CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS + X2_CONFIGS + X2_DECODE_CONFIGS + SW_CONFIGS
+               + SW_DECODE_CONFIGS):  # id = config; str = label
         assert str(kc) == kc.label and parse_config(kc.label) == kc and parse_config(kc) is kc
     with pytest.raises(ValueError, match="tactic: expected a label"):
         parse_config("m16n64")
@@ -217,6 +234,8 @@ def test_parse_config_and_labels():
     assert parse_config((16, 32, 128, 4, 3, "ds")).label == "m16n32k128w4s3-ds"
     kc = parse_config((16, 32, 128, 4, 1, "ds", 4))
     assert (kc.label, kc.dot_scaled, kc.split_k) == ("m16n32k128w4s1-ds-sk4", True, 4)
+    kc = parse_config("m16n64k128w4s3-sw-sk2")
+    assert (kc.mode, kc.swap, kc.x2, kc.dot_scaled, kc.split_k) == ("sw", True, True, False, 2)
     for bad, word in (((16, 32, 128, 4), "tactic"), ((16, 32, 128, 4, 3, "fp8"), "mode"),
                       ((16, 32, 128, 4, 3, "dsp", 1), "mode"),
                       ((16, 32, 128, 4, 3, "ds", 0), "split_k"), ((16, 0, 128, 4, 3), "tactic")):
@@ -311,8 +330,12 @@ for name, kw in cases.items():
     if name == "uneven_k":  # K = 96 and 160 in three splits of 32 and 64: short last splits
         tactics += [Tactic(id=(32, 16, 32, 4, 1, "bits", 3), label="m32n16k32w4s1-sk3"),
                     Tactic(id=(32, 16, 32, 4, 1, "x2", 3), label="m32n16k32w4s1-x2-sk3")]
-    if name in ("oai_bias", "ep_offset"):  # x2 split-K
-        tactics += [Tactic(id=(16, 32, 32, 4, 1, "x2", 2), label="m16n32k32w4s1-x2-sk2")]
+    if name in ("oai_bias", "ep_offset"):  # x2 and sw split-K
+        tactics += [Tactic(id=(16, 32, 32, 4, 1, "x2", 2), label="m16n32k32w4s1-x2-sk2"),
+                    Tactic(id=(16, 32, 32, 4, 1, "sw", 2), label="m16n32k32w4s1-sw-sk2")]
+    if name == "uneven_k":  # sw with short last K steps (masked rows of the weight tile)
+        tactics += [Tactic(id=(32, 16, 32, 4, 1, "sw", 3), label="m32n16k32w4s1-sw-sk3"),
+                    Tactic(id=(16, 64, 64, 4, 1, "sw"), label="m16n64k64w4s1-sw")]
     for t in tactics:
         y = b.run(prep, t)
         assert y.dtype == torch.bfloat16 and y.shape == ref.shape
@@ -326,6 +349,9 @@ out["output_arg"] = float((buf.float() - ref).norm() / ref.norm()) if y is buf e
 # x2 gives bit-identical weights to bits, so the same tiles give the same output bits
 ys = {m: b.run(prep, Tactic(id=(16, 64, 64, 4, 1, m), label=m)) for m in ("bits", "x2")}
 out["x2_equals_bits"] = bool(torch.equal(ys["bits"], ys["x2"]))
+# sw: the same weight values with the operands swapped (the interpreter's fp32 dot sums in another order)
+y_sw = b.run(prep, Tactic(id=(16, 64, 64, 4, 1, "sw"), label="sw"))
+out["sw_vs_x2"] = float((y_sw.float() - ys["x2"].float()).norm() / ys["x2"].float().norm())
 # scale bytes the x2 upcast cannot apply exactly: the tactic raises, naming the range
 prep.w13_scale[0, 0, 0] = 200
 from fp4moe_diag.backends.triton.backend import X2_OFFSET, x2_scale_refusal
@@ -373,9 +399,12 @@ def test_interpreter_matches_reference(interp_results: dict, name: str):
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
 def test_interpreter_all_tactics_and_edge_cases(interp_results: dict):
-    assert sum(k.startswith("oai_bias/") for k in interp_results) == len(CONFIGS) + len(X2_CONFIGS) + 2
+    assert sum(k.startswith("oai_bias/") for k in interp_results) == len(CONFIGS) + len(X2_CONFIGS) + len(SW_CONFIGS) + 3
     assert sum(k.startswith("oai_bias/") and "-x2" in k for k in interp_results) == len(X2_CONFIGS) + 1
     assert interp_results["x2_equals_bits"] is True
+    assert interp_results["sw_vs_x2"] < 1e-2  # bf16 outputs of the same products summed in another order
+    assert sum(k.startswith("oai_bias/") and "-sw" in k for k in interp_results) == len(SW_CONFIGS) + 1
+    assert {"uneven_k/m32n16k32w4s1-sw-sk3", "uneven_k/m16n64k64w4s1-sw", "ep_offset/m16n32k32w4s1-sw-sk2"} <= set(interp_results)
     assert interp_results["x2_offset_mirrored"] is True  # backend.X2_OFFSET (no triton) == the kernels' constexpr
     assert interp_results["x2_refused"].startswith("tactic m16n64k64w4s1-x2: the x2 upcast is exact for ue8m0 scale bytes 34..160")
     for name in ("oai_bias", "uneven_k", "ep_offset"):  # the split-K runs are there and correct

@@ -90,25 +90,73 @@ _X2_ASM = tl.constexpr(r"""
 
 
 @triton.jit
-def _dequant_tile_x2(b, s, HALF: tl.constexpr, BLOCK_N: tl.constexpr, INTERP: tl.constexpr):
-    """:func:`_dequant_tile` by the packed bf16x2 upcast (``x2`` mode; values times 2**-X2_OFFSET).
+def _x2_factor(s, INTERP: tl.constexpr):
+    """ue8m0 scale bytes -> the x2 factor 2**(s - 1 - X2_OFFSET): bf16 (compiled), fp32 (interpreter)."""
+    if INTERP:
+        return ((s.to(tl.int32) + (126 - X2_OFFSET)) << 23).to(tl.float32, bitcast=True)
+    else:
+        return ((s.to(tl.int32) + (126 - X2_OFFSET)) << 7).to(tl.int16).to(tl.bfloat16, bitcast=True)
 
-    Compiled: :data:`_X2_ASM`, about 2 instructions per weight.  Interpreter (no inline asm): the same
-    bit patterns built with integer ops and read as fp32 (a bf16 pattern in the high half of an fp32
+
+@triton.jit
+def _x2_values(b, f, INTERP: tl.constexpr):
+    """Packed bytes ``b`` and factors ``f`` of the same shape -> (low-nibble, high-nibble) bf16 values times
+    2**-X2_OFFSET.  Compiled: :data:`_X2_ASM`, about 2 instructions per weight.  Interpreter (no inline asm):
+    the same bit patterns built with integer ops and read as fp32 (a bf16 pattern in the high half of an fp32
     word is the same number), multiplied by the same factor in fp32: bit-identical values."""
     if INTERP:
         bi = b.to(tl.int32)
         lo = ((((bi & 7) << 6) | ((bi & 8) << 12)) << 16).to(tl.float32, bitcast=True)
         hi = ((((bi & 0x70) << 2) | ((bi & 0x80) << 8)) << 16).to(tl.float32, bitcast=True)
-        f = ((s.to(tl.int32) + (126 - X2_OFFSET)) << 23).to(tl.float32, bitcast=True)[:, None, :]
-        lo = (lo * f).to(tl.bfloat16)
-        hi = (hi * f).to(tl.bfloat16)
+        return (lo * f).to(tl.bfloat16), (hi * f).to(tl.bfloat16)
     else:
-        f = ((s.to(tl.int32) + (126 - X2_OFFSET)) << 7).to(tl.int16).to(tl.bfloat16, bitcast=True)
-        fb = tl.broadcast_to(f[:, None, :], b.shape)
-        lo, hi = tl.inline_asm_elementwise(_X2_ASM, constraints="=r,=r,=r,=r,r,r,r", args=[b, fb],
-                                           dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
+        return tl.inline_asm_elementwise(_X2_ASM, constraints="=r,=r,=r,=r,r,r,r", args=[b, f],
+                                         dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
+
+
+@triton.jit
+def _dequant_tile_x2(b, s, HALF: tl.constexpr, BLOCK_N: tl.constexpr, INTERP: tl.constexpr):
+    """:func:`_dequant_tile` by the packed bf16x2 upcast (``x2`` mode; values times 2**-X2_OFFSET)."""
+    f = tl.broadcast_to(_x2_factor(s, INTERP)[:, None, :], b.shape)
+    lo, hi = _x2_values(b, f, INTERP)
     return tl.reshape(lo, (HALF, BLOCK_N)), tl.reshape(hi, (HALF, BLOCK_N))
+
+
+@triton.jit
+def _sw_dot(xa, xb, w, s, acc_t, HALF: tl.constexpr, NB: tl.constexpr, BLOCK_N: tl.constexpr,
+            DOT_F32: tl.constexpr):
+    """``sw`` mode (swap-AB): ``acc_t + dequant(w) @ x.T`` with the weights as the MMA's *A* operand.
+
+    ``w`` [BLOCK_N, HALF] packed bytes as stored (row n, byte h = K elements 2h and 2h + 1), ``s`` [BLOCK_N, NB]
+    scale bytes, ``xa`` / ``xb`` the even / odd K columns [BLOCK_M, HALF] of the activations; ``acc_t`` is
+    [BLOCK_N, BLOCK_M].  The weight rows fill the MMA's M (64 per warpgroup on Hopper: wgmma, which takes A
+    from registers, so the upcast values need no shared-memory round trip) and the few tokens of a decode
+    step its N (>= 16); the x2 upcast runs on the tile as loaded."""
+    f = tl.reshape(tl.broadcast_to(_x2_factor(s, DOT_F32)[:, :, None], (BLOCK_N, NB, 16)), (BLOCK_N, HALF))
+    w_even, w_odd = _x2_values(w, f, DOT_F32)
+    return _dot(w_odd, tl.trans(xb), _dot(w_even, tl.trans(xa), acc_t, DOT_F32), DOT_F32)
+
+
+@triton.jit
+def _sw_ptrs(w_ptr, ws_ptr, e, offs_n, stride_we, stride_wn, stride_se, stride_sn, k0,
+             HALF: tl.constexpr, NB: tl.constexpr):
+    """``sw`` mode: pointers of the weight tile [BLOCK_N, HALF] and its scale bytes [BLOCK_N, NB] at K ``k0``."""
+    rows = offs_n[:, None].to(tl.int64)
+    w = w_ptr + e * stride_we + rows * stride_wn + k0 // 2 + tl.arange(0, HALF)[None, :]
+    s = ws_ptr + e * stride_se + rows * stride_sn + k0 // 32 + tl.arange(0, NB)[None, :]
+    return w, s
+
+
+@triton.jit
+def _sw_masks(k0, mask_m, mask_n, offs_k, K: tl.constexpr, HALF: tl.constexpr, NB: tl.constexpr,
+              EVEN_K: tl.constexpr):
+    """(activation, weight, scale) masks of the ``sw`` K step at ``k0``."""
+    if EVEN_K:
+        return mask_m[:, None], mask_n[:, None], mask_n[:, None]
+    else:
+        return (mask_m[:, None] & (k0 + offs_k[None, :] < K),
+                mask_n[:, None] & (k0 // 2 + tl.arange(0, HALF)[None, :] < K // 2),
+                mask_n[:, None] & (k0 // 32 + tl.arange(0, NB)[None, :] < K // 32))
 
 
 @triton.jit
@@ -227,6 +275,7 @@ def _moe_mxfp4_gemm1_kernel(
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
     DOT_SCALED: tl.constexpr, SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, X2: tl.constexpr,
+    SWAP: tl.constexpr = False,
 ):
     """Grouped gate/up GEMM + gated activation. N = I (output columns), K = H.
 
@@ -258,6 +307,27 @@ def _moe_mxfp4_gemm1_kernel(
             x = tl.load(x_row + kk + offs_k[None, :], mask=mask_x, other=0.0)
             acc_l = _ds_dot(x, w_lin + kk // 2 + w_off, s_lin + kk // 32 + s_off, mask_w, mask_s, acc_l)
             acc_g = _ds_dot(x, w_gate + kk // 2 + w_off, s_gate + kk // 32 + s_off, mask_w, mask_s, acc_g)
+    elif SWAP:
+        x_ptrs = x_ptr + tok[:, None] * stride_xm + kb + offs_k[None, :]
+        w_lin, s_lin = _sw_ptrs(w_ptr, ws_ptr, e, offs_n, stride_we, stride_wn, stride_se, stride_sn, kb, HALF, NB)
+        w_gate = w_lin + N * stride_wn
+        s_gate = s_lin + N * stride_sn
+        acc_lt = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+        acc_gt = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+        for kk in range(0, K_SPLIT, BLOCK_K):
+            mask_x, mask_w, mask_s = _sw_masks(kb + kk, mask_m, mask_n, offs_k, K, HALF, NB, EVEN_K)
+            xa, xb = _load_act(x_ptrs, mask_x, BLOCK_M, HALF)
+            acc_lt = _sw_dot(xa, xb, tl.load(w_lin, mask=mask_w, other=0), tl.load(s_lin, mask=mask_s, other=0),
+                             acc_lt, HALF, NB, BLOCK_N, DOT_F32)
+            acc_gt = _sw_dot(xa, xb, tl.load(w_gate, mask=mask_w, other=0), tl.load(s_gate, mask=mask_s, other=0),
+                             acc_gt, HALF, NB, BLOCK_N, DOT_F32)
+            x_ptrs += BLOCK_K
+            w_lin += HALF
+            w_gate += HALF
+            s_lin += NB
+            s_gate += NB
+        acc_l = tl.trans(acc_lt) * X2_UNSCALE
+        acc_g = tl.trans(acc_gt) * X2_UNSCALE
     else:
         x_ptrs = x_ptr + tok[:, None] * stride_xm + kb + offs_k[None, :]
         w_lin = (w_ptr + e * stride_we + offs_n[None, None, :].to(tl.int64) * stride_wn + kb // 2
@@ -325,7 +395,7 @@ def _moe_mxfp4_gemm2_kernel(
     stride_am, stride_we, stride_wn, stride_se, stride_sn, stride_be, stride_om, stride_os,
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr, DOT_SCALED: tl.constexpr,
-    SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, X2: tl.constexpr,
+    SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, X2: tl.constexpr, SWAP: tl.constexpr = False,
 ):
     """Grouped down GEMM, times the routing weight, stored per pair. N = H, K = I.  Split ``pid_k``
     stores its partial product to plane ``pid_k`` of ``out`` (plane stride ``stride_os``); the bias
@@ -349,6 +419,19 @@ def _moe_mxfp4_gemm2_kernel(
             mask_a, mask_w, mask_s = _ds_masks(kb + kk, mask_m, mask_n, K, HALF, NB, BLOCK_K, EVEN_K)
             a = tl.load(a_row + kk + offs_k[None, :], mask=mask_a, other=0.0)
             acc = _ds_dot(a, w_base + kk // 2 + w_off, s_base + kk // 32 + s_off, mask_w, mask_s, acc)
+    elif SWAP:
+        a_ptrs = a_ptr + offs_m[:, None].to(tl.int64) * stride_am + kb + offs_k[None, :]
+        w_ptrs, s_ptrs = _sw_ptrs(w_ptr, ws_ptr, e, offs_n, stride_we, stride_wn, stride_se, stride_sn, kb, HALF, NB)
+        acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+        for kk in range(0, K_SPLIT, BLOCK_K):
+            mask_a, mask_w, mask_s = _sw_masks(kb + kk, mask_m, mask_n, offs_k, K, HALF, NB, EVEN_K)
+            aa, ab = _load_act(a_ptrs, mask_a, BLOCK_M, HALF)
+            acc_t = _sw_dot(aa, ab, tl.load(w_ptrs, mask=mask_w, other=0), tl.load(s_ptrs, mask=mask_s, other=0),
+                            acc_t, HALF, NB, BLOCK_N, DOT_F32)
+            a_ptrs += BLOCK_K
+            w_ptrs += HALF
+            s_ptrs += NB
+        acc = tl.trans(acc_t) * X2_UNSCALE
     else:
         a_ptrs = a_ptr + offs_m[:, None].to(tl.int64) * stride_am + kb + offs_k[None, :]
         w_ptrs = (w_ptr + e * stride_we + offs_n[None, None, :].to(tl.int64) * stride_wn + kb // 2

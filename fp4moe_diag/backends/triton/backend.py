@@ -26,8 +26,8 @@ import torch
 from ...case import ActivationFormat, GatedActivation, MoECase, WeightFormat
 from ...inputs import MoEInputs
 from ..base import Backend, Support, Tactic, device_capability
-from .configs import (CONFIGS, DECODE_CONFIGS, DECODE_MAX_PAIRS, DOT_SCALED_CONFIGS, X2_CONFIGS, X2_DECODE_CONFIGS,
-                      KernelConfig, default_config, parse_config, split_k_fits)
+from .configs import (CONFIGS, DECODE_CONFIGS, DECODE_MAX_PAIRS, DOT_SCALED_CONFIGS, SW_CONFIGS, SW_DECODE_CONFIGS,
+                      X2_CONFIGS, X2_DECODE_CONFIGS, KernelConfig, default_config, parse_config, split_k_fits)
 from .grouping import ExpertGrouping, group_pairs_by_expert
 
 _LAUNCH = "fp4moe_diag.backends.triton.launch"
@@ -180,13 +180,13 @@ class TritonMXFP4Backend(Backend):
         return Support(True)
 
     def tactics(self, case: MoECase, prepared: Any = None) -> list[Tactic]:
-        """The bit-arithmetic and x2 configs everywhere; the ``tl.dot_scaled`` ones only when compiled (GPU);
-        for ``T * top_k <= DECODE_MAX_PAIRS`` the split-K decode configs (x2 ones everywhere, ds ones on GPU)."""
+        """The bit-arithmetic, x2 and sw configs everywhere; the ``tl.dot_scaled`` ones only when compiled (GPU);
+        for ``T * top_k <= DECODE_MAX_PAIRS`` the split-K decode configs (x2 / sw ones everywhere, ds ones on GPU)."""
         default = default_config(case)
         decode = case.num_tokens * case.top_k <= DECODE_MAX_PAIRS
-        configs: tuple[KernelConfig, ...] = CONFIGS + X2_CONFIGS
+        configs: tuple[KernelConfig, ...] = CONFIGS + X2_CONFIGS + SW_CONFIGS
         if decode:
-            configs += tuple(c for c in X2_DECODE_CONFIGS if _split_fits(case, c))
+            configs += tuple(c for c in X2_DECODE_CONFIGS + SW_DECODE_CONFIGS if _split_fits(case, c))
         if not (interpret_enabled() or kernels_interpreted()):
             configs += DOT_SCALED_CONFIGS
             if decode:
@@ -250,12 +250,12 @@ class TritonMXFP4Backend(Backend):
             kern.launch_gemm1(
                 x, p.w13, p.w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
                 g.sorted_pair_ids, g.block_expert_ids, g.num_pairs, g.top_k, p.activation,
-                bm, bn, bk, nw, ns, dot_scaled=kc.dot_scaled, split_k=kc.split_k, part=part, x2=kc.x2,
+                bm, bn, bk, nw, ns, dot_scaled=kc.dot_scaled, split_k=kc.split_k, part=part, x2=kc.x2, swap=kc.swap,
             )
             kern.launch_gemm2(
                 inter, p.w2, p.w2_scale, p.w2_bias, p.topk_weights, pair_out,
                 g.sorted_pair_ids, g.block_expert_ids, g.num_pairs,
-                bm, bn, bk, nw, ns, dot_scaled=kc.dot_scaled, split_k=kc.split_k, x2=kc.x2,
+                bm, bn, bk, nw, ns, dot_scaled=kc.dot_scaled, split_k=kc.split_k, x2=kc.x2, swap=kc.swap,
             )
             # one fixed-order reduction over (split planes, top_k): deterministic, no atomics
             torch.sum(pair_out.view(kc.split_k, t, c.top_k, h), dim=(0, 2), out=p.out_f32)

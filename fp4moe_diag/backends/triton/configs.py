@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-MODES = ("bits", "ds", "x2")  # bit-arithmetic dequant, tl.dot_scaled, packed bf16x2 upcast
+MODES = ("bits", "ds", "x2", "sw")  # bit-arithmetic dequant, tl.dot_scaled, packed bf16x2 upcast, x2 swap-AB
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,8 @@ class KernelConfig:
     block_k: int
     num_warps: int
     num_stages: int
-    mode: str = "bits"  # "bits" (bit-arithmetic dequant), "ds" (tl.dot_scaled), "x2" (packed bf16x2 upcast)
+    mode: str = "bits"  # "bits" (bit-arithmetic dequant), "ds" (tl.dot_scaled), "x2" (packed bf16x2 upcast),
+    # "sw" (the x2 upcast with the weights as the MMA's A operand: swap-AB)
     split_k: int = 1
 
     def __post_init__(self) -> None:
@@ -39,7 +40,12 @@ class KernelConfig:
 
     @property
     def x2(self) -> bool:
-        return self.mode == "x2"
+        """The packed bf16x2 upcast (modes x2 and sw): its scale-byte range applies."""
+        return self.mode in ("x2", "sw")
+
+    @property
+    def swap(self) -> bool:
+        return self.mode == "sw"
 
     @property
     def label(self) -> str:
@@ -51,7 +57,8 @@ class KernelConfig:
 
     def params(self) -> dict[str, Any]:
         return dict(block_m=self.block_m, block_n=self.block_n, block_k=self.block_k, num_warps=self.num_warps,
-                    num_stages=self.num_stages, dot_scaled=self.dot_scaled, x2=self.x2, split_k=self.split_k)
+                    num_stages=self.num_stages, dot_scaled=self.dot_scaled, x2=self.x2, swap=self.swap,
+                    split_k=self.split_k)
 
 
 
@@ -128,9 +135,24 @@ X2_DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
     (16, 128, 128, 4, 3, "x2", 2),
 ))
 
+#: mode ``"sw"`` (label suffix ``-sw``; issue #16): the x2 upcast with the operands swapped, ``acc.T += W @ x.T``,
+#: so the weight tile [BLOCK_N, BLOCK_K] is the MMA's A operand: on Hopper, wgmma with A in registers (no
+#: shared-memory round trip of the upcast weights) and BLOCK_N weight rows in its M (64 per warpgroup), the
+#: tokens in its N; loaded as stored (row n, K contiguous).  BLOCK_M (tokens) stays small: a decode layout.
+SW_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
+    (16, 64, 128, 4, 3, "sw"),
+    (16, 128, 128, 4, 3, "sw"),
+    (32, 64, 128, 4, 3, "sw"),
+    (64, 128, 64, 4, 3, "sw"),
+))
+SW_DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
+    (16, 64, 128, 4, 3, "sw", 2),
+    (16, 64, 128, 4, 3, "sw", 4),
+    (16, 128, 128, 4, 3, "sw", 2),
+))
 
 
-_LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds|x2))?(?:-sk(\d+))?$")
+_LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds|x2|sw))?(?:-sk(\d+))?$")
 
 
 def parse_config(cfg: Any) -> KernelConfig:

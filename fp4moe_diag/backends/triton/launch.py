@@ -19,6 +19,12 @@ def _dot_scaled(requested: bool) -> bool:
     return bool(requested)
 
 
+def _swap(requested: bool, x2: bool) -> bool:
+    if requested and not x2:
+        raise ValueError("swap: the swap-AB kernels (mode sw) use the packed bf16x2 upcast; pass x2=True with swap")
+    return bool(requested)
+
+
 def _x2(requested: bool, dot_scaled: bool) -> bool:
     if requested and dot_scaled:
         raise ValueError("x2: the packed bf16x2 upcast replaces the bit-arithmetic dequant; it cannot be combined "
@@ -32,7 +38,7 @@ def launch_gemm1(
     out: torch.Tensor, sorted_pair_ids: torch.Tensor, block_expert_ids: torch.Tensor,
     num_pairs: int, top_k: int, activation: int,
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
-    split_k: int = 1, part: Optional[torch.Tensor] = None, x2: bool = False,
+    split_k: int = 1, part: Optional[torch.Tensor] = None, x2: bool = False, swap: bool = False,
 ) -> None:
     """Launch gemm1 on ``block_expert_ids.numel()`` M-blocks. ``w [L, 2I, H/2]``, ``out [P, I]``.
     ``split_k > 1`` needs ``part``: fp32 ``[split_k, >= P, 2I]`` (then a finalize kernel runs)."""
@@ -58,7 +64,7 @@ def launch_gemm1(
         K=hidden, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
         ACTIVATION=activation, HAS_BIAS=bias is not None, EVEN_K=hidden % (block_k * split_k) == 0,
         DOT_F32=INTERPRETED, DOT_SCALED=_dot_scaled(dot_scaled), SPLIT_K=split_k, K_SPLIT=ks, X2=_x2(x2, dot_scaled),
-        num_warps=num_warps, num_stages=num_stages,
+        SWAP=_swap(swap, x2), num_warps=num_warps, num_stages=num_stages,
     )
     if split_k > 1:
         fin_n = 64
@@ -81,7 +87,7 @@ def launch_gemm2(
     topk_weights: torch.Tensor, out: torch.Tensor, sorted_pair_ids: torch.Tensor,
     block_expert_ids: torch.Tensor, num_pairs: int,
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
-    split_k: int = 1, x2: bool = False,
+    split_k: int = 1, x2: bool = False, swap: bool = False,
 ) -> None:
     """Launch gemm2. ``a [P, I]`` bf16, ``w [L, H, I/2]``, ``out [T*k, H]`` (rows by pair index), or
     ``out [>= split_k, T*k, H]`` (one plane per split; the caller sums them)."""
@@ -103,5 +109,5 @@ def launch_gemm2(
         K=inter, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
         HAS_BIAS=bias is not None, EVEN_K=inter % (block_k * split_k) == 0, DOT_F32=INTERPRETED,
         DOT_SCALED=_dot_scaled(dot_scaled), SPLIT_K=split_k, K_SPLIT=ks, X2=_x2(x2, dot_scaled),
-        num_warps=num_warps, num_stages=num_stages,
+        SWAP=_swap(swap, x2), num_warps=num_warps, num_stages=num_stages,
     )
