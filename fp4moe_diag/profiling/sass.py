@@ -1,0 +1,181 @@
+"""Static SASS of our Triton kernels without a GPU: instructions per weight element in the MMA loop.
+
+``python -m fp4moe_diag.profiling.sass --tactic m16n64k128w4s3-x2 [--gemm gemm2] [--k 3072] [--arch 90]``
+compiles one of :mod:`fp4moe_diag.backends.triton._kernels` for ``sm_<arch>a`` with the installed Triton
+(its bundled ptxas; no driver needed), disassembles it with the bundled ``nvdisasm`` and reports the
+loop that holds the MMAs: its instruction count, the opcode histogram, the MMA kind (``HMMA`` = mma.sync,
+``HGMMA`` = wgmma) and instructions per weight element (the loop handles ``BLOCK_N x BLOCK_K`` weights per
+tile, two tiles in gemm1, over ``num_warps x 32`` threads).  Integer arguments are compiled as Triton
+specialises them at a real launch (pointers and strides divisible by 16), so loads vectorise as they do
+on the GPU.  It is a static count, not a timing: it says whether a kernel is issue-bound, the GPU says
+how fast it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from typing import Optional, Sequence
+
+from ..backends.triton.configs import KernelConfig, k_split, parse_config, split_k_fits
+
+_GEMMS = {
+    "gemm1": (["x_ptr", "w_ptr", "ws_ptr", "b_ptr", "alpha_ptr", "beta_ptr", "limit_ptr", "out_ptr", "part_ptr",
+               "sorted_pair_ptr", "block_expert_ptr"],
+              ["*bf16", "*u8", "*u8", "*fp32", "*fp32", "*fp32", "*fp32", "*bf16", "*fp32", "*i32", "*i32"],
+              ["num_pairs", "top_k", "N", "stride_xm", "stride_we", "stride_wn", "stride_se", "stride_sn", "stride_be",
+               "stride_om", "stride_ps", "stride_pm"]),
+    "gemm2": (["a_ptr", "w_ptr", "ws_ptr", "b_ptr", "topk_w_ptr", "out_ptr", "sorted_pair_ptr", "block_expert_ptr"],
+              ["*bf16", "*u8", "*u8", "*fp32", "*fp32", "*fp32", "*i32", "*i32"],
+              ["num_pairs", "N", "stride_am", "stride_we", "stride_wn", "stride_se", "stride_sn", "stride_be",
+               "stride_om", "stride_os"]),
+}
+_INS = re.compile(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+_LABEL = re.compile(r"^\.(L_x_\d+):")
+_BRANCH = re.compile(r"\bBRA\s+(?:`\()?\.?(L_x_\d+)")
+
+
+@dataclass
+class LoopCount:
+    """The MMA loop of one compiled kernel."""
+    tactic: str
+    gemm: str
+    arch: int
+    triton_version: str
+    loop_instructions: int
+    weights_per_thread: int
+    instructions_per_weight: float
+    mma: str
+    shared_bytes: int
+    opcodes: dict = field(default_factory=dict)
+
+
+def mma_loop(sass: str) -> list[str]:
+    """The instructions of the largest backward-branch loop of ``sass`` (nvdisasm text) that holds an MMA."""
+    lines = sass.splitlines()
+    ins: list[tuple[int, str]] = []
+    label_at: dict[str, int] = {}
+    pending: Optional[str] = None
+    for ln in lines:
+        m = _LABEL.match(ln.strip())
+        if m:
+            pending = m.group(1)
+            continue
+        mi = _INS.match(ln)
+        if mi:
+            addr = int(mi.group(1), 16)
+            ins.append((addr, mi.group(2)))
+            if pending:
+                label_at[pending] = addr
+                pending = None
+    best: list[str] = []
+    for addr, text in ins:
+        mb = _BRANCH.search(text)
+        if mb and mb.group(1) in label_at and label_at[mb.group(1)] < addr:
+            body = [t for a, t in ins if label_at[mb.group(1)] <= a <= addr]
+            if any("MMA" in t for t in body) and len(body) > len(best):
+                best = body
+    if not best:
+        raise ValueError("sass: no loop with an MMA instruction found")
+    return best
+
+
+def opcode(text: str) -> str:
+    """``@!P0 LDG.E.128 R4, desc[...]`` -> ``LDG``."""
+    return re.sub(r"^@!?U?P\w+\s+", "", text).split()[0].split(".")[0]
+
+
+def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from ..backends.triton import _kernels as K
+
+    ptrs, types, ints = _GEMMS[gemm]
+    fn = K._moe_mxfp4_gemm1_kernel if gemm == "gemm1" else K._moe_mxfp4_gemm2_kernel
+    const = dict(K=k, BLOCK_M=kc.block_m, BLOCK_N=kc.block_n, BLOCK_K=kc.block_k, HAS_BIAS=True,
+                 EVEN_K=k % (kc.block_k * kc.split_k) == 0, DOT_F32=False, DOT_SCALED=kc.dot_scaled,
+                 SPLIT_K=kc.split_k, K_SPLIT=k_split(k, kc.block_k, kc.split_k), X2=kc.x2, SWAP=kc.swap)
+    if gemm == "gemm1":
+        const["ACTIVATION"] = 1
+    sig = dict(zip(ptrs, types)) | {i: "i32" for i in ints} | {c: "constexpr" for c in const}
+    aligned = ptrs + [i for i in ints if i.startswith("stride") or i == "N"]
+    attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in aligned}
+    src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(c),): v for c, v in const.items()},
+                    attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32),
+                          options=dict(num_warps=kc.num_warps, num_stages=kc.num_stages))
+
+
+def _nvdisasm() -> str:
+    import triton
+
+    path = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "nvdisasm")
+    if not os.path.exists(path):
+        raise ValueError(f"nvdisasm: not found at {path} (this Triton install bundles no CUDA tools)")
+    return path
+
+
+def count(tactic: str, gemm: str = "gemm2", k: int = 3072, arch: int = 90) -> LoopCount:
+    """Compile ``tactic`` (a label of our Triton backend) for ``sm_<arch>a`` and count its MMA loop."""
+    kc = parse_config(tactic)
+    if gemm not in _GEMMS:
+        raise ValueError(f"gemm: expected one of {sorted(_GEMMS)}, got {gemm!r}")
+    if not isinstance(k, int) or k < kc.block_k or k % 32:
+        raise ValueError(f"k: expected a multiple of 32 of at least block_k={kc.block_k}, got {k!r}")
+    if not split_k_fits(k, kc.block_k, kc.split_k):
+        raise ValueError(f"k: {k} in {kc.split_k} splits of block_k={kc.block_k} leaves a split empty")
+    if arch < 80:
+        raise ValueError(f"arch: expected a compute capability x10 of 80 or more, got {arch!r}")
+    import triton
+
+    cc = _compile(kc, gemm, k, arch)
+    with tempfile.TemporaryDirectory() as d:
+        cubin = os.path.join(d, "k.cubin")
+        with open(cubin, "wb") as f:
+            f.write(cc.asm["cubin"])
+        sass = subprocess.run([_nvdisasm(), "-c", cubin], capture_output=True, text=True, check=True).stdout
+    body = mma_loop(sass)
+    ops = collections.Counter(opcode(t) for t in body)
+    tiles = 2 if gemm == "gemm1" else 1
+    per_thread = tiles * kc.block_n * kc.block_k // (kc.num_warps * 32)
+    mma = "HGMMA" if ops.get("HGMMA") else ("HMMA" if ops.get("HMMA") else "?")
+    return LoopCount(tactic=kc.label, gemm=gemm, arch=arch, triton_version=triton.__version__,
+                     loop_instructions=len(body), weights_per_thread=per_thread,
+                     instructions_per_weight=round(len(body) / per_thread, 2), mma=mma,
+                     shared_bytes=int(cc.metadata.shared), opcodes=dict(ops.most_common()))
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m fp4moe_diag.profiling.sass", description=__doc__.split("\n")[0])
+    ap.add_argument("--tactic", action="append", required=True, help="a Triton tactic label; repeat for several")
+    ap.add_argument("--gemm", choices=sorted(_GEMMS), default="gemm2")
+    ap.add_argument("--k", type=int, default=3072, help="reduction length (H for gemm1, I for gemm2)")
+    ap.add_argument("--arch", type=int, default=90, help="compute capability x10 (90 = sm_90a)")
+    ap.add_argument("--json", action="store_true", help="one JSON object per tactic")
+    args = ap.parse_args(argv)
+    try:
+        rows = [count(t, args.gemm, args.k, args.arch) for t in args.tactic]
+    except ValueError as e:
+        print(f"sass: error: {e}", file=sys.stderr)
+        return 2
+    for r in rows:
+        if args.json:
+            print(json.dumps(asdict(r)))
+        else:
+            top = ", ".join(f"{o} {n}" for o, n in list(r.opcodes.items())[:8])
+            print(f"{r.tactic} {r.gemm} sm_{r.arch}a (triton {r.triton_version}): {r.loop_instructions} instructions "
+                  f"in the MMA loop ({r.mma}), {r.instructions_per_weight} per weight; smem {r.shared_bytes} B; {top}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
