@@ -12,6 +12,7 @@
 # cores) and fi074-wait (waits for it, copies the .so.xz to $OUT).  A sweep entry's 6th field 'fi074' runs it
 # under FlashInfer 0.7.4 (/tmp/fi074 first on PYTHONPATH, FP4MOE_CUTLASS_MODULE = that build). (PROFILES="backend|model|ep|tokens|tactic labels;...": Nsight Compute tables)
 # (notebook 04 does the Nsight Compute profile; every sweep re-times each best tactic: noise_ratio)
+# TRITON_CACHE_OUT=0: do not pack Triton's compile cache into $OUT (it can pass the size of what comes back).
 # Knobs: SWEEP_BACKENDS (triton,cutlass,reference), SWEEP_MODELS, SWEEP_EP, SWEEP_TOKENS,
 #        SWEEP_REPEATS, SWEEP_ARGS (extra args), FP4MOE_CUTLASS_MODULE (prebuilt slim module),
 #        FP4MOE_FP4QUANT_MODULE (prebuilt flashinfer fp4 quantization module, for gputests).
@@ -204,7 +205,7 @@ fi
 
 log "packing"
 if [ -n "${SNAP_PID:-}" ]; then kill "$SNAP_PID" 2>/dev/null; wait "$SNAP_PID" 2>/dev/null; rm -f "$OUT"/partial.tgz*; fi
-if [ -n "$(ls -A "$TRITON_CACHE_DIR" 2>/dev/null)" ]; then tar -C "$TRITON_CACHE_DIR" -czf "$OUT/triton_cache.tgz" . ; fi
+if [ "${TRITON_CACHE_OUT:-1}" = 1 ] && [ -n "$(ls -A "$TRITON_CACHE_DIR" 2>/dev/null)" ]; then tar -C "$TRITON_CACHE_DIR" -czf "$OUT/triton_cache.tgz" . ; fi
 tar -C "$OUT" -czf "$OUT/bundle.tgz" bundle && rm -rf "$B"
 ls -la "$OUT"
 log "done"
