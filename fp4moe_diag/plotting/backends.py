@@ -145,6 +145,7 @@ def x_of_best_figure(df: pd.DataFrame, *, max_panels: int = 12) -> Figure:
         top.axhline(1.0, color="black", lw=0.8, ls=":")
         top.set_yscale("log")
         top.yaxis.set_major_formatter(FuncFormatter(lambda y, _p: f"{y:g}x"))
+        top.yaxis.set_minor_formatter(FuncFormatter(lambda y, _p: f"{y:g}x"))  # log minor ticks: 2x, 3x, not 2x10^0
         top.set_title(f"{case['model']} EP{case['ep_size']} ({case['gpu_name']})", fontsize=10)
         top.set_ylabel("best time / best of all backends (x, log)")
         bottom.set_ylabel("fraction of the read ceiling (bytes / s)")
