@@ -91,3 +91,13 @@ def test_x_of_best_figure_plots_each_backends_ratio_and_read_share():
     assert lines["triton_kernels"] == ([64, 4096], [1.0, round(1000 / 900, 6)])
     reads = {ln.get_label(): [float(y) for y in ln.get_ydata()] for ln in bottom.get_lines()}
     assert reads["cutlass@0.5.2"] == pytest.approx([1 / 320])
+
+
+def test_the_report_shows_the_headline_table():
+    from fp4moe_diag.report.nb05 import comparison_tables
+
+    cmp = comparison_tables(frame())
+    h = cmp["headline"]
+    assert h["best_backend"].tolist() == ["triton_kernels", "triton"] and "cutlass@0.7.4:x_of_best" in h
+    empty = comparison_tables(frame()[lambda d: d["backend"] == "reference"])
+    assert empty["headline"].empty and any(n.startswith("headline: df:") for n in empty["notes"]["note"])

@@ -9,6 +9,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from .. import plotting as P
+from ..analysis.headline import headline_markdown, headline_table  # noqa: F401 (re-exported for the notebook)
 from ..analysis import plot_targets, provenance, provenance_table, ratio_summary, summary_tables, version_ratio_table, x_of_best  # noqa: F401 (re-exported for the notebook)
 from .context import CPU_HIDDEN_SCALE, TUNE_COLUMNS, ReportContext, context, environment_table, load_report_data  # noqa: F401 (re-exported)
 from .display import fmt, show_figure, show_markdown, try_figure  # noqa: F401 (re-exported)
@@ -70,12 +71,14 @@ def build_report_figures(df: pd.DataFrame, fig_dir: Any, max_shape_figures: int 
 
 
 def comparison_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """The report's two comparison tables, each empty with the reason in ``notes`` when the data cannot make it:
-    ``x_of_best`` (every backend's best against the best of all, and the roofline) and ``versions``
+    """The report's comparison tables, each empty with the reason in ``notes`` when the data cannot make it:
+    ``headline`` (one line per shape, a column group per backend: the README's table; render it with
+    :func:`headline_markdown`), ``x_of_best`` (every backend's best against the best of all, and the roofline) and ``versions``
     (FlashInfer version B / A per shape for the best, default and tuned tactic) with its ``versions_summary``."""
     out: dict[str, pd.DataFrame] = {}
     notes: list[str] = []
-    for name, make in (("x_of_best", lambda: x_of_best(df)), ("versions", lambda: version_ratio_table(df))):
+    for name, make in (("headline", lambda: headline_table(df)), ("x_of_best", lambda: x_of_best(df)),
+                       ("versions", lambda: version_ratio_table(df))):
         try:
             out[name] = make()
         except ValueError as e:
