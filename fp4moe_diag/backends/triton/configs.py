@@ -139,6 +139,10 @@ X2_DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
 #: so the weight tile [BLOCK_N, BLOCK_K] is the MMA's A operand: on Hopper, wgmma with A in registers (no
 #: shared-memory round trip of the upcast weights) and BLOCK_N weight rows in its M (64 per warpgroup), the
 #: tokens in its N; loaded as stored (row n, K contiguous).  BLOCK_M (tokens) stays small: a decode layout.
+#: H200, gpt-oss-20b EP1 T=64 (2026-12-03, data/runs/2026-12-03-nvidia-h200-s6, CUDA graphs): m16n128k128w4s3-sw
+#: 292 us (38 % of the read ceiling), best x2 308 us, best ds 355 us, triton_kernels 175 us.  gemm2 MMA loop on
+#: sm_90a (python -m fp4moe_diag.profiling.sass, triton 3.6.0): sw 6.0 instructions per weight (m16n128: 5.4),
+#: x2 4.9 (4.3), ds 7.0, bits 14.2 -- sw issues more and still wins: wgmma is asynchronous, mma.sync is not.
 SW_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
     (16, 64, 128, 4, 3, "sw"),
     (16, 128, 128, 4, 3, "sw"),
