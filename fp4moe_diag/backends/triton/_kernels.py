@@ -19,6 +19,13 @@ and feeds ``tl.dot`` with fp32 accumulation.
 * gemm2: ``(inter @ w2[e].T + b2[e]) * topk_weight[pair]``, stored fp32 ``[T * top_k, H]`` by
   pair; the sum over ``top_k`` is done in torch (deterministic, no atomics).
 
+Weight upcast modes (constexpr switches; :mod:`.configs` names them): bits (fp32 bit arithmetic), ``DOT_SCALED``
+(``tl.dot_scaled``), ``X2`` (:data:`_X2_ASM`: packed bf16x2 bit patterns, one ``mul.bf16x2`` applies the scale) on
+the [NB, 16, BLOCK_N] tile above, and ``SWAP`` with ``X2`` (swap-AB, :func:`_sw_dot`): the weight tile is loaded
+as stored, ``[BLOCK_N, BLOCK_K // 2]`` bytes (row n, K contiguous), upcast in place and used as the MMA's A
+operand, ``acc.T [BLOCK_N, BLOCK_M] += W_even @ x_even.T + W_odd @ x_odd.T``; the accumulator is transposed once
+after the K loop.  On sm_90a that is wgmma m64n16 with A in registers instead of mma.sync m16.
+
 The reduction length ``K`` (H for gemm1, I for gemm2) is a ``tl.constexpr``: one compile per
 (shape, config, activation, bias) and a constant trip count; Triton 3.6's interpreter also
 fails on a loop bounded by a runtime scalar under NumPy >= 2.4.  Under the interpreter the
