@@ -15,16 +15,9 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from .tables import FLASHINFER_BACKENDS, x_of_best
+from .tables import x_of_best
 
 SHAPE = ["gpu_name", "model", "ep_size", "num_tokens"]
-
-
-def _versioned_backend(df: pd.DataFrame) -> pd.Series:
-    """``backend`` as :func:`x_of_best` names it (``cutlass@0.5.2`` for FlashInfer's backends)."""
-    b = df["backend"].astype("string")
-    fi = df["backend"].isin(FLASHINFER_BACKENDS) & df["flashinfer_version"].notna() & (df["flashinfer_version"] != "")
-    return b.where(~fi, b + "@" + df["flashinfer_version"].astype("string"))
 
 
 def headline_table(df: pd.DataFrame, backends: Optional[Sequence[str]] = None) -> pd.DataFrame:
@@ -42,13 +35,6 @@ def headline_table(df: pd.DataFrame, backends: Optional[Sequence[str]] = None) -
         unknown = [b for b in backends if b not in have]
         if unknown:
             raise ValueError(f"backends: {unknown} not measured in these rows; there are {have}")
-    rows = df.assign(_backend=_versioned_backend(df))
-    extra = rows[["run_id", *SHAPE, "_backend", "tactic_label", "achieved_TFLOPs", "frac_flops_roofline"]]
-    extra = extra.rename(columns={"_backend": "backend", "tactic_label": "best_tactic"})
-    extra = extra.astype({"run_id": "string", "backend": "string", "best_tactic": "string"})
-    extra = extra.drop_duplicates(["run_id", *SHAPE, "backend", "best_tactic"])
-    x = x.astype({"run_id": "string", "backend": "string", "best_tactic": "string"})
-    x = x.merge(extra, on=["run_id", *SHAPE, "backend", "best_tactic"], how="left")
     out = x[SHAPE].drop_duplicates().reset_index(drop=True)
     for b in backends:
         part = x[x["backend"] == b][SHAPE + ["best_us", "best_tactic", "x_of_best", "frac_bw_roofline"]]

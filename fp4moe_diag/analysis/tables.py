@@ -151,8 +151,8 @@ def x_of_best(df: pd.DataFrame) -> pd.DataFrame:
 
     One row per shape x backend: the backend's best tactic and time, the best backend of the shape and its
     time, ``x_of_best`` (this backend's best time / the best of all backends; 1.0 = the fastest),
-    ``frac_bw_roofline`` (weight + activation bytes over the read-only streaming ceiling) and the time
-    method.  The reference backend is left out (it is the float32 check, not a kernel).  FlashInfer's backends
+    ``frac_bw_roofline`` (weight + activation bytes over the read-only streaming ceiling), ``achieved_TFLOPs`` and
+    ``frac_flops_roofline`` (of the bf16 GEMM ceiling) of that tactic, and the time method.  The reference backend is left out (it is the float32 check, not a kernel).  FlashInfer's backends
     are told apart by version (``cutlass@0.7.4``): each FlashInfer is a kernel of its own."""
     df = df.copy()
     fi = df["backend"].isin(FLASHINFER_BACKENDS) & df["flashinfer_version"].notna() & (df["flashinfer_version"] != "")
@@ -171,5 +171,6 @@ def x_of_best(df: pd.DataFrame) -> pd.DataFrame:
     out = out.merge(methods.astype({"run_id": "string", "backend": "string"}),
                     on=["run_id", "backend"], how="left")
     cols = ["gpu_name", "model", "ep_size", "num_tokens", "backend", "best_tactic", "best_us", "best_backend",
-            "best_of_all_us", "x_of_best", "frac_bw_roofline", "achieved_GBps", "time_method", "run_id"]
+            "best_of_all_us", "x_of_best", "frac_bw_roofline", "achieved_GBps", "achieved_TFLOPs",
+            "frac_flops_roofline", "time_method", "run_id"]
     return out[cols].sort_values(["gpu_name", "model", "ep_size", "num_tokens", "x_of_best"]).reset_index(drop=True)
