@@ -24,7 +24,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import Optional, Sequence
 
-from ..backends.triton.configs import KernelConfig, k_split, parse_config, split_k_fits
+from ..backends.triton.configs import KernelConfig, even_k, k_split, parse_config, split_k_fits
 
 _GEMMS = {
     "gemm1": (["x_ptr", "w_ptr", "ws_ptr", "b_ptr", "alpha_ptr", "beta_ptr", "limit_ptr", "out_ptr", "part_ptr",
@@ -102,7 +102,7 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
     ptrs, types, ints = _GEMMS[gemm]
     fn = K._moe_mxfp4_gemm1_kernel if gemm == "gemm1" else K._moe_mxfp4_gemm2_kernel
     const = dict(K=k, BLOCK_M=kc.block_m, BLOCK_N=kc.block_n, BLOCK_K=kc.block_k, HAS_BIAS=True,
-                 EVEN_K=k % (kc.block_k * kc.split_k) == 0, DOT_F32=False, DOT_SCALED=kc.dot_scaled,
+                 EVEN_K=even_k(k, kc.block_k, kc.split_k), DOT_F32=False, DOT_SCALED=kc.dot_scaled,
                  SPLIT_K=kc.split_k, K_SPLIT=k_split(k, kc.block_k, kc.split_k), X2=kc.x2, SWAP=kc.swap)
     if gemm == "gemm1":
         const["ACTIVATION"] = 1
@@ -137,12 +137,13 @@ def count(tactic: str, gemm: str = "gemm2", k: int = 3072, arch: int = 90) -> Lo
         raise ValueError(f"arch: expected a compute capability x10 of 80 or more, got {arch!r}")
     import triton
 
+    nvdisasm = _nvdisasm()  # before the compile: a missing tool is reported before any long work
     cc = _compile(kc, gemm, k, arch)
     with tempfile.TemporaryDirectory() as d:
         cubin = os.path.join(d, "k.cubin")
         with open(cubin, "wb") as f:
             f.write(cc.asm["cubin"])
-        sass = subprocess.run([_nvdisasm(), "-c", cubin], capture_output=True, text=True, check=True).stdout
+        sass = subprocess.run([nvdisasm, "-c", cubin], capture_output=True, text=True, check=True).stdout
     body = mma_loop(sass)
     ops = collections.Counter(opcode(t) for t in body)
     tiles = 2 if gemm == "gemm1" else 1

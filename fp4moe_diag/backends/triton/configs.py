@@ -181,6 +181,11 @@ def parse_config(cfg: Any) -> KernelConfig:
     return KernelConfig(*cfg[:5], mode=mode, split_k=split)
 
 
+def even_k(k: int, block_k: int, split_k: int) -> bool:
+    """The kernels' ``EVEN_K``: every split is whole ``block_k`` steps, so the K loop needs no masks."""
+    return k % (block_k * split_k) == 0
+
+
 def k_split(k: int, block_k: int, split_k: int) -> int:
     """K elements per split: a whole number of ``block_k`` steps (the last split may be shorter)."""
     per = -(-k // split_k)

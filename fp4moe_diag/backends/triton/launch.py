@@ -9,7 +9,7 @@ import triton
 
 from ._kernels import (INTERPRETED, _moe_mxfp4_gemm1_finalize_kernel, _moe_mxfp4_gemm1_kernel,
                        _moe_mxfp4_gemm2_kernel)
-from .configs import k_split, split_k_fits
+from .configs import even_k, k_split, split_k_fits
 
 
 def _dot_scaled(requested: bool) -> bool:
@@ -62,7 +62,7 @@ def launch_gemm1(
         0 if bias is None else bias.stride(0), out.stride(0),
         0 if split_k == 1 else part.stride(0), 0 if split_k == 1 else part.stride(1),
         K=hidden, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-        ACTIVATION=activation, HAS_BIAS=bias is not None, EVEN_K=hidden % (block_k * split_k) == 0,
+        ACTIVATION=activation, HAS_BIAS=bias is not None, EVEN_K=even_k(hidden, block_k, split_k),
         DOT_F32=INTERPRETED, DOT_SCALED=_dot_scaled(dot_scaled), SPLIT_K=split_k, K_SPLIT=ks, X2=_x2(x2, dot_scaled),
         SWAP=_swap(swap, x2), num_warps=num_warps, num_stages=num_stages,
     )
@@ -107,7 +107,7 @@ def launch_gemm2(
         a.stride(0), w.stride(0), w.stride(1), w_scale.stride(0), w_scale.stride(1),
         0 if bias is None else bias.stride(0), planes.stride(1), planes.stride(0),
         K=inter, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
-        HAS_BIAS=bias is not None, EVEN_K=inter % (block_k * split_k) == 0, DOT_F32=INTERPRETED,
+        HAS_BIAS=bias is not None, EVEN_K=even_k(inter, block_k, split_k), DOT_F32=INTERPRETED,
         DOT_SCALED=_dot_scaled(dot_scaled), SPLIT_K=split_k, K_SPLIT=ks, X2=_x2(x2, dot_scaled),
         SWAP=_swap(swap, x2), num_warps=num_warps, num_stages=num_stages,
     )
