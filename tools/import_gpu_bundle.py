@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from fp4moe_diag.results import load_run, part_files
+from fp4moe_diag.results import load_run, part_files, save_run
 
 KEEP = ("env.txt", "reproduce.txt", "verdict_h200.json", "version_matrix.csv", "debug_cutlass.txt",
         "sweep.txt", "cutlass_build.txt", "gputests.txt")
@@ -44,6 +44,7 @@ def main() -> None:
         ap.error(f"bundle: {args.bundle} is not a file")
     dst.mkdir(parents=True, exist_ok=True)
     partial: list[str] = []
+    df = None
     with tempfile.TemporaryDirectory() as tmp:
         with tarfile.open(args.bundle) as tf:
             tf.extractall(tmp, filter="data")
@@ -56,22 +57,21 @@ def main() -> None:
         frames = [pd.read_parquet(p) for p in parts if p.exists()]
         merged = {p.parent.name for p in parts if p.exists()}
         for run in sorted(p for p in (Path(tmp) / "r").glob("*") if p.is_dir() and p.name not in merged):
-            if not part_files(run):
+            n_parts = len(part_files(run))
+            if not n_parts:
                 continue
             df_parts = load_run(run)  # a sweep cut off before its merge: the cases it finished (current config)
             if len(df_parts):
                 frames.append(df_parts)
-                partial.append(f"{run.name}: {len(df_parts)} rows from {len(part_files(run))} finished cases")
+                partial.append(f"{run.name}: {len(df_parts)} rows from {n_parts} finished cases")
         if frames:
             df = pd.concat(frames, ignore_index=True)
             df["run_id"] = args.run_id
-            df.to_parquet(dst / "results.parquet", index=False)
-            df.to_csv(dst / "results.csv", index=False)
+            save_run(df, dst)  # parquet + CSV atomically, with the manifest that load_run checks
         if (b / "reports").exists():
             shutil.copytree(b / "reports", dst / "reports", dirs_exist_ok=True)
     lines = [f"# Run {args.run_id}", ""]
-    if (dst / "results.parquet").exists():
-        df = pd.read_parquet(dst / "results.parquet")
+    if df is not None:
         r = df.iloc[0]
         for k in ("gpu_name", "compute_capability", "driver_version", "torch_version", "cuda_version",
                   "flashinfer_version", "triton_version", "git_commit"):
