@@ -82,7 +82,7 @@ def sweep_spec(args: argparse.Namespace) -> "SweepSpec":
                      warmup=args.warmup, repeats=args.repeats, cuda_graph=args.cuda_graph,
                      measure_ceilings=not args.no_ceilings, max_seconds_per_tactic=args.max_seconds_per_tactic,
                      screen=args.screen, screen_top=args.screen_top, tag=args.tag,
-                     kernel_time=args.kernel_time)
+                     kernel_time=args.kernel_time, tactic_filters=tuple(args.tactics or ()))
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -256,6 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--export-tuner-config", type=A.out_file, default=None, metavar="FILE",
                    help="write the best tactic per op and shape bucket as FlashInfer 0.7's AutoTuner config JSON "
                         "(load it with AutoTuner.load_configs or autotune(cache=FILE))")
+    s.add_argument("--tactics", type=A.tactic_filter, action="append", default=None, metavar="BACKEND=REGEX",
+                   help="only the tactics of BACKEND whose label matches REGEX (re.search), e.g. 'triton=-ps'; "
+                        "repeat for several backends (the others run every tactic)")
     s.add_argument("--tag", default="")
     s.add_argument("--no-progress", action="store_true")
     s.set_defaults(func=cmd_sweep)

@@ -29,6 +29,7 @@ flag                                       type / check
 ``reproduce --log``                        :func:`log_file`, then :func:`check_reproduce_args` (parses it)
 ``versions DIR``                           :func:`existing_dir`
 ``profile --tactics``                      :func:`non_empty_list`
+``sweep --tactics``                        :func:`tactic_filter` (``BACKEND=REGEX``), then :func:`check_sweep_args`
 ``compare-versions --flashinfer``          :func:`version_dir` (``NAME=DIR`` holding ``flashinfer/``)
 ``compare-versions --cutlass-module``      :func:`version_file` (``NAME=FILE``)
 =========================================  ==================================================================
@@ -114,6 +115,22 @@ ep_list = int_list
 
 def non_empty_list(text: str) -> list[str]:
     return _items(text)
+
+
+def tactic_filter(text: str) -> str:
+    """``sweep --tactics BACKEND=REGEX``: a backend name and a valid regular expression."""
+    import re  # noqa: PLC0415
+
+    name, sep, rx = str(text).partition("=")
+    name = name.strip()
+    if not sep or not name or not rx:
+        raise Err(f"expected BACKEND=REGEX (e.g. triton=-ps), got {text!r}")
+    backend_name(name)
+    try:
+        re.compile(rx)
+    except re.error as e:
+        raise Err(f"{rx!r} is not a valid regular expression ({e})") from None
+    return f"{name}={rx}"
 
 
 def _table_models() -> list[str]:
@@ -327,6 +344,16 @@ def check_sweep_args(parser: argparse.ArgumentParser, args: argparse.Namespace) 
             have = sorted(set(int(e) for e in table[table["model"] == name]["ep_size"]))
             if ":" not in entry and not set(eps) & set(have):
                 parser.error(f"argument --ep: {name} has EP sizes {have} in the shape table, got {list(eps)}")
+    backends = getattr(args, "backends", None) or ()
+    seen: set[str] = set()
+    for entry in getattr(args, "tactics", None) or ():
+        name = entry.split("=", 1)[0]
+        if name not in backends:
+            parser.error(f"argument --tactics: {entry!r} names backend {name!r}, which is not in --backends "
+                         f"{list(backends)}")
+        if name in seen:
+            parser.error(f"argument --tactics: backend {name!r} has two filters")
+        seen.add(name)
     if getattr(args, "resume", False) and getattr(args, "overwrite", False):
         parser.error("argument --resume: not allowed with --overwrite (choose one)")
     out = getattr(args, "out", None)

@@ -7,6 +7,7 @@ spec gives the same cases, the same scaling and the same files wherever it runs.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,7 @@ class SweepSpec:
     shapes_file: Optional[str] = None
     tag: str = ""
     kernel_time: bool = False
+    tactic_filters: tuple[str, ...] = ()  # "backend=REGEX": only that backend's tactics whose label matches
 
     def __post_init__(self) -> None:
         for name in ("models", "backends"):
@@ -83,6 +85,27 @@ class SweepSpec:
         m = self.max_seconds_per_tactic
         if m is not None and not (isinstance(m, (int, float)) and m > 0):
             raise ValueError(f"max_seconds_per_tactic: expected a number > 0 or None, got {m!r}")
+        object.__setattr__(self, "tactic_filters", tuple(self.tactic_filters))
+        self.filter_map()
+
+    def filter_map(self) -> dict[str, str]:
+        """``tactic_filters`` as backend -> regular expression (a ValueError names a bad entry)."""
+        out: dict[str, str] = {}
+        for entry in self.tactic_filters:
+            name, sep, rx = str(entry).partition("=")
+            if not sep or not name or not rx:
+                raise ValueError(f"tactic_filters: expected 'backend=REGEX', got {entry!r}")
+            if name not in self.backends:
+                raise ValueError(f"tactic_filters: {entry!r} names backend {name!r}, which is not in backends "
+                                 f"{list(self.backends)}")
+            if name in out:
+                raise ValueError(f"tactic_filters: backend {name!r} has two filters")
+            try:
+                re.compile(rx)
+            except re.error as e:
+                raise ValueError(f"tactic_filters: {entry!r} is not a valid regular expression ({e})") from None
+            out[name] = rx
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -176,7 +199,8 @@ def run_sweep(spec: SweepSpec, out_dir: Any = None, *, progress_bar: bool = True
             sweep([c], [b for cc, b in todo if cc is c], dev, env=env, warmup=spec.warmup, repeats=spec.repeats,
                   cuda_graph=spec.cuda_graph, ceilings=ceilings, progress_bar=progress_bar,
                   max_seconds_per_tactic=spec.max_seconds_per_tactic, screen_repeats=spec.screen,
-                  screen_top=spec.screen_top, kernel_time=spec.kernel_time, on_result=checkpoint)
+                  screen_top=spec.screen_top, kernel_time=spec.kernel_time, on_result=checkpoint,
+                  tactic_filters=spec.filter_map())
         rf.merge()
         df = rf.load()
     log(f"{len(df)} rows in {time.perf_counter() - t0:.0f} s -> {out}")

@@ -14,6 +14,7 @@ FlashInfer's own ``AutoTuner`` cache so a following ``autotune(False)`` call use
 from __future__ import annotations
 
 import datetime
+import re
 import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
@@ -112,8 +113,12 @@ def tune(
     progress: Optional[Callable[[str], None]] = None,
     clock: Optional[Callable[[], float]] = None,
     kernel_time: bool = False,
+    tactic_filter: Optional[str] = None,
 ) -> TuneResult:
     """Run every tactic of ``backend`` on ``case``; one DataFrame row per tactic.
+
+    ``tactic_filter`` (a regular expression) keeps only the tactics whose label it matches (``re.search``);
+    when none matches, the result is one ``unsupported`` row that says so.
 
     Every tactic is checked against the reference and timed.  With ``screen_repeats`` the timing is
     two-pass: every tactic gets ``screen_repeats`` timed runs (its correctness run is the warm-up),
@@ -175,6 +180,13 @@ def tune(
         rows.append({**base, "status": "failed", "stage": "tactics", "error_type": et, "error_message": em})
         result.notes.append(traceback.format_exc())
         return finish()
+
+    if tactic_filter is not None:
+        tactic_list = [t for t in tactic_list if re.search(tactic_filter, t.label)]
+        if not tactic_list:
+            rows.append({**base, "status": "unsupported", "stage": "tactics",
+                         "error_message": f"no tactic of {backend.name} matches the tactic filter {tactic_filter!r}"})
+            return finish()
 
     work = moe_work(case, inputs.local_topk_ids)
     out = torch.empty((case.num_tokens, case.hidden_size), dtype=torch.bfloat16, device=dev)
@@ -317,9 +329,11 @@ def sweep(
     *,
     progress_bar: bool = True,
     on_result: Optional[Callable[[TuneResult], None]] = None,
+    tactic_filters: Optional[dict[str, str]] = None,
     **tune_kwargs: Any,
 ) -> pd.DataFrame:
-    """:func:`tune` over cases x backends; inputs and the reference are built once per case."""
+    """:func:`tune` over cases x backends; inputs and the reference are built once per case.  ``tactic_filters``
+    maps a backend name to its ``tactic_filter`` (backends not named run every tactic)."""
     from tqdm.auto import tqdm
 
     dev = resolve_device(device or default_device())
@@ -334,7 +348,8 @@ def sweep(
             if inputs is None and _usable(b, dev, case):
                 inputs = build_inputs(case, dev)
                 reference = reference_moe(correctness_inputs(inputs), torch.float32)
-            res = tune(case, b, dev, inputs=inputs, reference=reference, env=env, **tune_kwargs)
+            res = tune(case, b, dev, inputs=inputs, reference=reference, env=env,
+                       tactic_filter=(tactic_filters or {}).get(b.name), **tune_kwargs)
             frames.append(res.rows)
             if on_result:
                 on_result(res)

@@ -100,10 +100,17 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
     from ..backends.triton import _kernels as K
 
     ptrs, types, ints = _GEMMS[gemm]
-    fn = K._moe_mxfp4_gemm1_kernel if gemm == "gemm1" else K._moe_mxfp4_gemm2_kernel
     const = dict(K=k, BLOCK_M=kc.block_m, BLOCK_N=kc.block_n, BLOCK_K=kc.block_k, HAS_BIAS=True,
-                 EVEN_K=even_k(k, kc.block_k, kc.split_k), DOT_F32=False, DOT_SCALED=kc.dot_scaled,
-                 SPLIT_K=kc.split_k, K_SPLIT=k_split(k, kc.block_k, kc.split_k), X2=kc.x2, SWAP=kc.swap)
+                 EVEN_K=even_k(k, kc.block_k, kc.split_k), DOT_F32=False,
+                 SPLIT_K=kc.split_k, K_SPLIT=k_split(k, kc.block_k, kc.split_k))
+    if kc.ps:  # the pre-shuffled kernels: slab strides instead of row strides, no mode switches
+        from ..backends.triton import _kernels_ps as KP
+
+        fn = KP._moe_mxfp4_gemm1_ps_kernel if gemm == "gemm1" else KP._moe_mxfp4_gemm2_ps_kernel
+        ints = [{"stride_wn": "stride_ws", "stride_sn": "stride_ss"}.get(i, i) for i in ints]
+    else:
+        fn = K._moe_mxfp4_gemm1_kernel if gemm == "gemm1" else K._moe_mxfp4_gemm2_kernel
+        const |= dict(DOT_SCALED=kc.dot_scaled, X2=kc.x2, SWAP=kc.swap)
     if gemm == "gemm1":
         const["ACTIVATION"] = 1
     sig = dict(zip(ptrs, types)) | {i: "i32" for i in ints} | {c: "constexpr" for c in const}

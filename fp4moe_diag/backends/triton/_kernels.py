@@ -274,6 +274,20 @@ def _gemm1_epilogue(acc_l, acc_g, e, offs_m, offs_n, mask_m, mask_n, b_ptr, alph
 
 
 @triton.jit
+def _gemm1_store(acc_l, acc_g, pid_k, e, offs_m, offs_n, mask_m, mask_n, b_ptr, alpha_ptr, beta_ptr, limit_ptr,
+                 out_ptr, part_ptr, N, stride_be, stride_om, stride_ps, stride_pm, ACTIVATION: tl.constexpr,
+                 HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr):
+    """gemm1's end: the epilogue (one split), or the fp32 (lin, gate) partials to plane ``pid_k`` of ``part``."""
+    if SPLIT_K == 1:
+        _gemm1_epilogue(acc_l, acc_g, e, offs_m, offs_n, mask_m, mask_n, b_ptr, alpha_ptr, beta_ptr, limit_ptr,
+                        out_ptr, N, stride_be, stride_om, ACTIVATION, HAS_BIAS)
+    else:
+        p = part_ptr + pid_k * stride_ps + offs_m[:, None].to(tl.int64) * stride_pm + offs_n[None, :]
+        tl.store(p, acc_l, mask=mask_n[None, :])
+        tl.store(p + N, acc_g, mask=mask_n[None, :])
+
+
+@triton.jit
 def _moe_mxfp4_gemm1_kernel(
     x_ptr, w_ptr, ws_ptr, b_ptr, alpha_ptr, beta_ptr, limit_ptr, out_ptr, part_ptr,
     sorted_pair_ptr, block_expert_ptr,
@@ -365,13 +379,8 @@ def _moe_mxfp4_gemm1_kernel(
             acc_l = acc_l * X2_UNSCALE
             acc_g = acc_g * X2_UNSCALE
 
-    if SPLIT_K == 1:
-        _gemm1_epilogue(acc_l, acc_g, e, offs_m, offs_n, mask_m, mask_n, b_ptr, alpha_ptr, beta_ptr, limit_ptr,
-                        out_ptr, N, stride_be, stride_om, ACTIVATION, HAS_BIAS)
-    else:
-        p = part_ptr + pid_k * stride_ps + offs_m[:, None].to(tl.int64) * stride_pm + offs_n[None, :]
-        tl.store(p, acc_l, mask=mask_n[None, :])
-        tl.store(p + N, acc_g, mask=mask_n[None, :])
+    _gemm1_store(acc_l, acc_g, pid_k, e, offs_m, offs_n, mask_m, mask_n, b_ptr, alpha_ptr, beta_ptr, limit_ptr,
+                 out_ptr, part_ptr, N, stride_be, stride_om, stride_ps, stride_pm, ACTIVATION, HAS_BIAS, SPLIT_K)
 
 
 @triton.jit
@@ -459,9 +468,17 @@ def _moe_mxfp4_gemm2_kernel(
         if X2:  # the 2**-X2_OFFSET of the x2 scale factors
             acc = acc * X2_UNSCALE
 
+    _gemm2_store(acc, pid_k, e, pair, mask_m, offs_n, mask_n, b_ptr, topk_w_ptr, out_ptr, stride_be, stride_om,
+                 stride_os, HAS_BIAS)
+
+
+@triton.jit
+def _gemm2_store(acc, pid_k, e, pair, mask_m, offs_n, mask_n, b_ptr, topk_w_ptr, out_ptr, stride_be, stride_om,
+                 stride_os, HAS_BIAS: tl.constexpr):
+    """gemm2's epilogue: bias (plane 0 only), times the routing weight, stored to plane ``pid_k`` by pair."""
     if HAS_BIAS:
-        # plane 0 only. (A scalar in the mask, ``mask_n & (pid_k == 0)``, is rejected by Triton 3.9's
-        # interpreter: 'mask has unsupported dtype'; a where on the loaded row is valid on 3.6 to 3.9.)
+        # (A scalar in the mask, ``mask_n & (pid_k == 0)``, is rejected by Triton 3.9's interpreter: 'mask has
+        # unsupported dtype'; a where on the loaded row is valid on 3.6 to 3.9.)
         bias = tl.load(b_ptr + e * stride_be + offs_n, mask=mask_n, other=0.0)
         acc += tl.where(pid_k == 0, bias, 0.0)[None, :]
     wt = tl.load(topk_w_ptr + pair, mask=mask_m, other=0.0)

@@ -26,8 +26,10 @@ import torch
 from ...case import ActivationFormat, GatedActivation, MoECase, WeightFormat
 from ...inputs import MoEInputs
 from ..base import Backend, Support, Tactic, device_capability
-from .configs import (CONFIGS, DECODE_CONFIGS, DECODE_MAX_PAIRS, DOT_SCALED_CONFIGS, SW_CONFIGS, SW_DECODE_CONFIGS,
-                      X2_CONFIGS, X2_DECODE_CONFIGS, KernelConfig, default_config, parse_config, split_k_fits)
+from . import ps_layout
+from .configs import (CONFIGS, DECODE_CONFIGS, DECODE_MAX_PAIRS, DOT_SCALED_CONFIGS, PS_CONFIGS, PS_DECODE_CONFIGS,
+                      SW_CONFIGS, SW_DECODE_CONFIGS, X2_CONFIGS, X2_DECODE_CONFIGS, KernelConfig, default_config,
+                      parse_config, split_k_fits)
 from .grouping import ExpertGrouping, group_pairs_by_expert
 
 _LAUNCH = "fp4moe_diag.backends.triton.launch"
@@ -35,6 +37,12 @@ _KERNELS = "fp4moe_diag.backends.triton._kernels"
 
 def _split_fits(case: MoECase, kc: KernelConfig) -> bool:
     return all(split_k_fits(k, kc.block_k, kc.split_k) for k in (case.hidden_size, case.intermediate_size))
+
+
+def ps_refusal(case: MoECase) -> Optional[str]:
+    """Why this case's weights have no pre-shuffled layout (mode ps); None when they have one."""
+    h, i = case.hidden_size, case.intermediate_size
+    return ps_layout.refusal(2 * i, h) or ps_layout.refusal(h, i)
 
 
 #: ``_kernels.X2_OFFSET`` (that module needs triton) and the ue8m0 scale bytes the x2 upcast applies exactly
@@ -109,6 +117,7 @@ class TritonPrepared:
     part_bufs: dict[int, torch.Tensor] = field(default_factory=dict)  # split_k -> fp32 [S, rows, 2I]
     pair_planes: dict[int, torch.Tensor] = field(default_factory=dict)  # split_k -> fp32 [S, T*k, H]
     x2_refusal: Optional[str] = None  # why the x2 tactics cannot run these weights exactly (None: they can)
+    ps: Optional[tuple[torch.Tensor, ...]] = None  # (w13, w13_scale, w2, w2_scale) in the ps layout, made in prepare
 
     def grouping(self, block_m: int) -> ExpertGrouping:
         """The grouping for ``block_m`` (made on first use), with an intermediate buffer large enough."""
@@ -180,13 +189,16 @@ class TritonMXFP4Backend(Backend):
         return Support(True)
 
     def tactics(self, case: MoECase, prepared: Any = None) -> list[Tactic]:
-        """The bit-arithmetic, x2 and sw configs everywhere; the ``tl.dot_scaled`` ones only when compiled (GPU);
-        for ``T * top_k <= DECODE_MAX_PAIRS`` the split-K decode configs (x2 / sw ones everywhere, ds ones on GPU)."""
+        """The bit-arithmetic, x2 and sw configs everywhere, ps where the weights have that layout (H and I
+        multiples of 64); the ``tl.dot_scaled`` ones only when compiled (GPU); for ``T * top_k <= DECODE_MAX_PAIRS``
+        the split-K decode configs (x2 / sw / ps ones everywhere, ds ones on GPU)."""
         default = default_config(case)
         decode = case.num_tokens * case.top_k <= DECODE_MAX_PAIRS
         configs: tuple[KernelConfig, ...] = CONFIGS + X2_CONFIGS + SW_CONFIGS
         if decode:
             configs += tuple(c for c in X2_DECODE_CONFIGS + SW_DECODE_CONFIGS if _split_fits(case, c))
+        if ps_refusal(case) is None:
+            configs += PS_CONFIGS + (tuple(c for c in PS_DECODE_CONFIGS if _split_fits(case, c)) if decode else ())
         if not (interpret_enabled() or kernels_interpreted()):
             configs += DOT_SCALED_CONFIGS
             if decode:
@@ -227,13 +239,18 @@ class TritonMXFP4Backend(Backend):
         for bm in sorted({kc.block_m for kc in CONFIGS + DOT_SCALED_CONFIGS}):
             prep.grouping(bm)
         prep.x2_refusal = x2_scale_refusal(prep.w13_scale, prep.w2_scale)
+        if ps_refusal(c) is None:  # the offline re-layout of mode ps: once here, never timed
+            prep.ps = (ps_layout.shuffle_weights(prep.w13), ps_layout.shuffle_scales(prep.w13_scale),
+                       ps_layout.shuffle_weights(prep.w2), ps_layout.shuffle_scales(prep.w2_scale))
         return prep
 
     def run(self, prepared: TritonPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
         kern = load_kernels()
         kc = parse_config(tactic.id)
-        if kc.x2 and prepared.x2_refusal:
+        if kc.x2_scales and prepared.x2_refusal:
             raise ValueError(f"tactic {kc.label}: {prepared.x2_refusal}")
+        if kc.ps and prepared.ps is None:
+            raise ValueError(f"tactic {kc.label}: {ps_refusal(prepared.inputs.case)}")
         bm, bn, bk, nw, ns = kc.block_m, kc.block_n, kc.block_k, kc.num_warps, kc.num_stages
         p = prepared
         c = p.inputs.case
@@ -246,16 +263,18 @@ class TritonMXFP4Backend(Backend):
         inter = p.inter_buf[: max(g.num_padded_pairs, 1)]
         part, pair_out = p.split_buffers(kc.split_k, g.num_padded_pairs)
         ctx = torch.cuda.device(x.device) if x.device.type == "cuda" else contextlib.nullcontext()
+        w13, w13_scale, w2, w2_scale = p.ps if kc.ps else (p.w13, p.w13_scale, p.w2, p.w2_scale)
+        modes = dict(dot_scaled=kc.dot_scaled, x2=kc.x2, swap=kc.swap, ps=kc.ps)
         with ctx:
             kern.launch_gemm1(
-                x, p.w13, p.w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
+                x, w13, w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
                 g.sorted_pair_ids, g.block_expert_ids, g.num_pairs, g.top_k, p.activation,
-                bm, bn, bk, nw, ns, dot_scaled=kc.dot_scaled, split_k=kc.split_k, part=part, x2=kc.x2, swap=kc.swap,
+                bm, bn, bk, nw, ns, split_k=kc.split_k, part=part, **modes,
             )
             kern.launch_gemm2(
-                inter, p.w2, p.w2_scale, p.w2_bias, p.topk_weights, pair_out,
+                inter, w2, w2_scale, p.w2_bias, p.topk_weights, pair_out,
                 g.sorted_pair_ids, g.block_expert_ids, g.num_pairs,
-                bm, bn, bk, nw, ns, dot_scaled=kc.dot_scaled, split_k=kc.split_k, x2=kc.x2, swap=kc.swap,
+                bm, bn, bk, nw, ns, split_k=kc.split_k, **modes,
             )
             # one fixed-order reduction over (split planes, top_k): deterministic, no atomics
             torch.sum(pair_out.view(kc.split_k, t, c.top_k, h), dim=(0, 2), out=p.out_f32)

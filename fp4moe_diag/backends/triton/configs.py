@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-MODES = ("bits", "ds", "x2", "sw")  # bit-arithmetic dequant, tl.dot_scaled, packed bf16x2 upcast, x2 swap-AB
+MODES = ("bits", "ds", "x2", "sw", "ps")  # bit-arithmetic dequant, tl.dot_scaled, packed bf16x2 upcast, x2 swap-AB,
+# swap-AB on the pre-shuffled layout of ps_layout
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class KernelConfig:
     num_warps: int
     num_stages: int
     mode: str = "bits"  # "bits" (bit-arithmetic dequant), "ds" (tl.dot_scaled), "x2" (packed bf16x2 upcast),
-    # "sw" (the x2 upcast with the weights as the MMA's A operand: swap-AB)
+    # "sw" (the x2 upcast with the weights as the MMA's A operand: swap-AB), "ps" (swap-AB on pre-shuffled weights)
     split_k: int = 1
 
     def __post_init__(self) -> None:
@@ -33,6 +34,13 @@ class KernelConfig:
                 raise ValueError(f"tactic: {f} must be a positive int, got {v!r}")
         if self.mode not in MODES:
             raise ValueError(f"tactic: mode must be one of {MODES}, got {self.mode!r}")
+        if self.mode == "ps":
+            pow2 = lambda v: v & (v - 1) == 0  # noqa: E731
+            if not (self.block_n % 16 == 0 and self.block_k % 64 == 0 and self.block_m >= 16
+                    and all(pow2(v) for v in (self.block_m, self.block_n, self.block_k))):
+                raise ValueError(f"tactic: mode ps needs powers of two with block_n >= 16, block_k >= 64 and "
+                                 f"block_m >= 16 (16-row slabs, 64-K chunks, wgmma N), got block_m={self.block_m}, "
+                                 f"block_n={self.block_n}, block_k={self.block_k}")
 
     @property
     def dot_scaled(self) -> bool:
@@ -48,6 +56,16 @@ class KernelConfig:
         return self.mode == "sw"
 
     @property
+    def ps(self) -> bool:
+        """The pre-shuffled kernels (weights in the layout of :mod:`.ps_layout`)."""
+        return self.mode == "ps"
+
+    @property
+    def x2_scales(self) -> bool:
+        """Whether the x2 scale factor (and its scale-byte range) is used: modes x2, sw and ps."""
+        return self.mode in ("x2", "sw", "ps")
+
+    @property
     def label(self) -> str:
         base = f"m{self.block_m}n{self.block_n}k{self.block_k}w{self.num_warps}s{self.num_stages}"
         return base + ("" if self.mode == "bits" else f"-{self.mode}") + (f"-sk{self.split_k}" if self.split_k > 1 else "")
@@ -58,7 +76,7 @@ class KernelConfig:
     def params(self) -> dict[str, Any]:
         return dict(block_m=self.block_m, block_n=self.block_n, block_k=self.block_k, num_warps=self.num_warps,
                     num_stages=self.num_stages, dot_scaled=self.dot_scaled, x2=self.x2, swap=self.swap,
-                    split_k=self.split_k)
+                    ps=self.ps, split_k=self.split_k)
 
 
 
@@ -156,7 +174,31 @@ SW_DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
 ))
 
 
-_LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds|x2|sw))?(?:-sk(\d+))?$")
+#: mode ``"ps"`` (label suffix ``-ps``; issue #16): swap-AB like sw, on the weights pre-shuffled once in ``prepare``
+#: (:mod:`.ps_layout`: each thread's wgmma A fragment is 16 contiguous bytes, the codes bit-placed for a 15-instruction
+#: upcast of 8 weights).  gemm2 MMA loop, sm_90a, triton 3.6.0: m16n128k128w4s3 3.2 instructions per weight, no
+#: shared-memory shuffle of the weights.  BLOCK_N >= 64 rows (a wgmma M); BLOCK_K a multiple of 64.
+PS_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
+    (16, 64, 128, 4, 4, "ps"),
+    (16, 128, 128, 4, 3, "ps"),
+    (16, 128, 256, 4, 3, "ps"),
+    (32, 128, 128, 4, 3, "ps"),
+    (64, 128, 64, 4, 4, "ps"),
+    (64, 128, 128, 4, 3, "ps"),
+    (64, 256, 64, 8, 3, "ps"),
+    (128, 128, 64, 8, 3, "ps"),
+    (128, 128, 128, 8, 3, "ps"),
+))
+# (128, 128, 64, 4) and (128, 256, 64, 8) spill gemm1's two accumulators to local memory on sm_90a (STL/LDL in
+# the loop): not offered.
+PS_DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
+    (16, 64, 128, 4, 4, "ps", 2),
+    (16, 128, 128, 4, 3, "ps", 2),
+    (16, 128, 128, 4, 3, "ps", 4),
+    (16, 64, 256, 4, 3, "ps", 2),
+))
+
+_LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds|x2|sw|ps))?(?:-sk(\d+))?$")
 
 
 def parse_config(cfg: Any) -> KernelConfig:
@@ -167,7 +209,7 @@ def parse_config(cfg: Any) -> KernelConfig:
     if isinstance(cfg, str):
         m = _LABEL.match(cfg)
         if m is None:
-            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds][-skN], got {cfg!r}")
+            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps][-skN], got {cfg!r}")
         nums = [int(v) for v in m.groups()[:5]]
         return KernelConfig(*nums, mode=m.group(6) or "bits", split_k=int(m.group(7) or 1))
     if not isinstance(cfg, (tuple, list)):

@@ -9,6 +9,7 @@ import triton
 
 from ._kernels import (INTERPRETED, _moe_mxfp4_gemm1_finalize_kernel, _moe_mxfp4_gemm1_kernel,
                        _moe_mxfp4_gemm2_kernel)
+from ._kernels_ps import _moe_mxfp4_gemm1_ps_kernel, _moe_mxfp4_gemm2_ps_kernel
 from .configs import even_k, k_split, split_k_fits
 
 
@@ -25,6 +26,24 @@ def _swap(requested: bool, x2: bool) -> bool:
     return bool(requested)
 
 
+def _mode_args(dot_scaled: bool, x2: bool, swap: bool, ps: bool) -> dict:
+    """The kernel's mode constexprs; ``ps`` (the pre-shuffled kernels of :mod:`._kernels_ps`) takes none."""
+    if ps:
+        if dot_scaled or x2 or swap:
+            raise ValueError("ps: the pre-shuffled kernels have their own upcast; pass none of dot_scaled, x2, swap")
+        return {}
+    return dict(DOT_SCALED=_dot_scaled(dot_scaled), X2=_x2(x2, dot_scaled), SWAP=_swap(swap, x2))
+
+
+def _weight_dims(w: torch.Tensor, ps: bool) -> tuple[int, int]:
+    """(rows, K) of the weights ``w``: ``[L, rows, K/2]`` as stored, or the ps layout ``[L, rows/16, K/64, 512]``."""
+    if ps:
+        if w.dim() != 4 or w.shape[3] != 512:
+            raise ValueError(f"w: expected the ps layout [L, rows/16, K/64, 512], got {tuple(w.shape)}")
+        return 16 * w.shape[1], 64 * w.shape[2]
+    return w.shape[1], 2 * w.shape[2]
+
+
 def _x2(requested: bool, dot_scaled: bool) -> bool:
     if requested and dot_scaled:
         raise ValueError("x2: the packed bf16x2 upcast replaces the bit-arithmetic dequant; it cannot be combined "
@@ -38,11 +57,13 @@ def launch_gemm1(
     out: torch.Tensor, sorted_pair_ids: torch.Tensor, block_expert_ids: torch.Tensor,
     num_pairs: int, top_k: int, activation: int,
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
-    split_k: int = 1, part: Optional[torch.Tensor] = None, x2: bool = False, swap: bool = False,
+    split_k: int = 1, part: Optional[torch.Tensor] = None, x2: bool = False, swap: bool = False, ps: bool = False,
 ) -> None:
-    """Launch gemm1 on ``block_expert_ids.numel()`` M-blocks. ``w [L, 2I, H/2]``, ``out [P, I]``.
+    """Launch gemm1 on ``block_expert_ids.numel()`` M-blocks. ``w [L, 2I, H/2]`` (``ps``: the layout of
+    :mod:`.ps_layout`, ``[L, 2I/16, H/64, 512]``), ``out [P, I]``.
     ``split_k > 1`` needs ``part``: fp32 ``[split_k, >= P, 2I]`` (then a finalize kernel runs)."""
-    inter, hidden = w.shape[1] // 2, x.shape[1]
+    inter, hidden = _weight_dims(w, ps)[0] // 2, x.shape[1]
+    modes = _mode_args(dot_scaled, x2, swap, ps)
     num_blocks = block_expert_ids.numel()
     if num_blocks == 0:
         return
@@ -55,7 +76,7 @@ def launch_gemm1(
     epi = [dummy if v is None else v for v in (bias, alpha, beta, limit)]  # epilogue operands
     part_arg = dummy if split_k == 1 else part
     grid = (num_blocks, triton.cdiv(inter, block_n), split_k)
-    _moe_mxfp4_gemm1_kernel[grid](
+    (_moe_mxfp4_gemm1_ps_kernel if ps else _moe_mxfp4_gemm1_kernel)[grid](
         x, w, w_scale, *epi, out, part_arg, sorted_pair_ids, block_expert_ids,
         num_pairs, top_k, inter,
         x.stride(0), w.stride(0), w.stride(1), w_scale.stride(0), w_scale.stride(1),
@@ -63,8 +84,7 @@ def launch_gemm1(
         0 if split_k == 1 else part.stride(0), 0 if split_k == 1 else part.stride(1),
         K=hidden, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
         ACTIVATION=activation, HAS_BIAS=bias is not None, EVEN_K=even_k(hidden, block_k, split_k),
-        DOT_F32=INTERPRETED, DOT_SCALED=_dot_scaled(dot_scaled), SPLIT_K=split_k, K_SPLIT=ks, X2=_x2(x2, dot_scaled),
-        SWAP=_swap(swap, x2), num_warps=num_warps, num_stages=num_stages,
+        DOT_F32=INTERPRETED, SPLIT_K=split_k, K_SPLIT=ks, **modes, num_warps=num_warps, num_stages=num_stages,
     )
     if split_k > 1:
         fin_n = 64
@@ -87,11 +107,12 @@ def launch_gemm2(
     topk_weights: torch.Tensor, out: torch.Tensor, sorted_pair_ids: torch.Tensor,
     block_expert_ids: torch.Tensor, num_pairs: int,
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
-    split_k: int = 1, x2: bool = False, swap: bool = False,
+    split_k: int = 1, x2: bool = False, swap: bool = False, ps: bool = False,
 ) -> None:
-    """Launch gemm2. ``a [P, I]`` bf16, ``w [L, H, I/2]``, ``out [T*k, H]`` (rows by pair index), or
-    ``out [>= split_k, T*k, H]`` (one plane per split; the caller sums them)."""
-    hidden, inter = w.shape[1], a.shape[1]
+    """Launch gemm2. ``a [P, I]`` bf16, ``w [L, H, I/2]`` (``ps``: ``[L, H/16, I/64, 512]``), ``out [T*k, H]``
+    (rows by pair index), or ``out [>= split_k, T*k, H]`` (one plane per split; the caller sums them)."""
+    hidden, inter = _weight_dims(w, ps)[0], a.shape[1]
+    modes = _mode_args(dot_scaled, x2, swap, ps)
     num_blocks = block_expert_ids.numel()
     if num_blocks == 0:
         return
@@ -100,7 +121,7 @@ def launch_gemm2(
     if planes.dim() != 3 or planes.shape[0] < split_k:
         raise ValueError(f"out: expected [T*k, H] or [>= {split_k}, T*k, H] (one plane per split), got {tuple(out.shape)}")
     grid = (num_blocks, triton.cdiv(hidden, block_n), split_k)
-    _moe_mxfp4_gemm2_kernel[grid](
+    (_moe_mxfp4_gemm2_ps_kernel if ps else _moe_mxfp4_gemm2_kernel)[grid](
         a, w, w_scale, w_scale if bias is None else bias, topk_weights, planes,
         sorted_pair_ids, block_expert_ids,
         num_pairs, hidden,
@@ -108,6 +129,5 @@ def launch_gemm2(
         0 if bias is None else bias.stride(0), planes.stride(1), planes.stride(0),
         K=inter, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
         HAS_BIAS=bias is not None, EVEN_K=even_k(inter, block_k, split_k), DOT_F32=INTERPRETED,
-        DOT_SCALED=_dot_scaled(dot_scaled), SPLIT_K=split_k, K_SPLIT=ks, X2=_x2(x2, dot_scaled),
-        SWAP=_swap(swap, x2), num_warps=num_warps, num_stages=num_stages,
+        SPLIT_K=split_k, K_SPLIT=ks, **modes, num_warps=num_warps, num_stages=num_stages,
     )

@@ -1,0 +1,177 @@
+"""Triton kernels of mode ``ps`` (issue #16): swap-AB MoE GEMMs on the pre-shuffled weights of :mod:`.ps_layout`.
+
+The weight tile of a program is ``S = BLOCK_N // 16`` slabs by ``C = BLOCK_K // 64`` chunks of that layout: bytes
+``[S, C, 512]``, loaded as stored (a warp's 512 bytes are contiguous, a thread's 16 are one vector load), and
+read as ``[S, C, g 8, t 4, s 4, byte 4]``.  :data:`_PS_ASM` turns each 32-bit word (8 codes) and two bf16x2
+scale factors into 4 bf16x2 registers, which are the thread's ``a0..a7`` wgmma A fragment of one k16 step;
+``join`` + ``reshape`` + ``permute`` then name that data as the logical tile ``W [BLOCK_N, BLOCK_K]`` (row
+``16 slab + 8 rh + g``, K ``64 chunk + 16 s + 8 kh + 2 t + e``) for ``tl.dot(W, x.T)``.  Triton carries the dot
+operand layout back through those views to the load, so on sm_90a the tile goes global -> shared (cp.async,
+num_stages deep) -> registers (16-byte loads) with no shuffle, and wgmma takes it from registers.
+
+The scale of (row, 32-block) is applied in the upcast by one ``mul.bf16x2`` with the factor of
+:func:`._kernels._x2_factor` (2**(s - 1 - X2_OFFSET), the 2**126 of the bit patterns folded in), and the fp32
+accumulator is multiplied by 2**X2_OFFSET after the K loop, as in mode x2; the same scale-byte range applies.
+
+Under the interpreter (no inline asm) :func:`_ps_values` builds the same bit patterns from the words with integer
+ops and multiplies in fp32 (bit-identical values).  The interpreter does not check the register grouping that
+the asm relies on (4 consecutive bytes of the last dim in one register, as the layout gives on the GPU); every
+GPU run checks it: each tactic's output is compared to the float32 reference.
+
+SASS of the gemm2 MMA loop (``python -m fp4moe_diag.profiling.sass``, sm_90a, triton 3.6.0): m16n128k128w4s3-ps
+3.2 instructions per weight, no shared-memory shuffle (sw: 6.0, x2: 4.9).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ._kernels import X2_UNSCALE, _dot, _gemm1_store, _gemm2_store, _tile, _x2_factor
+
+# $4: one word of the layout; $5 / $6: the bf16x2 factors of rows g / g+8.  Out: $0 a0a1 (row g), $1 a2a3 (g+8),
+# $2 a4a5 (g), $3 a6a7 (g+8): slots 0..3 of both halves decoded to bf16 patterns (value x 2**-126), times the factor.
+_PS_ASM = tl.constexpr(r"""
+{
+  .reg .b32 u, v, q;
+  and.b32 u, $4, 0x81C081C0;  mul.rn.bf16x2 $0, u, $5;
+  shl.b32 u, $4, 3;  and.b32 u, u, 0x81C081C0;  mul.rn.bf16x2 $1, u, $6;
+  shl.b32 u, $4, 6;  and.b32 u, u, 0x81C081C0;  mul.rn.bf16x2 $2, u, $5;
+  shl.b32 u, $4, 4;  and.b32 u, u, 0x80008000;
+  shr.b32 v, $4, 6;  and.b32 v, v, 0x01800180;  or.b32 u, u, v;
+  shr.b32 q, $4, 4;  and.b32 q, q, 0x00400040;  or.b32 u, u, q;  mul.rn.bf16x2 $3, u, $6;
+}
+""")
+
+
+@triton.jit
+def _slot(w, SLOT: tl.constexpr):
+    """Interpreter: slot ``SLOT`` of uint32 words -> (low, high) bf16 patterns as fp32 values (times 2**-126)."""
+    if SLOT == 3:
+        u = ((w << 4) & 0x80008000) | ((w >> 6) & 0x01800180) | ((w >> 4) & 0x00400040)
+    else:
+        u = (w << (3 * SLOT)) & 0x81C081C0
+    lo = ((u & 0xFFFF) << 16).to(tl.float32, bitcast=True)
+    hi = (u & 0xFFFF0000).to(tl.float32, bitcast=True)
+    return lo, hi
+
+
+@triton.jit
+def _ps_values(p, f, INTERP: tl.constexpr):
+    """Bytes ``p`` [..., 4] (the last dim: one word) and factors ``f`` (same shape; ``f[..., b]`` of row
+    ``g + 8 (b // 2)``) -> ``(r0, r1)``: ``r0[..., b]`` = value ``b`` of the word (slots 0, 1), ``r1[..., b]`` = value
+    ``4 + b`` (slots 2, 3), times the factor; bf16."""
+    if INTERP:
+        shift = (tl.arange(0, 4) * 8).to(tl.uint32)
+        w = tl.sum(p.to(tl.uint32) << shift, axis=len(p.shape) - 1)  # disjoint bits: the sum is the or
+        a_lo, a_hi = _slot(w, 0)
+        b_lo, b_hi = _slot(w, 1)
+        c_lo, c_hi = _slot(w, 2)
+        d_lo, d_hi = _slot(w, 3)
+        r0 = tl.reshape(tl.join(tl.join(a_lo, b_lo), tl.join(a_hi, b_hi)), p.shape)
+        r1 = tl.reshape(tl.join(tl.join(c_lo, d_lo), tl.join(c_hi, d_hi)), p.shape)
+        return (r0 * f).to(tl.bfloat16), (r1 * f).to(tl.bfloat16)
+    else:
+        return tl.inline_asm_elementwise(_PS_ASM, constraints="=r,=r,=r,=r,r,r,r", args=[p, f],
+                                         dtype=(tl.bfloat16, tl.bfloat16), is_pure=True, pack=4)
+
+
+@triton.jit
+def _ps_tile(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride_ss, S: tl.constexpr,
+             C: tl.constexpr, INTERP: tl.constexpr):
+    """The upcast weight tile ``W [16 S, 64 C]`` (bf16, times 2**-X2_OFFSET) of slabs ``slab0..`` and chunks
+    ``chunk0..`` of one expert (``w_base`` / ``s_base``); slabs and chunks past the matrix read as zeros."""
+    sl = slab0 + tl.arange(0, S)
+    ch = chunk0 + tl.arange(0, C)
+    ok = (sl < n_slabs)[:, None, None] & (ch < n_chunks)[None, :, None]
+    row = sl[:, None, None].to(tl.int64)
+    p = tl.load(w_base + row * stride_ws + ch[None, :, None] * 512 + tl.arange(0, 512)[None, None, :], mask=ok,
+                other=0)
+    sc = tl.load(s_base + row * stride_ss + ch[None, :, None] * 32 + tl.arange(0, 32)[None, None, :], mask=ok,
+                 other=0)
+    f = tl.reshape(_x2_factor(sc, INTERP), (S, C, 8, 1, 2, 1, 2, 1))  # slab, chunk, g, -, sb, -, rh, -
+    f = tl.reshape(tl.broadcast_to(f, (S, C, 8, 4, 2, 2, 2, 2)), (S, C, 8, 4, 4, 4))
+    r0, r1 = _ps_values(tl.reshape(p, (S, C, 8, 4, 4, 4)), f, INTERP)
+    y = tl.reshape(tl.join(r0, r1), (S, C, 8, 4, 4, 2, 2, 2))  # slab, chunk, g, t, s, rh, e, kh
+    y = tl.permute(y, (0, 5, 2, 1, 4, 7, 3, 6))  # slab, rh, g, chunk, s, kh, t, e
+    return tl.reshape(y, (S * 16, C * 64))
+
+
+@triton.jit
+def _act_tile(ptrs, mask_m, k0, offs_k, K: tl.constexpr, EVEN_K: tl.constexpr):
+    """The activation tile [BLOCK_M, BLOCK_K] at K ``k0`` (zeros past K)."""
+    if EVEN_K:
+        return tl.load(ptrs, mask=mask_m[:, None], other=0.0)
+    else:
+        return tl.load(ptrs, mask=mask_m[:, None] & (k0 + offs_k[None, :] < K), other=0.0)
+
+
+@triton.jit
+def _moe_mxfp4_gemm1_ps_kernel(
+    x_ptr, w_ptr, ws_ptr, b_ptr, alpha_ptr, beta_ptr, limit_ptr, out_ptr, part_ptr,
+    sorted_pair_ptr, block_expert_ptr,
+    num_pairs, top_k, N,
+    stride_xm, stride_we, stride_ws, stride_se, stride_ss, stride_be, stride_om, stride_ps, stride_pm,
+    K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
+    SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr,
+):
+    """gemm1 of :mod:`._kernels` (gate/up + activation, N = I, K = H) on the ps layout: the gate rows are slabs
+    ``N / 16 ..`` of the same ``[2N / 16, K / 64, 512]`` expert matrix."""
+    pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile(block_expert_ptr, sorted_pair_ptr, num_pairs, N,
+                                                           BLOCK_M, BLOCK_N)
+    tok = tl.where(mask_m, pair // top_k, 0).to(tl.int64)
+    S: tl.constexpr = BLOCK_N // 16
+    C: tl.constexpr = BLOCK_K // 64
+    kb = pid_k * K_SPLIT
+    offs_k = tl.arange(0, BLOCK_K)
+    x_ptrs = x_ptr + tok[:, None] * stride_xm + kb + offs_k[None, :]
+    w_lin = w_ptr + e * stride_we
+    s_lin = ws_ptr + e * stride_se
+    w_gate = w_lin + (N // 16) * stride_ws
+    s_gate = s_lin + (N // 16) * stride_ss
+    slab0 = tl.program_id(1) * S
+    acc_lt = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    acc_gt = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    for kk in range(0, K_SPLIT, BLOCK_K):
+        xt = tl.trans(_act_tile(x_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
+        c0 = (kb + kk) // 64
+        acc_lt = _dot(_ps_tile(w_lin, s_lin, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32),
+                      xt, acc_lt, DOT_F32)
+        acc_gt = _dot(_ps_tile(w_gate, s_gate, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32),
+                      xt, acc_gt, DOT_F32)
+        x_ptrs += BLOCK_K
+    _gemm1_store(tl.trans(acc_lt) * X2_UNSCALE, tl.trans(acc_gt) * X2_UNSCALE, pid_k, e, offs_m, offs_n, mask_m,
+                 mask_n, b_ptr, alpha_ptr, beta_ptr, limit_ptr, out_ptr, part_ptr, N, stride_be, stride_om, stride_ps,
+                 stride_pm, ACTIVATION, HAS_BIAS, SPLIT_K)
+
+
+@triton.jit
+def _moe_mxfp4_gemm2_ps_kernel(
+    a_ptr, w_ptr, ws_ptr, b_ptr, topk_w_ptr, out_ptr,
+    sorted_pair_ptr, block_expert_ptr,
+    num_pairs, N,
+    stride_am, stride_we, stride_ws, stride_se, stride_ss, stride_be, stride_om, stride_os,
+    K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
+    SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr,
+):
+    """gemm2 of :mod:`._kernels` (down, times the routing weight, N = H, K = I) on the ps layout."""
+    pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile(block_expert_ptr, sorted_pair_ptr, num_pairs, N,
+                                                           BLOCK_M, BLOCK_N)
+    S: tl.constexpr = BLOCK_N // 16
+    C: tl.constexpr = BLOCK_K // 64
+    kb = pid_k * K_SPLIT
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None].to(tl.int64) * stride_am + kb + offs_k[None, :]
+    w_base = w_ptr + e * stride_we
+    s_base = ws_ptr + e * stride_se
+    slab0 = tl.program_id(1) * S
+    acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    for kk in range(0, K_SPLIT, BLOCK_K):
+        at = tl.trans(_act_tile(a_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
+        w = _ps_tile(w_base, s_base, slab0, (kb + kk) // 64, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32)
+        acc_t = _dot(w, at, acc_t, DOT_F32)
+        a_ptrs += BLOCK_K
+    _gemm2_store(tl.trans(acc_t) * X2_UNSCALE, pid_k, e, pair, mask_m, offs_n, mask_n, b_ptr, topk_w_ptr, out_ptr,
+                 stride_be, stride_om, stride_os, HAS_BIAS)

@@ -1,0 +1,124 @@
+"""The pre-shuffled MXFP4 weight layout of our ``ps`` kernels (issue #16): made once in ``prepare``, not timed.
+
+Goal: on Hopper, wgmma takes its A operand (here the weights: swap-AB, ``acc.T += W @ x.T``) from registers in
+the mma fragment layout; a row-major weight tile reaches that layout only through shared-memory shuffles and
+byte permutes (the ``sw`` kernels: 6 SASS instructions per weight).  Here every thread's fragment bytes are
+stored contiguously, in the order the fragment takes them, and the 8 e2m1 codes of a 32-bit word are placed
+bit by bit so that the upcast is shifts, masks and one ``mul.bf16x2`` (which applies the block scale).
+
+Fragment (one warp, rows ``16w..16w+15`` of a 64-row wgmma tile, one k16 step): lane ``4g + t`` holds
+``a0..a7`` = (row g, K 2t, 2t+1), (row g+8, K 2t, 2t+1), (row g, K 2t+8, 2t+9), (row g+8, K 2t+8, 2t+9).
+
+Weights ``[N, K]`` of one expert -> bytes ``[N/16, K/64, 512]``: slab ``r`` (rows 16r..16r+15), chunk ``c``
+(K 64c..64c+63), then ``[g 8, t 4, s 4, 4 bytes]``: lane ``4g + t`` of the warp gets its 16 bytes in one
+16-byte load, word ``s`` = k16 step ``s`` of the chunk holding ``a0..a7`` of rows (g, g+8), i.e. logical row
+``16r + 8 rh + g`` and K ``64c + 16s + 8kh + 2t + e`` for value ``i = 4kh + 2rh + e`` of the word.
+
+Word bits (two 16-bit halves, ``e`` = 0 low, 1 high; value pair ``j = 2kh + rh`` in slot ``j`` of both halves;
+code ``c`` = sign s, exponent e1 e0, mantissa m).  The upcast target is the bf16 pattern ``s`` at bit 15 and
+``e1 e0 m`` at bits 8..6 (the value times 2**-126; the factor folds the 2**126 back, see ``_kernels.X2_OFFSET``):
+
+* slot 0: ``e1 e0 m`` at bits 8..6, ``s`` at 15: decoded by one mask ``& 0x81C081C0``;
+* slot 1: the same shifted right by 3 (bits 5..3, 12): ``(w << 3) & 0x81C081C0``;
+* slot 2: shifted right by 6 (bits 2..0, 9): ``(w << 6) & 0x81C081C0``;
+* slot 3, the bits left (10, 11, 13, 14): ``m`` at 10, ``s`` at 11, ``e0 e1`` at 13, 14:
+  ``((w << 4) & 0x80008000) | ((w >> 6) & 0x01800180) | ((w >> 4) & 0x00400040)``.
+
+Per 8 weights: 5 shifts, 6 logic ops, 4 ``mul.bf16x2`` (the layout of ``sw``: 2 byte permutes, 8 shifts, 8
+logic ops, 4 multiplies, plus the shared-memory shuffles).
+
+Scales ``[N, K/32]`` -> ``[N/16, K/64, 32]``: per (slab, chunk) ``[g 8, sb 2, rh 2]`` (block ``2c + sb`` of
+row ``16r + 8rh + g``): the 4 bytes a lane's fragment needs are one 32-bit word.
+
+Only torch here; the kernels that read the layout are in :mod:`._kernels_ps`.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+ROWS = 16  #: weight rows per slab (one warp's m16 of the wgmma tile)
+KCHUNK = 64  #: K elements per chunk (4 k16 steps)
+CHUNK_BYTES = ROWS * KCHUNK // 2  #: 512: 32 lanes x 16 bytes
+SCALE_BYTES = ROWS * KCHUNK // 32  #: 32
+
+
+def refusal(n: int, k: int) -> Optional[str]:
+    """Why an ``[n, k]`` weight matrix has no ps layout (None when it has one)."""
+    if n % ROWS or k % KCHUNK:
+        return (f"the pre-shuffled layout needs rows divisible by {ROWS} and K divisible by {KCHUNK}; "
+                f"got rows={n}, K={k}")
+    return None
+
+
+def _encode(c: torch.Tensor, slot: int) -> torch.Tensor:
+    """int32 e2m1 codes -> their bits in one 16-bit half for ``slot`` (see the module docstring)."""
+    if slot == 3:
+        return ((c & 1) << 10) | ((c & 8) << 8) | ((c & 6) << 12)
+    return (((c & 7) << 6) | ((c & 8) << 12)) >> (3 * slot)
+
+
+def _codes(data: torch.Tensor) -> torch.Tensor:
+    """Packed bytes ``[..., K/2]`` (low nibble = even K) -> int32 codes ``[..., K]``."""
+    d = data.to(torch.int32)
+    return torch.stack((d & 0xF, d >> 4), dim=-1).flatten(-2)
+
+
+def shuffle_weights(data: torch.Tensor) -> torch.Tensor:
+    """MXFP4 bytes ``[L, N, K/2]`` (uint8, low nibble = even K) -> the ps layout ``[L, N/16, K/64, 512]``."""
+    if data.dtype != torch.uint8 or data.dim() != 3:
+        raise ValueError(f"data: expected uint8 [L, N, K/2], got {data.dtype} {tuple(data.shape)}")
+    nl, n, k = data.shape[0], data.shape[1], 2 * data.shape[2]
+    why = refusal(n, k)
+    if why:
+        raise ValueError(f"data: {why}")
+    c = _codes(data).view(nl, n // ROWS, 2, 8, k // KCHUNK, 4, 2, 4, 2)  # L, r, rh, g, c, s, kh, t, e
+    c = c.permute(0, 1, 4, 3, 7, 5, 6, 2, 8)  # L, r, c, g, t, s, kh, rh, e
+    word = torch.zeros(c.shape[:6], dtype=torch.int32, device=data.device)
+    for kh in range(2):
+        for rh in range(2):
+            slot = 2 * kh + rh
+            word |= _encode(c[..., kh, rh, 0], slot) | (_encode(c[..., kh, rh, 1], slot) << 16)
+    return word.contiguous().view(torch.uint8).view(nl, n // ROWS, k // KCHUNK, CHUNK_BYTES)
+
+
+def shuffle_scales(scale: torch.Tensor) -> torch.Tensor:
+    """ue8m0 bytes ``[L, N, K/32]`` -> ``[L, N/16, K/64, 32]`` (per slab and chunk: g, sb, rh)."""
+    if scale.dtype != torch.uint8 or scale.dim() != 3:
+        raise ValueError(f"scale: expected uint8 [L, N, K/32], got {scale.dtype} {tuple(scale.shape)}")
+    nl, n, k = scale.shape[0], scale.shape[1], 32 * scale.shape[2]
+    why = refusal(n, k)
+    if why:
+        raise ValueError(f"scale: {why}")
+    s = scale.view(nl, n // ROWS, 2, 8, k // KCHUNK, 2)  # L, r, rh, g, c, sb
+    return s.permute(0, 1, 4, 3, 5, 2).contiguous().view(nl, n // ROWS, k // KCHUNK, SCALE_BYTES)
+
+
+def _decode(word: torch.Tensor, slot: int) -> torch.Tensor:
+    """The kernel's upcast of one slot as integer ops: 32-bit words -> the two bf16 patterns (int32)."""
+    w = word.to(torch.int64) & 0xFFFFFFFF
+    if slot == 3:
+        u = ((w << 4) & 0x80008000) | ((w >> 6) & 0x01800180) | ((w >> 4) & 0x00400040)
+    else:
+        u = (w << (3 * slot)) & 0x81C081C0
+    return u
+
+
+def unshuffle_codes(ps: torch.Tensor, k: int) -> torch.Tensor:
+    """Inverse of :func:`shuffle_weights` through the kernel's decode: ``[L, N/16, K/64, 512]`` -> int32 e2m1
+    codes ``[L, N, K]`` (tests: shuffle, then decode the way the kernel does, must give the codes back)."""
+    nl, slabs, chunks = ps.shape[:3]
+    if chunks * KCHUNK != k:
+        raise ValueError(f"k: expected {chunks * KCHUNK} for {chunks} chunks, got {k}")
+    word = ps.contiguous().view(torch.int32).view(nl, slabs, chunks, 8, 4, 4)  # L, r, c, g, t, s
+    out = torch.empty((nl, slabs, chunks, 8, 4, 4, 2, 2, 2), dtype=torch.int32, device=ps.device)
+    for kh in range(2):
+        for rh in range(2):
+            u = _decode(word, 2 * kh + rh)
+            for e in range(2):
+                pat = (u >> (16 * e)) & 0xFFFF  # bf16 pattern: s at 15, e1 e0 m at 8..6
+                out[..., kh, rh, e] = (((pat >> 15) & 1) << 3) | ((pat >> 6) & 7)
+    # L, r, c, g, t, s, kh, rh, e -> L, r, rh, g, c, s, kh, t, e
+    return out.permute(0, 1, 7, 3, 2, 5, 6, 4, 8).reshape(nl, slabs * ROWS, k)
