@@ -28,6 +28,8 @@ from fp4moe_diag.backends.triton.configs import (
     CONFIGS,
     DECODE_CONFIGS,
     DOT_SCALED_CONFIGS,
+    PS_CONFIGS,
+    PS_DECODE_CONFIGS,
     SW_CONFIGS,
     SW_DECODE_CONFIGS,
     X2_CONFIGS,
@@ -153,15 +155,18 @@ def _case(**kw) -> MoECase:
 def test_tactics_list():
     b = TritonMXFP4Backend()
     compiled = not interpreted_or_cpu()
-    # (case, ds decode configs, x2 decode configs, sw decode configs expected): H = I = 64 admits only
-    # split_k 1; T*k > 256 gets none
-    for case, n_decode, n_x2, n_sw in ((_case(), 1, 0, 0), (_case(num_tokens=4096), 0, 0, 0),
-                                       (_case(num_tokens=40, num_experts=2), 1, 0, 0),
-                                       (_case(hidden_size=3072, intermediate_size=3072, num_tokens=64, top_k=4), 7, 4, 3),
-                                       (_case(hidden_size=3072, intermediate_size=3072, num_tokens=65, top_k=4), 0, 0, 0)):
+    # (case, ds decode configs, x2 decode configs, sw decode configs, ps configs, ps decode configs expected):
+    # H = I = 64 admits only split_k 1; T*k > 256 gets no decode configs; H = 96 has no ps layout
+    big = dict(hidden_size=3072, intermediate_size=3072, top_k=4)
+    for case, n_decode, n_x2, n_sw, n_ps, n_psd in ((_case(), 1, 0, 0, len(PS_CONFIGS), 0),
+                                                    (_case(num_tokens=4096), 0, 0, 0, len(PS_CONFIGS), 0),
+                                                    (_case(num_tokens=40, num_experts=2, hidden_size=96), 1, 0, 0, 0, 0),
+                                                    (_case(num_tokens=64, **big), 7, 4, 3, len(PS_CONFIGS), 4),
+                                                    (_case(num_tokens=65, **big), 0, 0, 0, len(PS_CONFIGS), 0)):
         tac = b.tactics(case)
-        assert len(tac) == (len(CONFIGS) + len(X2_CONFIGS) + n_x2 + len(SW_CONFIGS) + n_sw
+        assert len(tac) == (len(CONFIGS) + len(X2_CONFIGS) + n_x2 + len(SW_CONFIGS) + n_sw + n_ps + n_psd
                             + (len(DOT_SCALED_CONFIGS) + n_decode if compiled else 0))
+        assert sum(t.id.ps for t in tac) == n_ps + n_psd
         assert sum(t.id.mode == "x2" for t in tac) == len(X2_CONFIGS) + n_x2
         assert sum(t.id.swap for t in tac) == len(SW_CONFIGS) + n_sw and all(t.id.x2 for t in tac if t.id.swap)
         labels = [t.label for t in tac]
@@ -172,16 +177,17 @@ def test_tactics_list():
             assert isinstance(t.id, KernelConfig)
             bm, bn, bk, nw, ns = t.id.block_m, t.id.block_n, t.id.block_k, t.id.num_warps, t.id.num_stages
             mode, sk = t.id.mode, t.id.split_k
-            assert mode in ("bits", "ds", "x2", "sw") and sk in (1, 2, 4, 8)
+            assert mode in ("bits", "ds", "x2", "sw", "ps") and sk in (1, 2, 4, 8)
             assert t.label == (f"m{bm}n{bn}k{bk}w{nw}s{ns}" + ("" if mode == "bits" else f"-{mode}")
                                + (f"-sk{sk}" if sk > 1 else ""))
-            assert bm in (16, 32, 64, 128) and bk in (64, 128, 256) and bn in (16, 32, 64, 128)
+            assert bm in (16, 32, 64, 128) and bk in (64, 128, 256) and bn in (16, 32, 64, 128, 256)
             assert t.params == dict(block_m=bm, block_n=bn, block_k=bk, num_warps=nw, num_stages=ns,
                                     dot_scaled=mode == "ds", x2=mode in ("x2", "sw"), swap=mode == "sw",
-                                    split_k=sk)
+                                    ps=mode == "ps", split_k=sk)
     assert b.default_tactic(_case(num_tokens=1)).label == "m16n64k128w4s3"
     assert b.default_tactic(_case(num_tokens=4096)).params["block_m"] == 64
-    every = CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS + X2_CONFIGS + X2_DECODE_CONFIGS + SW_CONFIGS + SW_DECODE_CONFIGS
+    every = (CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS + X2_CONFIGS + X2_DECODE_CONFIGS + SW_CONFIGS
+             + SW_DECODE_CONFIGS + PS_CONFIGS + PS_DECODE_CONFIGS)
     assert len(set(every)) == len(every)
 
 
@@ -317,6 +323,7 @@ cases = {
     "ep_offset": dict(num_experts=8, local_num_experts=4, local_expert_offset=4, num_tokens=6),
     "uneven_k": dict(hidden_size=96, intermediate_size=160, num_tokens=7),
     "many_tokens": dict(num_tokens=40, num_experts=2, hidden_size=32, intermediate_size=32),
+    "ps_uneven": dict(hidden_size=192, intermediate_size=320, num_tokens=7),
 }
 out = {}
 for name, kw in cases.items():
@@ -333,6 +340,11 @@ for name, kw in cases.items():
     if name in ("oai_bias", "ep_offset"):  # x2 and sw split-K
         tactics += [Tactic(id=(16, 32, 32, 4, 1, "x2", 2), label="m16n32k32w4s1-x2-sk2"),
                     Tactic(id=(16, 32, 32, 4, 1, "sw", 2), label="m16n32k32w4s1-sw-sk2")]
+    if name == "ep_offset":  # ps on the experts of one rank
+        tactics += [Tactic(id="m16n64k64w4s1-ps", label="m16n64k64w4s1-ps")]
+    if name == "ps_uneven":  # ps: a half-empty last K tile (K = 192, 320 in 128s), split-K, rows past N
+        tactics += [Tactic(id=lab, label=lab) for lab in ("m16n64k128w4s1-ps", "m32n128k64w4s1-ps-sk2",
+                                                          "m16n16k64w4s1-ps", "m16n64k128w4s1-ps-sk2")]
     if name == "uneven_k":  # sw with short last K steps (masked rows of the weight tile)
         tactics += [Tactic(id=(32, 16, 32, 4, 1, "sw", 3), label="m32n16k32w4s1-sw-sk3"),
                     Tactic(id=(16, 64, 64, 4, 1, "sw"), label="m16n64k64w4s1-sw")]
@@ -352,6 +364,9 @@ out["x2_equals_bits"] = bool(torch.equal(ys["bits"], ys["x2"]))
 # sw: the same weight values with the operands swapped (the interpreter's fp32 dot sums in another order)
 y_sw = b.run(prep, Tactic(id=(16, 64, 64, 4, 1, "sw"), label="sw"))
 out["sw_vs_x2"] = float((y_sw.float() - ys["x2"].float()).norm() / ys["x2"].float().norm())
+# ps: the same weight values from the pre-shuffled layout
+y_ps = b.run(prep, Tactic(id=(16, 64, 64, 4, 1, "ps"), label="ps"))
+out["ps_vs_x2"] = float((y_ps.float() - ys["x2"].float()).norm() / ys["x2"].float().norm())
 # scale bytes the x2 upcast cannot apply exactly: the tactic raises, naming the range
 prep.w13_scale[0, 0, 0] = 200
 from fp4moe_diag.backends.triton.backend import X2_OFFSET, x2_scale_refusal
@@ -387,7 +402,7 @@ def interp_results() -> dict:
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
 @pytest.mark.parametrize(
-    "name", ["oai_bias", "oai_nobias", "swiglu_bias", "swiglu_nobias", "ep_offset", "uneven_k", "many_tokens"]
+    "name", ["oai_bias", "oai_nobias", "swiglu_bias", "swiglu_nobias", "ep_offset", "uneven_k", "many_tokens", "ps_uneven"]
 )
 def test_interpreter_matches_reference(interp_results: dict, name: str):
     assert interp_results["interpreted"] is True
@@ -399,7 +414,13 @@ def test_interpreter_matches_reference(interp_results: dict, name: str):
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
 def test_interpreter_all_tactics_and_edge_cases(interp_results: dict):
-    assert sum(k.startswith("oai_bias/") for k in interp_results) == len(CONFIGS) + len(X2_CONFIGS) + len(SW_CONFIGS) + 3
+    assert sum(k.startswith("oai_bias/") for k in interp_results) == (len(CONFIGS) + len(X2_CONFIGS) + len(SW_CONFIGS)
+                                                                      + len(PS_CONFIGS) + 3)
+    assert sum(k.startswith("oai_bias/") and k.endswith("-ps") for k in interp_results) == len(PS_CONFIGS)
+    assert interp_results["ps_vs_x2"] < 1e-2  # the same products, another summation order
+    assert {"ps_uneven/m16n64k128w4s1-ps", "ps_uneven/m32n128k64w4s1-ps-sk2", "ps_uneven/m16n16k64w4s1-ps",
+            "ps_uneven/m16n64k128w4s1-ps-sk2", "ep_offset/m16n64k64w4s1-ps"} <= set(interp_results)
+    assert not any(k.startswith(("uneven_k/", "many_tokens/")) and "-ps" in k for k in interp_results)  # no layout
     assert sum(k.startswith("oai_bias/") and "-x2" in k for k in interp_results) == len(X2_CONFIGS) + 1
     assert interp_results["x2_equals_bits"] is True
     assert interp_results["sw_vs_x2"] < 1e-2  # bf16 outputs of the same products summed in another order
