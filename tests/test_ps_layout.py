@@ -278,9 +278,11 @@ def test_tactics_offer_ps_where_the_layout_exists():
     assert _ps_ids(_case(hidden_size=2880, intermediate_size=2880, num_tokens=4096)) == list(PS_CONFIGS)
     # T * k = 260 > 256: not decode
     assert _ps_ids(_case(hidden_size=3072, intermediate_size=3072, num_tokens=65, top_k=4)) == list(PS_CONFIGS)
-    # decode at 256: k128 sk2 fits (128 + 128), k128 sk4 (4 x 128 > 256 + 128) and k256 sk2 do not
+    # decode at 256: k128 sk2 (128 + 128) and k64 sk2 (128 + 128) fit, k128 sk4 (a split of 128, three of them
+    # already cover 384 >= 256) and k256 sk2/sk4 (one split takes all 256) do not
     assert _ps_ids(_case(hidden_size=256, intermediate_size=256)) == list(PS_CONFIGS) + [
-        KernelConfig(16, 64, 128, 4, 4, "ps", 2), KernelConfig(16, 128, 128, 4, 3, "ps", 2)]
+        KernelConfig(16, 64, 128, 4, 6, "ps", 2), KernelConfig(16, 128, 64, 4, 6, "ps", 2),
+        KernelConfig(16, 128, 128, 4, 3, "ps", 2)]
     tac = [t for t in TritonMXFP4Backend().tactics(_case(num_tokens=4096)) if t.id.ps]
     assert all(t.label == t.id.label and t.params["ps"] is True and not t.params["x2"] for t in tac)
 

@@ -179,23 +179,31 @@ SW_DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
 #: upcast of 8 weights).  gemm2 MMA loop, sm_90a, triton 3.6.0: m16n128k128w4s3 3.2 instructions per weight, no
 #: shared-memory shuffle of the weights.  BLOCK_N >= 64 rows (a wgmma M); BLOCK_K a multiple of 64.
 PS_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
-    (16, 64, 128, 4, 4, "ps"),
+    (16, 64, 128, 4, 6, "ps"),
+    (16, 128, 64, 4, 6, "ps"),
     (16, 128, 128, 4, 3, "ps"),
-    (16, 128, 256, 4, 3, "ps"),
+    (16, 128, 128, 4, 4, "ps"),
     (32, 128, 128, 4, 3, "ps"),
+    (64, 64, 64, 4, 5, "ps"),
+    (64, 64, 128, 4, 4, "ps"),
     (64, 128, 64, 4, 4, "ps"),
     (64, 128, 128, 4, 3, "ps"),
-    (64, 256, 64, 8, 3, "ps"),
-    (128, 128, 64, 8, 3, "ps"),
+    (128, 64, 64, 4, 3, "ps"),
+    (128, 64, 64, 4, 4, "ps"),
+    (256, 64, 64, 4, 3, "ps"),
     (128, 128, 128, 8, 3, "ps"),
 ))
-# (128, 128, 64, 4) and (128, 256, 64, 8) spill gemm1's two accumulators to local memory on sm_90a (STL/LDL in
-# the loop): not offered.
+# Occupancy decides (registers per thread, cuobjdump -res-usage of the sm_90a cubin): m16n128k128w4s3 gemm1 168 /
+# gemm2 123 registers (3 / 4 CTAs per SM), m64n128k128w4s3 255 / 226 (2 / 2), every 8-warp tile 1 CTA per SM (slow
+# on the H200, s7-ps: m128n128k128w8s3 2858 us against 2274 for m64n128k128w4s3 at 20b EP1 T=4096).  (128, 128, 64,
+# 4) and (128, 256, 64, 8) spill gemm1's two accumulators to local memory: not offered.
 PS_DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
-    (16, 64, 128, 4, 4, "ps", 2),
+    (16, 64, 128, 4, 6, "ps", 2),
+    (16, 64, 128, 4, 6, "ps", 4),
+    (16, 128, 64, 4, 6, "ps", 2),
     (16, 128, 128, 4, 3, "ps", 2),
-    (16, 128, 128, 4, 3, "ps", 4),
     (16, 64, 256, 4, 3, "ps", 2),
+    (16, 64, 256, 4, 3, "ps", 4),
 ))
 
 _LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds|x2|sw|ps))?(?:-sk(\d+))?$")
