@@ -161,7 +161,7 @@ def test_tactics_list():
     for case, n_decode, n_x2, n_sw, n_ps, n_psd in ((_case(), 1, 0, 0, len(PS_CONFIGS), 0),
                                                     (_case(num_tokens=4096), 0, 0, 0, len(PS_CONFIGS), 0),
                                                     (_case(num_tokens=40, num_experts=2, hidden_size=96), 1, 0, 0, 0, 0),
-                                                    (_case(num_tokens=64, **big), 7, 4, 3, len(PS_CONFIGS), 4),
+                                                    (_case(num_tokens=64, **big), 7, 4, 3, len(PS_CONFIGS), len(PS_DECODE_CONFIGS)),
                                                     (_case(num_tokens=65, **big), 0, 0, 0, len(PS_CONFIGS), 0)):
         tac = b.tactics(case)
         assert len(tac) == (len(CONFIGS) + len(X2_CONFIGS) + n_x2 + len(SW_CONFIGS) + n_sw + n_ps + n_psd
