@@ -238,7 +238,7 @@ def test_kernel_config_ps():
     sk = parse_config("m16n64k256w4s3-ps-sk2")
     assert (sk.mode, sk.split_k, sk.label) == ("ps", 2, "m16n64k256w4s3-ps-sk2")
     for cfg in PS_CONFIGS + PS_DECODE_CONFIGS:
-        assert cfg.ps and parse_config(cfg.label) == cfg and cfg.label.endswith(("-ps", f"-ps-sk{cfg.split_k}"))
+        assert cfg.ps and parse_config(cfg.label) == cfg and cfg.label.endswith(("-ps", f"-ps-sk{cfg.split_k}", f"-g2sk{cfg.split_k2}"))
     assert len(set(PS_CONFIGS + PS_DECODE_CONFIGS)) == len(PS_CONFIGS) + len(PS_DECODE_CONFIGS)
     for other in ("bits", "x2", "sw", "ds"):
         assert not KernelConfig(16, 64, 128, 4, 3, other).ps
@@ -282,7 +282,8 @@ def test_tactics_offer_ps_where_the_layout_exists():
     # already cover 384 >= 256) and k256 sk2/sk4 (one split takes all 256) do not
     assert _ps_ids(_case(hidden_size=256, intermediate_size=256)) == list(PS_CONFIGS) + [
         KernelConfig(16, 64, 128, 4, 6, "ps", 2), KernelConfig(16, 128, 64, 4, 6, "ps", 2),
-        KernelConfig(16, 128, 128, 4, 3, "ps", 2)]
+        KernelConfig(16, 128, 128, 4, 3, "ps", 2),
+        KernelConfig(16, 128, 128, 4, 3, "ps", 1, 2)]  # gemm2 alone in 2 splits fits; in 3 (3 x 128 > 256) not
     tac = [t for t in TritonMXFP4Backend().tactics(_case(num_tokens=4096)) if t.id.ps]
     assert all(t.label == t.id.label and t.params["ps"] is True and not t.params["x2"] for t in tac)
 

@@ -179,11 +179,11 @@ def test_tactics_list():
             mode, sk = t.id.mode, t.id.split_k
             assert mode in ("bits", "ds", "x2", "sw", "ps") and sk in (1, 2, 4, 8)
             assert t.label == (f"m{bm}n{bn}k{bk}w{nw}s{ns}" + ("" if mode == "bits" else f"-{mode}")
-                               + (f"-sk{sk}" if sk > 1 else ""))
+                               + (f"-sk{sk}" if sk > 1 else "") + (f"-g2sk{t.id.split_k2}" if t.id.split_k2 else ""))
             assert bm in (16, 32, 64, 128, 256) and bk in (64, 128, 256) and bn in (16, 32, 64, 128, 256)
             assert t.params == dict(block_m=bm, block_n=bn, block_k=bk, num_warps=nw, num_stages=ns,
                                     dot_scaled=mode == "ds", x2=mode in ("x2", "sw"), swap=mode == "sw",
-                                    ps=mode == "ps", split_k=sk)
+                                    ps=mode == "ps", split_k=sk, split_k2=t.id.gemm2_split)
     assert b.default_tactic(_case(num_tokens=1)).label == "m16n64k128w4s3"
     assert b.default_tactic(_case(num_tokens=4096)).params["block_m"] == 64
     every = (CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS + X2_CONFIGS + X2_DECODE_CONFIGS + SW_CONFIGS
@@ -231,7 +231,7 @@ def test_launch_refuses_mode_combinations_that_do_not_exist():
 def test_parse_config_and_labels():
     assert parse_config((16, 64, 128, 4, 3)) == KernelConfig(16, 64, 128, 4, 3, "bits", 1)
     for kc in (CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS + X2_CONFIGS + X2_DECODE_CONFIGS + SW_CONFIGS
-               + SW_DECODE_CONFIGS):  # id = config; str = label
+               + SW_DECODE_CONFIGS + PS_CONFIGS + PS_DECODE_CONFIGS):  # id = config; str = label
         assert str(kc) == kc.label and parse_config(kc.label) == kc and parse_config(kc) is kc
     with pytest.raises(ValueError, match="tactic: expected a label"):
         parse_config("m16n64")
@@ -242,6 +242,15 @@ def test_parse_config_and_labels():
     assert (kc.label, kc.dot_scaled, kc.split_k) == ("m16n32k128w4s1-ds-sk4", True, 4)
     kc = parse_config("m16n64k128w4s3-sw-sk2")
     assert (kc.mode, kc.swap, kc.x2, kc.dot_scaled, kc.split_k) == ("sw", True, True, False, 2)
+    # gemm2's own split: in the label only when it differs from gemm1's
+    kc = parse_config("m16n128k128w4s3-ps-g2sk2")
+    assert (kc.split_k, kc.split_k2, kc.gemm2_split, kc.params()["split_k2"]) == (1, 2, 2, 2)
+    assert KernelConfig(16, 128, 128, 4, 3, "ps", 2, 2) == parse_config("m16n128k128w4s3-ps-sk2")
+    assert KernelConfig(16, 128, 128, 4, 3, "ps", 2, 2).label == "m16n128k128w4s3-ps-sk2"
+    assert parse_config("m16n64k64w4s1-ps-sk3-g2sk2").gemm2_split == 2
+    assert parse_config("m16n64k128w4s3").params()["split_k2"] == 1
+    with pytest.raises(ValueError, match="tactic: split_k2"):
+        KernelConfig(16, 128, 128, 4, 3, "ps", 1, -1)
     for bad, word in (((16, 32, 128, 4), "tactic"), ((16, 32, 128, 4, 3, "fp8"), "mode"),
                       ((16, 32, 128, 4, 3, "dsp", 1), "mode"),
                       ((16, 32, 128, 4, 3, "ds", 0), "split_k"), ((16, 0, 128, 4, 3), "tactic")):
@@ -344,7 +353,9 @@ for name, kw in cases.items():
         tactics += [Tactic(id="m16n64k64w4s1-ps", label="m16n64k64w4s1-ps")]
     if name == "ps_uneven":  # ps: a half-empty last K tile (K = 192, 320 in 128s), split-K, rows past N
         tactics += [Tactic(id=lab, label=lab) for lab in ("m16n64k128w4s1-ps", "m32n128k64w4s1-ps-sk2",
-                                                          "m16n16k64w4s1-ps", "m16n64k128w4s1-ps-sk2")]
+                                                          "m16n16k64w4s1-ps", "m16n64k128w4s1-ps-sk2",
+                                                          "m16n64k64w4s1-ps-g2sk2", "m16n64k64w4s1-ps-sk3-g2sk2",
+                                                          "m16n32k32w4s1-x2-g2sk3")]
     if name == "uneven_k":  # sw with short last K steps (masked rows of the weight tile)
         tactics += [Tactic(id=(32, 16, 32, 4, 1, "sw", 3), label="m32n16k32w4s1-sw-sk3"),
                     Tactic(id=(16, 64, 64, 4, 1, "sw"), label="m16n64k64w4s1-sw")]
@@ -419,7 +430,9 @@ def test_interpreter_all_tactics_and_edge_cases(interp_results: dict):
     assert sum(k.startswith("oai_bias/") and k.endswith("-ps") for k in interp_results) == len(PS_CONFIGS)
     assert interp_results["ps_vs_x2"] < 1e-2  # the same products, another summation order
     assert {"ps_uneven/m16n64k128w4s1-ps", "ps_uneven/m32n128k64w4s1-ps-sk2", "ps_uneven/m16n16k64w4s1-ps",
-            "ps_uneven/m16n64k128w4s1-ps-sk2", "ep_offset/m16n64k64w4s1-ps"} <= set(interp_results)
+            "ps_uneven/m16n64k128w4s1-ps-sk2", "ep_offset/m16n64k64w4s1-ps",
+            "ps_uneven/m16n64k64w4s1-ps-g2sk2", "ps_uneven/m16n64k64w4s1-ps-sk3-g2sk2",
+            "ps_uneven/m16n32k32w4s1-x2-g2sk3"} <= set(interp_results)
     assert not any(k.startswith(("uneven_k/", "many_tokens/")) and "-ps" in k for k in interp_results)  # no layout
     assert sum(k.startswith("oai_bias/") and "-x2" in k for k in interp_results) == len(X2_CONFIGS) + 1
     assert interp_results["x2_equals_bits"] is True

@@ -489,3 +489,19 @@ def _gemm2_store(acc, pid_k, e, pair, mask_m, offs_n, mask_n, b_ptr, topk_w_ptr,
 
 #: whether the kernels above were decorated in interpreter mode (TRITON_INTERPRET=1 at import)
 INTERPRETED: bool = type(_moe_mxfp4_gemm1_kernel).__name__ == "InterpretedFunction"
+
+
+@triton.jit
+def _topk_sum_kernel(planes_ptr, out_ptr, H, stride_plane, stride_pm, stride_om,
+                     TOP_K: tl.constexpr, SPLIT: tl.constexpr, BLOCK_H: tl.constexpr):
+    """``out[t] = sum over split planes s, then top-k slots j, of planes[s, t * TOP_K + j]``, stored bf16: the
+    last step of both GEMMs' output in one pass, in a fixed order (deterministic).  Stored as ``out``'s dtype (bf16:
+    cvt.rn on the GPU; the interpreter's float32 -> bf16 truncates, so the launcher gives it an fp32 ``out``)."""
+    t = tl.program_id(0).to(tl.int64)
+    offs = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    mask = offs < H
+    acc = tl.zeros((BLOCK_H,), dtype=tl.float32)
+    for s in tl.static_range(SPLIT):
+        for j in tl.static_range(TOP_K):
+            acc += tl.load(planes_ptr + s * stride_plane + (t * TOP_K + j) * stride_pm + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + t * stride_om + offs, acc.to(out_ptr.dtype.element_ty), mask=mask)

@@ -36,7 +36,9 @@ _LAUNCH = "fp4moe_diag.backends.triton.launch"
 _KERNELS = "fp4moe_diag.backends.triton._kernels"
 
 def _split_fits(case: MoECase, kc: KernelConfig) -> bool:
-    return all(split_k_fits(k, kc.block_k, kc.split_k) for k in (case.hidden_size, case.intermediate_size))
+    """gemm1 reduces over H in ``split_k`` splits, gemm2 over I in ``gemm2_split``."""
+    return (split_k_fits(case.hidden_size, kc.block_k, kc.split_k)
+            and split_k_fits(case.intermediate_size, kc.block_k, kc.gemm2_split))
 
 
 def ps_refusal(case: MoECase) -> Optional[str]:
@@ -111,7 +113,7 @@ class TritonPrepared:
     topk_weights: torch.Tensor  # fp32 [T * k]
     activation: int
     pair_out: torch.Tensor  # fp32 [T * k, H]; rows of non-local pairs stay zero
-    out_f32: torch.Tensor  # fp32 [T, H]
+    out_bf16: torch.Tensor  # bf16 [T, H]: the top-k sum when the caller passes no output
     groupings: dict[int, ExpertGrouping] = field(default_factory=dict)
     inter_buf: Optional[torch.Tensor] = None  # bf16 [max padded pairs, I]
     part_bufs: dict[int, torch.Tensor] = field(default_factory=dict)  # split_k -> fp32 [S, rows, 2I]
@@ -234,7 +236,7 @@ class TritonMXFP4Backend(Backend):
             topk_weights=inputs.topk_weights.to(torch.float32).reshape(-1).contiguous(),
             activation=1 if c.activation is GatedActivation.SWIGLU_OAI else 0,
             pair_out=torch.zeros((t * k, h), dtype=torch.float32, device=dev),
-            out_f32=torch.empty((t, h), dtype=torch.float32, device=dev),
+            out_bf16=torch.empty((t, h), dtype=torch.bfloat16, device=dev),
         )
         for bm in sorted({kc.block_m for kc in CONFIGS + DOT_SCALED_CONFIGS}):
             prep.grouping(bm)
@@ -261,7 +263,8 @@ class TritonMXFP4Backend(Backend):
                              f"{output.device}")
         g = p.grouping(bm)
         inter = p.inter_buf[: max(g.num_padded_pairs, 1)]
-        part, pair_out = p.split_buffers(kc.split_k, g.num_padded_pairs)
+        part = p.split_buffers(kc.split_k, g.num_padded_pairs)[0]
+        pair_out = p.split_buffers(kc.gemm2_split, g.num_padded_pairs)[1]
         ctx = torch.cuda.device(x.device) if x.device.type == "cuda" else contextlib.nullcontext()
         w13, w13_scale, w2, w2_scale = p.ps if kc.ps else (p.w13, p.w13_scale, p.w2, p.w2_scale)
         modes = dict(dot_scaled=kc.dot_scaled, x2=kc.x2, swap=kc.swap, ps=kc.ps)
@@ -274,11 +277,13 @@ class TritonMXFP4Backend(Backend):
             kern.launch_gemm2(
                 inter, w2, w2_scale, p.w2_bias, p.topk_weights, pair_out,
                 g.sorted_pair_ids, g.block_expert_ids, g.num_pairs,
-                bm, bn, bk, nw, ns, split_k=kc.split_k, **modes,
+                bm, bn, bk, nw, ns, split_k=kc.gemm2_split, **modes,
             )
-            # one fixed-order reduction over (split planes, top_k): deterministic, no atomics
-            torch.sum(pair_out.view(kc.split_k, t, c.top_k, h), dim=(0, 2), out=p.out_f32)
+            # one fixed-order reduction over (split planes, top_k), stored bf16: deterministic, no atomics
+            y = output if output is not None and output.dtype == torch.bfloat16 and output.stride(1) == 1 else p.out_bf16
+            kern.launch_topk_sum(pair_out, y, c.top_k)
         if output is None:
-            return p.out_f32.to(torch.bfloat16)
-        output.copy_(p.out_f32)
+            return p.out_bf16.clone()
+        if y is not output:
+            output.copy_(y)
         return output

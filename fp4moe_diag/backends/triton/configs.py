@@ -26,8 +26,13 @@ class KernelConfig:
     mode: str = "bits"  # "bits" (bit-arithmetic dequant), "ds" (tl.dot_scaled), "x2" (packed bf16x2 upcast),
     # "sw" (the x2 upcast with the weights as the MMA's A operand: swap-AB), "ps" (swap-AB on pre-shuffled weights)
     split_k: int = 1
+    split_k2: int = 0  # gemm2's split-K when it differs from gemm1's (0: the same as split_k)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.split_k2, int) or isinstance(self.split_k2, bool) or self.split_k2 < 0:
+            raise ValueError(f"tactic: split_k2 must be an int >= 0 (0: as split_k), got {self.split_k2!r}")
+        if self.split_k2 == self.split_k:
+            object.__setattr__(self, "split_k2", 0)  # one id per tactic
         for f in ("block_m", "block_n", "block_k", "num_warps", "num_stages", "split_k"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -66,9 +71,15 @@ class KernelConfig:
         return self.mode in ("x2", "sw", "ps")
 
     @property
+    def gemm2_split(self) -> int:
+        """gemm2's split-K factor (its planes are summed with the top-k sum, so a split there costs no extra pass)."""
+        return self.split_k2 or self.split_k
+
+    @property
     def label(self) -> str:
         base = f"m{self.block_m}n{self.block_n}k{self.block_k}w{self.num_warps}s{self.num_stages}"
-        return base + ("" if self.mode == "bits" else f"-{self.mode}") + (f"-sk{self.split_k}" if self.split_k > 1 else "")
+        return (base + ("" if self.mode == "bits" else f"-{self.mode}") + (f"-sk{self.split_k}" if self.split_k > 1 else "")
+                + (f"-g2sk{self.split_k2}" if self.split_k2 else ""))
 
     def __str__(self) -> str:
         return self.label
@@ -76,7 +87,7 @@ class KernelConfig:
     def params(self) -> dict[str, Any]:
         return dict(block_m=self.block_m, block_n=self.block_n, block_k=self.block_k, num_warps=self.num_warps,
                     num_stages=self.num_stages, dot_scaled=self.dot_scaled, x2=self.x2, swap=self.swap,
-                    ps=self.ps, split_k=self.split_k)
+                    ps=self.ps, split_k=self.split_k, split_k2=self.gemm2_split)
 
 
 
@@ -204,9 +215,14 @@ PS_DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
     (16, 128, 128, 4, 3, "ps", 2),
     (16, 64, 256, 4, 3, "ps", 2),
     (16, 64, 256, 4, 3, "ps", 4),
+    (16, 128, 128, 4, 3, "ps", 1, 2),
+    (16, 128, 128, 4, 3, "ps", 1, 3),
 ))
+# "-g2skN": gemm2 alone split N ways.  gemm1's split costs a partial-sum round trip and a finalize kernel, gemm2's
+# planes are summed by the top-k reduction that runs anyway; m16n128k128w4s3 puts gemm2's 768 programs (20b EP1
+# T=64) on 528 slots (4 per SM by registers): 1.45 waves, 2.9 with -g2sk2.
 
-_LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds|x2|sw|ps))?(?:-sk(\d+))?$")
+_LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds|x2|sw|ps))?(?:-sk(\d+))?(?:-g2sk(\d+))?$")
 
 
 def parse_config(cfg: Any) -> KernelConfig:
@@ -217,9 +233,9 @@ def parse_config(cfg: Any) -> KernelConfig:
     if isinstance(cfg, str):
         m = _LABEL.match(cfg)
         if m is None:
-            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps][-skN], got {cfg!r}")
+            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps][-skN][-g2skN], got {cfg!r}")
         nums = [int(v) for v in m.groups()[:5]]
-        return KernelConfig(*nums, mode=m.group(6) or "bits", split_k=int(m.group(7) or 1))
+        return KernelConfig(*nums, mode=m.group(6) or "bits", split_k=int(m.group(7) or 1), split_k2=int(m.group(8) or 0))
     if not isinstance(cfg, (tuple, list)):
         raise ValueError(f"tactic: expected a KernelConfig, a label or a tuple, got {type(cfg).__name__}")
     cfg = tuple(cfg)

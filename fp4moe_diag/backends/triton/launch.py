@@ -8,7 +8,7 @@ import torch
 import triton
 
 from ._kernels import (INTERPRETED, _moe_mxfp4_gemm1_finalize_kernel, _moe_mxfp4_gemm1_kernel,
-                       _moe_mxfp4_gemm2_kernel)
+                       _moe_mxfp4_gemm2_kernel, _topk_sum_kernel)
 from ._kernels_ps import _moe_mxfp4_gemm1_ps_kernel, _moe_mxfp4_gemm2_ps_kernel
 from .configs import even_k, k_split, split_k_fits
 
@@ -131,3 +131,24 @@ def launch_gemm2(
         HAS_BIAS=bias is not None, EVEN_K=even_k(inter, block_k, split_k), DOT_F32=INTERPRETED,
         SPLIT_K=split_k, K_SPLIT=ks, **modes, num_warps=num_warps, num_stages=num_stages,
     )
+
+
+def launch_topk_sum(planes: torch.Tensor, out: torch.Tensor, top_k: int) -> None:
+    """``out [T, H]`` (bf16) = the sum of ``planes [S, T * top_k, H]`` (fp32) over planes and top-k slots."""
+    splits, rows, hidden = planes.shape
+    t = out.shape[0]
+    if out.dtype != torch.bfloat16 or out.dim() != 2 or out.shape[1] != hidden or out.stride(1) != 1:
+        raise ValueError(f"out: expected a bf16 [T, {hidden}] tensor with unit column stride, got {out.dtype} "
+                         f"{tuple(out.shape)} strides {tuple(out.stride())}")
+    if rows != t * top_k or planes.stride(2) != 1:
+        raise ValueError(f"planes: expected [S, {t} * {top_k}, {hidden}] with unit column stride, got {tuple(planes.shape)}")
+    if t == 0:
+        return
+    block_h = 1024
+    dst = torch.empty(out.shape, dtype=torch.float32, device=out.device) if INTERPRETED else out
+    _topk_sum_kernel[(t, triton.cdiv(hidden, block_h))](
+        planes, dst, hidden, planes.stride(0), planes.stride(1), dst.stride(0),
+        TOP_K=top_k, SPLIT=splits, BLOCK_H=block_h, num_warps=4,
+    )
+    if dst is not out:  # round to nearest even, as cvt.rn does on the GPU
+        out.copy_(dst)
