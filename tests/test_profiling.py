@@ -82,3 +82,17 @@ def test_per_kernel_rows_from_the_ncu_csv_export():
     assert ncu.raw_from_ncu_csv(_ncu_csv(calls, runs=3, rename={"_moe_mxfp4_gemm2_kernel": "other"}), calls).empty
     assert ncu.raw_from_ncu_csv(_ncu_csv(calls, runs=3) + '\n"99","x","1","1"', calls).empty
     assert ncu.raw_from_ncu_csv("", calls).empty
+
+
+def test_driver_runs_as_a_script(tmp_path):
+    """nsight-python re-runs the profiled script by its file path under ncu (``python .../driver.py SPEC``), not
+    with ``-m``: the driver's imports must resolve that way too (they did not: 'attempted relative import with no
+    known parent package', seen on the H200 in session 7).  Without a spec it prints its usage and exits 2."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    driver = Path(__file__).resolve().parents[1] / "fp4moe_diag" / "profiling" / "driver.py"
+    r = subprocess.run([sys.executable, str(driver)], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert "ImportError" not in r.stderr and r.stderr.startswith("usage: python -m fp4moe_diag.profiling.driver")

@@ -10,6 +10,10 @@ import json
 import sys
 from pathlib import Path
 
+if __package__ in (None, ""):  # nsight-python re-runs this file as a script (``python .../driver.py``) under ncu
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    __package__ = "fp4moe_diag.profiling"  # noqa: A001 -- so that the relative imports resolve
+
 from .ncu import NCU_METRICS, kernels_from_calls, kernels_table, ncu_csv_export, raw_from_ncu_csv
 
 
