@@ -242,14 +242,21 @@ def _ds_dot(x, w_ptrs, s_ptrs, mask_w, mask_s, acc):
 
 
 @triton.jit
-def _tile(block_expert_ptr, sorted_pair_ptr, num_pairs, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    """This program's tile: (split index, expert, rows, their pair ids, row mask, columns, column mask)."""
-    pid_m = tl.program_id(0)
+def _tile_at(pid_m, pid_n, pid_k, block_expert_ptr, sorted_pair_ptr, num_pairs, N, BLOCK_M: tl.constexpr,
+             BLOCK_N: tl.constexpr):
+    """Tile ``(pid_m, pid_n, pid_k)``: (split index, expert, rows, their pair ids, row mask, columns, column mask)."""
     e = tl.load(block_expert_ptr + pid_m).to(tl.int64)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     pair = tl.load(sorted_pair_ptr + offs_m)
-    offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
-    return tl.program_id(2), e, offs_m, pair, pair < num_pairs, offs_n, offs_n < N
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    return pid_k, e, offs_m, pair, pair < num_pairs, offs_n, offs_n < N
+
+
+@triton.jit
+def _tile(block_expert_ptr, sorted_pair_ptr, num_pairs, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """This program's tile, grid ``(M blocks, N tiles, splits)``: see :func:`_tile_at`."""
+    return _tile_at(tl.program_id(0), tl.program_id(1), tl.program_id(2), block_expert_ptr, sorted_pair_ptr,
+                    num_pairs, N, BLOCK_M, BLOCK_N)
 
 
 @triton.jit

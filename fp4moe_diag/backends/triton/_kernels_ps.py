@@ -18,6 +18,11 @@ ops and multiplies in fp32 (bit-identical values).  The interpreter does not che
 the asm relies on (4 consecutive bytes of the last dim in one register, as the layout gives on the GPU); every
 GPU run checks it: each tactic's output is compared to the float32 reference.
 
+Grid ``(N tiles, M blocks, splits)``: the N tiles of one M block run side by side, so its activation rows are read
+from DRAM once and from L2 for the other tiles (with the M blocks fastest, as in :mod:`._kernels`, prefill re-read
+the activations per N tile: 2.58 GB of DRAM reads for gemm2 at 20b EP1 T=4096, against 0.31 GB for triton_kernels;
+Nsight Compute, data/runs/2026-12-03-nvidia-h200-s7-profile).
+
 SASS of the gemm2 MMA loop (``python -m fp4moe_diag.profiling.sass``, sm_90a, triton 3.6.0): m16n128k128w4s3-ps
 3.2 instructions per weight, no shared-memory shuffle (sw: 6.0, x2: 4.9).
 """
@@ -27,7 +32,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ._kernels import X2_UNSCALE, _dot, _gemm1_store, _gemm2_store, _tile, _x2_factor
+from ._kernels import X2_UNSCALE, _dot, _gemm1_store, _gemm2_store, _tile_at, _x2_factor
 
 # $4: one word of the layout; $5 / $6: the bf16x2 factors of rows g / g+8.  Out: $0 a0a1 (row g), $1 a2a3 (g+8),
 # $2 a4a5 (g), $3 a6a7 (g+8): slots 0..3 of both halves decoded to bf16 patterns (value x 2**-126), times the factor.
@@ -118,8 +123,9 @@ def _moe_mxfp4_gemm1_ps_kernel(
 ):
     """gemm1 of :mod:`._kernels` (gate/up + activation, N = I, K = H) on the ps layout: the gate rows are slabs
     ``N / 16 ..`` of the same ``[2N / 16, K / 64, 512]`` expert matrix."""
-    pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile(block_expert_ptr, sorted_pair_ptr, num_pairs, N,
-                                                           BLOCK_M, BLOCK_N)
+    pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(tl.program_id(1), tl.program_id(0), tl.program_id(2),
+                                                              block_expert_ptr, sorted_pair_ptr, num_pairs, N,
+                                                              BLOCK_M, BLOCK_N)
     tok = tl.where(mask_m, pair // top_k, 0).to(tl.int64)
     S: tl.constexpr = BLOCK_N // 16
     C: tl.constexpr = BLOCK_K // 64
@@ -130,7 +136,7 @@ def _moe_mxfp4_gemm1_ps_kernel(
     s_lin = ws_ptr + e * stride_se
     w_gate = w_lin + (N // 16) * stride_ws
     s_gate = s_lin + (N // 16) * stride_ss
-    slab0 = tl.program_id(1) * S
+    slab0 = tl.program_id(0) * S
     acc_lt = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     acc_gt = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     for kk in range(0, K_SPLIT, BLOCK_K):
@@ -157,8 +163,9 @@ def _moe_mxfp4_gemm2_ps_kernel(
     SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr,
 ):
     """gemm2 of :mod:`._kernels` (down, times the routing weight, N = H, K = I) on the ps layout."""
-    pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile(block_expert_ptr, sorted_pair_ptr, num_pairs, N,
-                                                           BLOCK_M, BLOCK_N)
+    pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(tl.program_id(1), tl.program_id(0), tl.program_id(2),
+                                                              block_expert_ptr, sorted_pair_ptr, num_pairs, N,
+                                                              BLOCK_M, BLOCK_N)
     S: tl.constexpr = BLOCK_N // 16
     C: tl.constexpr = BLOCK_K // 64
     kb = pid_k * K_SPLIT
@@ -166,7 +173,7 @@ def _moe_mxfp4_gemm2_ps_kernel(
     a_ptrs = a_ptr + offs_m[:, None].to(tl.int64) * stride_am + kb + offs_k[None, :]
     w_base = w_ptr + e * stride_we
     s_base = ws_ptr + e * stride_se
-    slab0 = tl.program_id(1) * S
+    slab0 = tl.program_id(0) * S
     acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     for kk in range(0, K_SPLIT, BLOCK_K):
         at = tl.trans(_act_tile(a_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))

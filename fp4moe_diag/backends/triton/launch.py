@@ -35,6 +35,15 @@ def _mode_args(dot_scaled: bool, x2: bool, swap: bool, ps: bool) -> dict:
     return dict(DOT_SCALED=_dot_scaled(dot_scaled), X2=_x2(x2, dot_scaled), SWAP=_swap(swap, x2))
 
 
+def _grid(m_blocks: int, n_tiles: int, split_k: int, ps: bool) -> tuple[int, int, int]:
+    """The ps kernels take ``(N tiles, M blocks, splits)`` (an M block's N tiles side by side), the others
+    ``(M blocks, N tiles, splits)``."""
+    axis1, knob = (m_blocks, "block_m") if ps else (n_tiles, "block_n")
+    if axis1 > 65535:
+        raise ValueError(f"grid: {axis1} programs on CUDA grid axis 1 (at most 65535); use a larger {knob}")
+    return (n_tiles, m_blocks, split_k) if ps else (m_blocks, n_tiles, split_k)
+
+
 def _weight_dims(w: torch.Tensor, ps: bool) -> tuple[int, int]:
     """(rows, K) of the weights ``w``: ``[L, rows, K/2]`` as stored, or the ps layout ``[L, rows/16, K/64, 512]``."""
     if ps:
@@ -75,7 +84,7 @@ def launch_gemm1(
     dummy = w_scale  # never read when the constexpr switch is off
     epi = [dummy if v is None else v for v in (bias, alpha, beta, limit)]  # epilogue operands
     part_arg = dummy if split_k == 1 else part
-    grid = (num_blocks, triton.cdiv(inter, block_n), split_k)
+    grid = _grid(num_blocks, triton.cdiv(inter, block_n), split_k, ps)
     (_moe_mxfp4_gemm1_ps_kernel if ps else _moe_mxfp4_gemm1_kernel)[grid](
         x, w, w_scale, *epi, out, part_arg, sorted_pair_ids, block_expert_ids,
         num_pairs, top_k, inter,
@@ -120,7 +129,7 @@ def launch_gemm2(
     planes = out.unsqueeze(0) if out.dim() == 2 else out
     if planes.dim() != 3 or planes.shape[0] < split_k:
         raise ValueError(f"out: expected [T*k, H] or [>= {split_k}, T*k, H] (one plane per split), got {tuple(out.shape)}")
-    grid = (num_blocks, triton.cdiv(hidden, block_n), split_k)
+    grid = _grid(num_blocks, triton.cdiv(hidden, block_n), split_k, ps)
     (_moe_mxfp4_gemm2_ps_kernel if ps else _moe_mxfp4_gemm2_kernel)[grid](
         a, w, w_scale, w_scale if bias is None else bias, topk_weights, planes,
         sorted_pair_ids, block_expert_ids,
@@ -144,11 +153,11 @@ def launch_topk_sum(planes: torch.Tensor, out: torch.Tensor, top_k: int) -> None
         raise ValueError(f"planes: expected [S, {t} * {top_k}, {hidden}] with unit column stride, got {tuple(planes.shape)}")
     if t == 0:
         return
-    block_h = 1024
+    block_h = 256  # 8 bytes per thread and load: many programs in flight at decode sizes
     dst = torch.empty(out.shape, dtype=torch.float32, device=out.device) if INTERPRETED else out
     _topk_sum_kernel[(t, triton.cdiv(hidden, block_h))](
         planes, dst, hidden, planes.stride(0), planes.stride(1), dst.stride(0),
-        TOP_K=top_k, SPLIT=splits, BLOCK_H=block_h, num_warps=4,
+        TOP_K=top_k, SPLIT=splits, BLOCK_H=block_h, num_warps=1,
     )
     if dst is not out:  # round to nearest even, as cvt.rn does on the GPU
         out.copy_(dst)
