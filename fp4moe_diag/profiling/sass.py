@@ -24,7 +24,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import Optional, Sequence
 
-from ..backends.triton.configs import KernelConfig, even_k, k_split, parse_config, split_k_fits
+from ..backends.triton.configs import KernelConfig, even_k, k_split, parse_config, ps_n_fastest, split_k_fits
 
 _GEMMS = {
     "gemm1": (["x_ptr", "w_ptr", "ws_ptr", "b_ptr", "alpha_ptr", "beta_ptr", "limit_ptr", "out_ptr", "part_ptr",
@@ -108,6 +108,7 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
 
         fn = KP._moe_mxfp4_gemm1_ps_kernel if gemm == "gemm1" else KP._moe_mxfp4_gemm2_ps_kernel
         ints = [{"stride_wn": "stride_ws", "stride_sn": "stride_ss"}.get(i, i) for i in ints]
+        const["N_FASTEST"] = ps_n_fastest(kc.block_m)
     else:
         fn = K._moe_mxfp4_gemm1_kernel if gemm == "gemm1" else K._moe_mxfp4_gemm2_kernel
         const |= dict(DOT_SCALED=kc.dot_scaled, X2=kc.x2, SWAP=kc.swap)

@@ -18,10 +18,13 @@ ops and multiplies in fp32 (bit-identical values).  The interpreter does not che
 the asm relies on (4 consecutive bytes of the last dim in one register, as the layout gives on the GPU); every
 GPU run checks it: each tactic's output is compared to the float32 reference.
 
-Grid ``(N tiles, M blocks, splits)``: the N tiles of one M block run side by side, so its activation rows are read
-from DRAM once and from L2 for the other tiles (with the M blocks fastest, as in :mod:`._kernels`, prefill re-read
-the activations per N tile: 2.58 GB of DRAM reads for gemm2 at 20b EP1 T=4096, against 0.31 GB for triton_kernels;
-Nsight Compute, data/runs/2026-12-03-nvidia-h200-s7-profile).
+Grid order (``N_FASTEST``, chosen by the launcher from BLOCK_M): prefill tiles (BLOCK_M >= 32) run on ``(N tiles,
+M blocks, splits)``, so the N tiles of one M block run side by side and its activation rows come from DRAM once
+(with the M blocks fastest, prefill re-read the activations per N tile: 2.58 GB of DRAM reads for gemm2 at 20b EP1
+T=4096 against 0.31 GB for triton_kernels; Nsight Compute, data/runs/2026-12-03-nvidia-h200-s7-profile; 20b EP1
+T=4096 went from 2262 to 2115 us).  Decode tiles (BLOCK_M = 16, about one M block per expert) keep ``(M blocks, N
+tiles, splits)``: the programs in flight then stream many experts at once (5 % faster at 20b EP1 T=16..64 than
+the other order, runs s7c / s7d).
 
 SASS of the gemm2 MMA loop (``python -m fp4moe_diag.profiling.sass``, sm_90a, triton 3.6.0): m16n128k128w4s3-ps
 3.2 instructions per weight, no shared-memory shuffle (sw: 6.0, x2: 4.9).
@@ -103,6 +106,15 @@ def _ps_tile(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride
 
 
 @triton.jit
+def _grid_ids(N_FASTEST: tl.constexpr):
+    """(M block, N tile) of this program: grid ``(N tiles, M blocks, splits)`` or ``(M blocks, N tiles, splits)``."""
+    if N_FASTEST:
+        return tl.program_id(1), tl.program_id(0)
+    else:
+        return tl.program_id(0), tl.program_id(1)
+
+
+@triton.jit
 def _act_tile(ptrs, mask_m, k0, offs_k, K: tl.constexpr, EVEN_K: tl.constexpr):
     """The activation tile [BLOCK_M, BLOCK_K] at K ``k0`` (zeros past K)."""
     if EVEN_K:
@@ -119,13 +131,13 @@ def _moe_mxfp4_gemm1_ps_kernel(
     stride_xm, stride_we, stride_ws, stride_se, stride_ss, stride_be, stride_om, stride_ps, stride_pm,
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
-    SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr,
+    SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr,
 ):
     """gemm1 of :mod:`._kernels` (gate/up + activation, N = I, K = H) on the ps layout: the gate rows are slabs
     ``N / 16 ..`` of the same ``[2N / 16, K / 64, 512]`` expert matrix."""
-    pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(tl.program_id(1), tl.program_id(0), tl.program_id(2),
-                                                              block_expert_ptr, sorted_pair_ptr, num_pairs, N,
-                                                              BLOCK_M, BLOCK_N)
+    pid_m, pid_n = _grid_ids(N_FASTEST)
+    pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(pid_m, pid_n, tl.program_id(2), block_expert_ptr,
+                                                              sorted_pair_ptr, num_pairs, N, BLOCK_M, BLOCK_N)
     tok = tl.where(mask_m, pair // top_k, 0).to(tl.int64)
     S: tl.constexpr = BLOCK_N // 16
     C: tl.constexpr = BLOCK_K // 64
@@ -136,7 +148,7 @@ def _moe_mxfp4_gemm1_ps_kernel(
     s_lin = ws_ptr + e * stride_se
     w_gate = w_lin + (N // 16) * stride_ws
     s_gate = s_lin + (N // 16) * stride_ss
-    slab0 = tl.program_id(0) * S
+    slab0 = pid_n * S
     acc_lt = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     acc_gt = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     for kk in range(0, K_SPLIT, BLOCK_K):
@@ -160,12 +172,12 @@ def _moe_mxfp4_gemm2_ps_kernel(
     stride_am, stride_we, stride_ws, stride_se, stride_ss, stride_be, stride_om, stride_os,
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
-    SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr,
+    SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr,
 ):
     """gemm2 of :mod:`._kernels` (down, times the routing weight, N = H, K = I) on the ps layout."""
-    pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(tl.program_id(1), tl.program_id(0), tl.program_id(2),
-                                                              block_expert_ptr, sorted_pair_ptr, num_pairs, N,
-                                                              BLOCK_M, BLOCK_N)
+    pid_m, pid_n = _grid_ids(N_FASTEST)
+    pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(pid_m, pid_n, tl.program_id(2), block_expert_ptr,
+                                                              sorted_pair_ptr, num_pairs, N, BLOCK_M, BLOCK_N)
     S: tl.constexpr = BLOCK_N // 16
     C: tl.constexpr = BLOCK_K // 64
     kb = pid_k * K_SPLIT
@@ -173,7 +185,7 @@ def _moe_mxfp4_gemm2_ps_kernel(
     a_ptrs = a_ptr + offs_m[:, None].to(tl.int64) * stride_am + kb + offs_k[None, :]
     w_base = w_ptr + e * stride_we
     s_base = ws_ptr + e * stride_se
-    slab0 = tl.program_id(0) * S
+    slab0 = pid_n * S
     acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     for kk in range(0, K_SPLIT, BLOCK_K):
         at = tl.trans(_act_tile(a_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))

@@ -247,6 +247,12 @@ def parse_config(cfg: Any) -> KernelConfig:
     return KernelConfig(*cfg[:5], mode=mode, split_k=split)
 
 
+def ps_n_fastest(block_m: int) -> bool:
+    """Grid order of the ps kernels: an M block's N tiles side by side from BLOCK_M 32 up (prefill: its activations
+    come from DRAM once), M blocks fastest below (decode: many experts streamed at once); :mod:`._kernels_ps`."""
+    return block_m >= 32
+
+
 def even_k(k: int, block_k: int, split_k: int) -> bool:
     """The kernels' ``EVEN_K``: every split is whole ``block_k`` steps, so the K loop needs no masks."""
     return k % (block_k * split_k) == 0

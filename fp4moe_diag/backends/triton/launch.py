@@ -10,7 +10,7 @@ import triton
 from ._kernels import (INTERPRETED, _moe_mxfp4_gemm1_finalize_kernel, _moe_mxfp4_gemm1_kernel,
                        _moe_mxfp4_gemm2_kernel, _topk_sum_kernel)
 from ._kernels_ps import _moe_mxfp4_gemm1_ps_kernel, _moe_mxfp4_gemm2_ps_kernel
-from .configs import even_k, k_split, split_k_fits
+from .configs import even_k, k_split, ps_n_fastest, split_k_fits
 
 
 def _dot_scaled(requested: bool) -> bool:
@@ -26,22 +26,25 @@ def _swap(requested: bool, x2: bool) -> bool:
     return bool(requested)
 
 
-def _mode_args(dot_scaled: bool, x2: bool, swap: bool, ps: bool) -> dict:
-    """The kernel's mode constexprs; ``ps`` (the pre-shuffled kernels of :mod:`._kernels_ps`) takes none."""
+def _n_fastest(ps: bool, block_m: int) -> bool:
+    return ps and ps_n_fastest(block_m)
+
+
+def _mode_args(dot_scaled: bool, x2: bool, swap: bool, ps: bool, block_m: int) -> dict:
+    """The kernel's mode constexprs; ``ps`` (the pre-shuffled kernels of :mod:`._kernels_ps`) takes the grid order."""
     if ps:
         if dot_scaled or x2 or swap:
             raise ValueError("ps: the pre-shuffled kernels have their own upcast; pass none of dot_scaled, x2, swap")
-        return {}
+        return dict(N_FASTEST=_n_fastest(ps, block_m))
     return dict(DOT_SCALED=_dot_scaled(dot_scaled), X2=_x2(x2, dot_scaled), SWAP=_swap(swap, x2))
 
 
-def _grid(m_blocks: int, n_tiles: int, split_k: int, ps: bool) -> tuple[int, int, int]:
-    """The ps kernels take ``(N tiles, M blocks, splits)`` (an M block's N tiles side by side), the others
-    ``(M blocks, N tiles, splits)``."""
-    axis1, knob = (m_blocks, "block_m") if ps else (n_tiles, "block_n")
+def _grid(m_blocks: int, n_tiles: int, split_k: int, n_fastest: bool) -> tuple[int, int, int]:
+    """``(N tiles, M blocks, splits)`` (an M block's N tiles side by side) or ``(M blocks, N tiles, splits)``."""
+    axis1, knob = (m_blocks, "block_m") if n_fastest else (n_tiles, "block_n")
     if axis1 > 65535:
         raise ValueError(f"grid: {axis1} programs on CUDA grid axis 1 (at most 65535); use a larger {knob}")
-    return (n_tiles, m_blocks, split_k) if ps else (m_blocks, n_tiles, split_k)
+    return (n_tiles, m_blocks, split_k) if n_fastest else (m_blocks, n_tiles, split_k)
 
 
 def _weight_dims(w: torch.Tensor, ps: bool) -> tuple[int, int]:
@@ -72,7 +75,7 @@ def launch_gemm1(
     :mod:`.ps_layout`, ``[L, 2I/16, H/64, 512]``), ``out [P, I]``.
     ``split_k > 1`` needs ``part``: fp32 ``[split_k, >= P, 2I]`` (then a finalize kernel runs)."""
     inter, hidden = _weight_dims(w, ps)[0] // 2, x.shape[1]
-    modes = _mode_args(dot_scaled, x2, swap, ps)
+    modes = _mode_args(dot_scaled, x2, swap, ps, block_m)
     num_blocks = block_expert_ids.numel()
     if num_blocks == 0:
         return
@@ -84,7 +87,7 @@ def launch_gemm1(
     dummy = w_scale  # never read when the constexpr switch is off
     epi = [dummy if v is None else v for v in (bias, alpha, beta, limit)]  # epilogue operands
     part_arg = dummy if split_k == 1 else part
-    grid = _grid(num_blocks, triton.cdiv(inter, block_n), split_k, ps)
+    grid = _grid(num_blocks, triton.cdiv(inter, block_n), split_k, _n_fastest(ps, block_m))
     (_moe_mxfp4_gemm1_ps_kernel if ps else _moe_mxfp4_gemm1_kernel)[grid](
         x, w, w_scale, *epi, out, part_arg, sorted_pair_ids, block_expert_ids,
         num_pairs, top_k, inter,
@@ -121,7 +124,7 @@ def launch_gemm2(
     """Launch gemm2. ``a [P, I]`` bf16, ``w [L, H, I/2]`` (``ps``: ``[L, H/16, I/64, 512]``), ``out [T*k, H]``
     (rows by pair index), or ``out [>= split_k, T*k, H]`` (one plane per split; the caller sums them)."""
     hidden, inter = _weight_dims(w, ps)[0], a.shape[1]
-    modes = _mode_args(dot_scaled, x2, swap, ps)
+    modes = _mode_args(dot_scaled, x2, swap, ps, block_m)
     num_blocks = block_expert_ids.numel()
     if num_blocks == 0:
         return
@@ -129,7 +132,7 @@ def launch_gemm2(
     planes = out.unsqueeze(0) if out.dim() == 2 else out
     if planes.dim() != 3 or planes.shape[0] < split_k:
         raise ValueError(f"out: expected [T*k, H] or [>= {split_k}, T*k, H] (one plane per split), got {tuple(out.shape)}")
-    grid = _grid(num_blocks, triton.cdiv(hidden, block_n), split_k, ps)
+    grid = _grid(num_blocks, triton.cdiv(hidden, block_n), split_k, _n_fastest(ps, block_m))
     (_moe_mxfp4_gemm2_ps_kernel if ps else _moe_mxfp4_gemm2_kernel)[grid](
         a, w, w_scale, w_scale if bias is None else bias, topk_weights, planes,
         sorted_pair_ids, block_expert_ids,
