@@ -53,6 +53,17 @@ def refusal(n: int, k: int) -> Optional[str]:
     return None
 
 
+def _dims(name: str, t: torch.Tensor, k_per_column: int) -> tuple[int, int, int]:
+    """(L, N, K) of ``t``, uint8 ``[L, N, K / k_per_column]``; a ValueError naming ``name`` otherwise."""
+    if t.dtype != torch.uint8 or t.dim() != 3:
+        raise ValueError(f"{name}: expected uint8 [L, N, K/{k_per_column}], got {t.dtype} {tuple(t.shape)}")
+    nl, n, k = t.shape[0], t.shape[1], k_per_column * t.shape[2]
+    why = refusal(n, k)
+    if why:
+        raise ValueError(f"{name}: {why}")
+    return nl, n, k
+
+
 def _encode(c: torch.Tensor, slot: int) -> torch.Tensor:
     """int32 e2m1 codes -> their bits in one 16-bit half for ``slot`` (see the module docstring)."""
     if slot == 3:
@@ -68,12 +79,7 @@ def _codes(data: torch.Tensor) -> torch.Tensor:
 
 def shuffle_weights(data: torch.Tensor) -> torch.Tensor:
     """MXFP4 bytes ``[L, N, K/2]`` (uint8, low nibble = even K) -> the ps layout ``[L, N/16, K/64, 512]``."""
-    if data.dtype != torch.uint8 or data.dim() != 3:
-        raise ValueError(f"data: expected uint8 [L, N, K/2], got {data.dtype} {tuple(data.shape)}")
-    nl, n, k = data.shape[0], data.shape[1], 2 * data.shape[2]
-    why = refusal(n, k)
-    if why:
-        raise ValueError(f"data: {why}")
+    nl, n, k = _dims("data", data, 2)
     c = _codes(data).view(nl, n // ROWS, 2, 8, k // KCHUNK, 4, 2, 4, 2)  # L, r, rh, g, c, s, kh, t, e
     c = c.permute(0, 1, 4, 3, 7, 5, 6, 2, 8)  # L, r, c, g, t, s, kh, rh, e
     word = torch.zeros(c.shape[:6], dtype=torch.int32, device=data.device)
@@ -86,12 +92,7 @@ def shuffle_weights(data: torch.Tensor) -> torch.Tensor:
 
 def shuffle_scales(scale: torch.Tensor) -> torch.Tensor:
     """ue8m0 bytes ``[L, N, K/32]`` -> ``[L, N/16, K/64, 32]`` (per slab and chunk: g, sb, rh)."""
-    if scale.dtype != torch.uint8 or scale.dim() != 3:
-        raise ValueError(f"scale: expected uint8 [L, N, K/32], got {scale.dtype} {tuple(scale.shape)}")
-    nl, n, k = scale.shape[0], scale.shape[1], 32 * scale.shape[2]
-    why = refusal(n, k)
-    if why:
-        raise ValueError(f"scale: {why}")
+    nl, n, k = _dims("scale", scale, 32)
     s = scale.view(nl, n // ROWS, 2, 8, k // KCHUNK, 2)  # L, r, rh, g, c, sb
     return s.permute(0, 1, 4, 3, 5, 2).contiguous().view(nl, n // ROWS, k // KCHUNK, SCALE_BYTES)
 
