@@ -26,8 +26,15 @@ T=4096 went from 2262 to 2115 us).  Decode tiles (BLOCK_M = 16, about one M bloc
 tiles, splits)``: the programs in flight then stream many experts at once (5 % faster at 20b EP1 T=16..64 than
 the other order, runs s7c / s7d).
 
-SASS of the gemm2 MMA loop (``python -m fp4moe_diag.profiling.sass``, sm_90a, triton 3.6.0): m16n128k128w4s3-ps
-3.2 instructions per weight, no shared-memory shuffle (sw: 6.0, x2: 4.9).
+SASS of the gemm2 MMA loop (``python -m fp4moe_diag.profiling.sass``, sm_90a, triton 3.6.0, K = 3072):
+m16n128k128w4s4-ps 3.5 instructions per weight (gemm1 m16n128k128w4s3: 3.1), no shared-memory shuffle or byte
+permute of the weights (sw: 5.6, x2: 4.9, ds: 7.0).
+
+H200 (CUDA graphs, L2 flushed, triton_kernels in the same runs; data/runs/2026-12-03-nvidia-h200-s7*): gpt-oss-20b
+EP1 T=64 165 us (2.93 TB/s of weight reads; triton_kernels 172 us), T=16 158 us (163), T=1 38 us (50); 120b EP4
+T=64 141 us (161); T=4096 2115 us (triton_kernels 1771: 1.19x, 56 % of the bf16 ceiling).  Nsight Compute at 20b
+EP1 T=64: gemm1 / gemm2 read DRAM at 3.09 / 2.98 TB/s; at T=4096 gemm1 is register-bound (255 registers, 2
+programs of 4 warps per SM, 50 % SM throughput against triton_kernels' 63 %).
 """
 
 from __future__ import annotations

@@ -187,8 +187,9 @@ SW_DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
 
 #: mode ``"ps"`` (label suffix ``-ps``; issue #16): swap-AB like sw, on the weights pre-shuffled once in ``prepare``
 #: (:mod:`.ps_layout`: each thread's wgmma A fragment is 16 contiguous bytes, the codes bit-placed for a 15-instruction
-#: upcast of 8 weights).  gemm2 MMA loop, sm_90a, triton 3.6.0: m16n128k128w4s3 3.2 instructions per weight, no
-#: shared-memory shuffle of the weights.  BLOCK_N >= 64 rows (a wgmma M); BLOCK_K a multiple of 64.
+#: upcast of 8 weights).  gemm2 MMA loop, sm_90a, triton 3.6.0: m16n128k128w4s4 3.5 instructions per weight, no
+#: shared-memory shuffle of the weights.  BLOCK_N >= 64 rows (a wgmma M); BLOCK_K a multiple of 64.  H200 (s7c/s7d):
+#: best at decode m16n128k128w4s3/s4 (-g2sk2 at T=16, m16n64k256w4s3-sk2 at T<=4), at T>=1024 m64n128k128w4s3.
 PS_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
     (16, 64, 128, 4, 6, "ps"),
     (16, 128, 64, 4, 6, "ps"),
