@@ -2,7 +2,8 @@
 # One whole GPU session on the lent H200 (or any CUDA machine without network):
 # install the carried wheels, record the environment, reproduce the bug, measure ceilings,
 # sweep the backends over the vLLM shapes, (optionally) profile with Nsight Compute and
-# execute the notebooks, then pack everything into $OUT/bundle.tgz (+ $OUT/log.txt).
+# execute the notebooks, then pack everything into $OUT/bundle.tgz (+ $OUT/log.txt); a second invocation with
+# the same $OUT packs into bundle-2.tgz, bundle-3.tgz, ... (never over an earlier bundle).
 #
 #   OUT=/tmp/out PHASES="env reproduce sweep" tools/gpu_session.sh
 #
@@ -206,6 +207,9 @@ fi
 log "packing"
 if [ -n "${SNAP_PID:-}" ]; then kill "$SNAP_PID" 2>/dev/null; wait "$SNAP_PID" 2>/dev/null; rm -f "$OUT"/partial.tgz*; fi
 if [ "${TRITON_CACHE_OUT:-1}" = 1 ] && [ -n "$(ls -A "$TRITON_CACHE_DIR" 2>/dev/null)" ]; then tar -C "$TRITON_CACHE_DIR" -czf "$OUT/triton_cache.tgz" . ; fi
-tar -C "$OUT" -czf "$OUT/bundle.tgz" bundle && rm -rf "$B"
+# a second invocation in the same call (same $OUT) must not replace the first one's bundle: next free name
+pack="$OUT/bundle.tgz"; n=2
+while [ -e "$pack" ]; do pack="$OUT/bundle-$n.tgz"; n=$((n + 1)); done
+tar -C "$OUT" -czf "$pack.tmp" bundle && mv "$pack.tmp" "$pack" && rm -rf "$B"
 ls -la "$OUT"
 log "done"
