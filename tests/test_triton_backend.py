@@ -226,6 +226,23 @@ def test_launch_refuses_mode_combinations_that_do_not_exist():
     with pytest.raises(ValueError, match="^x2: the packed bf16x2 upcast replaces"):
         launch._x2(True, True)
     assert launch._swap(True, True) is True and launch._x2(True, False) is True
+    # ps: no other mode switch; the grid order by BLOCK_M; the CUDA grid's axis-1 limit named with its knob
+    with pytest.raises(ValueError, match="^ps: the pre-shuffled kernels have their own upcast"):
+        launch._mode_args(False, True, False, True, 16)
+    assert launch._mode_args(False, False, False, True, 16) == {"N_FASTEST": False}
+    assert launch._mode_args(False, False, False, True, 64) == {"N_FASTEST": True}
+    assert launch._grid(10, 24, 2, True) == (24, 10, 2) and launch._grid(10, 24, 2, False) == (10, 24, 2)
+    with pytest.raises(ValueError, match="^grid: 70000 programs on CUDA grid axis 1 .*larger block_m"):
+        launch._grid(70000, 24, 1, True)
+    with pytest.raises(ValueError, match="^w: expected the ps layout"):
+        launch._weight_dims(torch.zeros(2, 4, 64, dtype=torch.uint8), True)
+    assert launch._weight_dims(torch.zeros(2, 3, 5, 512, dtype=torch.uint8), True) == (48, 320)
+    # the top-k sum's output and planes are checked before any launch
+    planes = torch.zeros(2, 6, 64)
+    with pytest.raises(ValueError, match="^out: expected a bf16 \\[T, 64\\]"):
+        launch.launch_topk_sum(planes, torch.zeros(3, 64), 2)
+    with pytest.raises(ValueError, match="^planes: expected \\[S, 2 \\* 2, 64\\]"):
+        launch.launch_topk_sum(planes, torch.zeros(2, 64, dtype=torch.bfloat16), 2)
 
 
 def test_parse_config_and_labels():
