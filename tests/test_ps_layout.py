@@ -387,3 +387,14 @@ def test_tune_filter_that_matches_runs_the_tactic():
         df = tune(TUNE_CASE, get_backend("reference"), "cpu", warmup=0, repeats=1, tactic_filter=rx).rows
         assert list(df["status"]) == ["ok"], df[["status", "stage", "error_message"]].to_dict("records")
         assert list(df["tactic_label"]) == ["torch fp32"] and list(df["tactic"]) == ["fp32"]
+
+
+def test_shuffle_in_steps_of_experts_is_the_same(monkeypatch):
+    """shuffle_weights bounds its temporaries by doing a few experts per step: one expert per step, two, or all
+    at once give the same bytes."""
+    data = torch.randint(0, 256, (5, 32, 64), dtype=torch.uint8, generator=torch.Generator().manual_seed(7))
+    whole = P.shuffle_weights(data)
+    for experts_per_step in (1, 2):
+        monkeypatch.setattr(P, "_TEMP_BYTES", 4 * 32 * 128 * experts_per_step)
+        assert torch.equal(P.shuffle_weights(data), whole)
+    assert torch.equal(P.unshuffle_codes(whole, 128), P._codes(data))

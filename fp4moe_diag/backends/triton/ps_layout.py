@@ -43,6 +43,9 @@ ROWS = 16  #: weight rows per slab (one warp's m16 of the wgmma tile)
 KCHUNK = 64  #: K elements per chunk (4 k16 steps)
 CHUNK_BYTES = ROWS * KCHUNK // 2  #: 512: 32 lanes x 16 bytes
 SCALE_BYTES = ROWS * KCHUNK // 32  #: 32
+#: temporaries of :func:`shuffle_weights` per step (int32 codes; a few such buffers are alive at once), so the
+#: re-layout of a 128-expert layer needs ~1 GB beside the weights, not ~30
+_TEMP_BYTES = 256 << 20
 
 
 def refusal(n: int, k: int) -> Optional[str]:
@@ -80,14 +83,19 @@ def _codes(data: torch.Tensor) -> torch.Tensor:
 def shuffle_weights(data: torch.Tensor) -> torch.Tensor:
     """MXFP4 bytes ``[L, N, K/2]`` (uint8, low nibble = even K) -> the ps layout ``[L, N/16, K/64, 512]``."""
     nl, n, k = _dims("data", data, 2)
-    c = _codes(data).view(nl, n // ROWS, 2, 8, k // KCHUNK, 4, 2, 4, 2)  # L, r, rh, g, c, s, kh, t, e
-    c = c.permute(0, 1, 4, 3, 7, 5, 6, 2, 8)  # L, r, c, g, t, s, kh, rh, e
-    word = torch.zeros(c.shape[:6], dtype=torch.int32, device=data.device)
-    for kh in range(2):
-        for rh in range(2):
-            slot = 2 * kh + rh
-            word |= _encode(c[..., kh, rh, 0], slot) | (_encode(c[..., kh, rh, 1], slot) << 16)
-    return word.contiguous().view(torch.uint8).view(nl, n // ROWS, k // KCHUNK, CHUNK_BYTES)
+    out = torch.empty((nl, n // ROWS, k // KCHUNK, CHUNK_BYTES), dtype=torch.uint8, device=data.device)
+    per = max(1, _TEMP_BYTES // (4 * n * k))  # experts per step: int32 codes of a step stay under _TEMP_BYTES
+    for e0 in range(0, nl, per):
+        d = data[e0:e0 + per]
+        c = _codes(d).view(d.shape[0], n // ROWS, 2, 8, k // KCHUNK, 4, 2, 4, 2)  # L, r, rh, g, c, s, kh, t, e
+        c = c.permute(0, 1, 4, 3, 7, 5, 6, 2, 8)  # L, r, c, g, t, s, kh, rh, e
+        word = torch.zeros(c.shape[:6], dtype=torch.int32, device=data.device)
+        for kh in range(2):
+            for rh in range(2):
+                slot = 2 * kh + rh
+                word |= _encode(c[..., kh, rh, 0], slot) | (_encode(c[..., kh, rh, 1], slot) << 16)
+        out[e0:e0 + per] = word.contiguous().view(torch.uint8).view(d.shape[0], n // ROWS, k // KCHUNK, CHUNK_BYTES)
+    return out
 
 
 def shuffle_scales(scale: torch.Tensor) -> torch.Tensor:
