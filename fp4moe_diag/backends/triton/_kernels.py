@@ -17,7 +17,7 @@ and feeds ``tl.dot`` with fp32 accumulation.
 * gemm1: ``act(x[tok] @ w13[e, n].T + b13[e, n], x[tok] @ w13[e, I + n].T + b13[e, I + n])``,
   stored bf16 ``[num_padded_pairs, I]`` (row = position in ``sorted_pair_ids``).
 * gemm2: ``(inter @ w2[e].T + b2[e]) * topk_weight[pair]``, stored fp32 ``[T * top_k, H]`` by
-  pair; the sum over ``top_k`` is done in torch (deterministic, no atomics).
+  pair; :func:`_topk_sum_kernel` sums the split planes and ``top_k`` in a fixed order (deterministic, no atomics).
 
 Weight upcast modes (constexpr switches; :mod:`.configs` names them): bits (fp32 bit arithmetic), ``DOT_SCALED``
 (``tl.dot_scaled``), ``X2`` (:data:`_X2_ASM`: packed bf16x2 bit patterns, one ``mul.bf16x2`` applies the scale) on

@@ -4,7 +4,7 @@ BF16 activations, MXFP4 weights (ue8m0 block-32 scales) dequantized inside the k
 accumulation, bf16 intermediate.  ``prepare`` groups the routed pairs by local expert for every
 ``BLOCK_M`` of the tactic list (:mod:`.grouping`) and allocates the workspaces; ``run``
 launches gemm1 (gate/up + activation) and gemm2 (down, times routing weight) of
-:mod:`.launch` and sums over ``top_k`` in torch.
+:mod:`.launch`, then one kernel sums gemm2's split planes and the ``top_k`` slots into the bf16 output.
 
 Triton is imported lazily: importing this module never needs it.  On CPU the backend runs only
 under Triton's interpreter, i.e. when ``TRITON_INTERPRET=1`` was set before the kernels module
@@ -135,25 +135,31 @@ class TritonPrepared:
                 )
         return self.groupings[block_m]
 
-    def split_buffers(self, split_k: int, rows: int) -> tuple[Optional[torch.Tensor], torch.Tensor]:
-        """(gemm1 fp32 partials ``[split_k, rows, 2I]`` or None, gemm2 output planes ``[split_k, T*k, H]``).
-        The planes start as zeros: rows of pairs routed to other ranks are never written."""
+    def gemm1_partials(self, split_k: int, rows: int) -> Optional[torch.Tensor]:
+        """gemm1's fp32 partials ``[split_k, >= rows, 2I]`` for ``split_k`` > 1 (None for one split)."""
         if split_k == 1:
-            return None, self.pair_out.unsqueeze(0)
-        dev, c = self.pair_out.device, self.inputs.case
+            return None
         part = self.part_bufs.get(split_k)
         if part is None or part.shape[1] < rows:
-            part = torch.empty((split_k, max(rows, 1), 2 * c.intermediate_size), dtype=torch.float32, device=dev)
+            part = torch.empty((split_k, max(rows, 1), 2 * self.inputs.case.intermediate_size), dtype=torch.float32,
+                               device=self.pair_out.device)
             self.part_bufs[split_k] = part
+        return part
+
+    def gemm2_planes(self, split_k: int) -> torch.Tensor:
+        """gemm2's output planes ``[split_k, T*k, H]`` (fp32).  They start as zeros: rows of pairs routed to other
+        ranks are never written."""
+        if split_k == 1:
+            return self.pair_out.unsqueeze(0)
         planes = self.pair_planes.get(split_k)
         if planes is None:
-            planes = torch.zeros((split_k, *self.pair_out.shape), dtype=torch.float32, device=dev)
+            planes = torch.zeros((split_k, *self.pair_out.shape), dtype=torch.float32, device=self.pair_out.device)
             self.pair_planes[split_k] = planes
-        return part, planes
+        return planes
 
 
 class TritonMXFP4Backend(Backend):
-    """Routed MXFP4 MoE in Triton: gemm1 + activation, gemm2 + routing weight, torch top-k sum."""
+    """Routed MXFP4 MoE in Triton: gemm1 + activation, gemm2 + routing weight, the top-k sum kernel."""
 
     name = "triton"
     capabilities = None
@@ -263,8 +269,8 @@ class TritonMXFP4Backend(Backend):
                              f"{output.device}")
         g = p.grouping(bm)
         inter = p.inter_buf[: max(g.num_padded_pairs, 1)]
-        part = p.split_buffers(kc.split_k, g.num_padded_pairs)[0]
-        pair_out = p.split_buffers(kc.gemm2_split, g.num_padded_pairs)[1]
+        part = p.gemm1_partials(kc.split_k, g.num_padded_pairs)
+        pair_out = p.gemm2_planes(kc.gemm2_split)
         ctx = torch.cuda.device(x.device) if x.device.type == "cuda" else contextlib.nullcontext()
         w13, w13_scale, w2, w2_scale = p.ps if kc.ps else (p.w13, p.w13_scale, p.w2, p.w2_scale)
         modes = dict(dot_scaled=kc.dot_scaled, x2=kc.x2, swap=kc.swap, ps=kc.ps)

@@ -26,16 +26,12 @@ def _swap(requested: bool, x2: bool) -> bool:
     return bool(requested)
 
 
-def _n_fastest(ps: bool, block_m: int) -> bool:
-    return ps and ps_n_fastest(block_m)
-
-
 def _mode_args(dot_scaled: bool, x2: bool, swap: bool, ps: bool, block_m: int) -> dict:
     """The kernel's mode constexprs; ``ps`` (the pre-shuffled kernels of :mod:`._kernels_ps`) takes the grid order."""
     if ps:
         if dot_scaled or x2 or swap:
             raise ValueError("ps: the pre-shuffled kernels have their own upcast; pass none of dot_scaled, x2, swap")
-        return dict(N_FASTEST=_n_fastest(ps, block_m))
+        return dict(N_FASTEST=ps_n_fastest(block_m))
     return dict(DOT_SCALED=_dot_scaled(dot_scaled), X2=_x2(x2, dot_scaled), SWAP=_swap(swap, x2))
 
 
@@ -87,7 +83,7 @@ def launch_gemm1(
     dummy = w_scale  # never read when the constexpr switch is off
     epi = [dummy if v is None else v for v in (bias, alpha, beta, limit)]  # epilogue operands
     part_arg = dummy if split_k == 1 else part
-    grid = _grid(num_blocks, triton.cdiv(inter, block_n), split_k, _n_fastest(ps, block_m))
+    grid = _grid(num_blocks, triton.cdiv(inter, block_n), split_k, modes.get("N_FASTEST", False))
     (_moe_mxfp4_gemm1_ps_kernel if ps else _moe_mxfp4_gemm1_kernel)[grid](
         x, w, w_scale, *epi, out, part_arg, sorted_pair_ids, block_expert_ids,
         num_pairs, top_k, inter,
@@ -132,7 +128,7 @@ def launch_gemm2(
     planes = out.unsqueeze(0) if out.dim() == 2 else out
     if planes.dim() != 3 or planes.shape[0] < split_k:
         raise ValueError(f"out: expected [T*k, H] or [>= {split_k}, T*k, H] (one plane per split), got {tuple(out.shape)}")
-    grid = _grid(num_blocks, triton.cdiv(hidden, block_n), split_k, _n_fastest(ps, block_m))
+    grid = _grid(num_blocks, triton.cdiv(hidden, block_n), split_k, modes.get("N_FASTEST", False))
     (_moe_mxfp4_gemm2_ps_kernel if ps else _moe_mxfp4_gemm2_kernel)[grid](
         a, w, w_scale, w_scale if bias is None else bias, topk_weights, planes,
         sorted_pair_ids, block_expert_ids,
