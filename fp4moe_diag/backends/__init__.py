@@ -6,6 +6,7 @@ name                      what                                                mo
 ========================  ==================================================  ===========================
 ``reference``             float32 torch reference of the same quantized MoE   :mod:`.reference`
 ``cutlass``               FlashInfer ``cutlass_fused_moe`` (SM90 / SM100)     :mod:`.flashinfer.cutlass`
+``cutlass_autotune``      the tactic FlashInfer's own AutoTuner picks there   :mod:`.flashinfer.autotuned`
 ``trtllm``                FlashInfer trtllm-gen routed MoE (SM100 / SM103)    :mod:`.flashinfer.trtllm`
 ``triton``                our own Triton MXFP4 MoE kernels                    :mod:`.triton`
 ``triton_kernels``        OpenAI triton_kernels matmul_ogs, as vLLM on SM90   :mod:`.oai_triton_kernels`
@@ -23,6 +24,7 @@ from .base import Backend, Support, Tactic
 REGISTRY: dict[str, str] = {
     "reference": ".reference:ReferenceBackend",
     "cutlass": ".flashinfer.cutlass:CutlassBackend",
+    "cutlass_autotune": ".flashinfer.autotuned:CutlassAutotuneBackend",
     "trtllm": ".flashinfer.trtllm:TrtllmGenBackend",
     "triton": ".triton.backend:TritonMXFP4Backend",
     "triton_kernels": ".oai_triton_kernels.backend:TritonKernelsBackend",
