@@ -35,6 +35,9 @@ SCHEMA: list[tuple[str, str, str]] = [
     ("torch_version", "string", "torch.__version__"),
     ("cuda_version", "string", "torch.version.cuda"),
     ("flashinfer_version", "string", "flashinfer.__version__ or ''"),
+    ("flashinfer_build", "string", "FlashInfer's CUTLASS MoE module: the prebuilt file's name (FP4MOE_CUTLASS_MODULE, e.g. "
+     "fused_moe_90_slim074_full: every tactic; fused_moe_90_slim074: the fast build), 'stock' (FlashInfer's own JIT "
+     "build) or '' (no FlashInfer)"),
     ("triton_version", "string", "triton.__version__ or ''"),
     ("rank", "Int64", "torch.distributed rank that measured the row (sharded sweeps; '' otherwise)"),
     ("world_size", "Int64", "ranks of the sharded sweep (1 or empty: one process)"),
@@ -137,6 +140,16 @@ def _driver_version() -> str:
         return ""
 
 
+def flashinfer_build_name(module_path: str) -> str:
+    """``flashinfer_build`` of a row: the CUTLASS module file's name without ``.so``/``.xz``, or 'stock'."""
+    if not module_path:
+        return "stock"
+    name = os.path.basename(str(module_path))
+    for ext in (".xz", ".so"):
+        name = name[: -len(ext)] if name.endswith(ext) else name
+    return name
+
+
 def environment_info(device: Any = None) -> dict[str, str]:
     """GPU, driver and library versions for every row of a run."""
     dev = torch.device(device if device is not None else default_device())
@@ -148,6 +161,7 @@ def environment_info(device: Any = None) -> dict[str, str]:
         "compute_capability": "",
         "driver_version": "",
         "flashinfer_version": "",
+        "flashinfer_build": "",
         "triton_version": "",
         "host": platform.node(),
     }
@@ -159,6 +173,7 @@ def environment_info(device: Any = None) -> dict[str, str]:
         import flashinfer  # noqa: PLC0415
 
         info["flashinfer_version"] = str(getattr(flashinfer, "__version__", ""))
+        info["flashinfer_build"] = flashinfer_build_name(os.environ.get("FP4MOE_CUTLASS_MODULE", ""))
     except Exception:  # noqa: BLE001
         pass
     try:
