@@ -82,7 +82,8 @@ def sweep_spec(args: argparse.Namespace) -> "SweepSpec":
                      warmup=args.warmup, repeats=args.repeats, cuda_graph=args.cuda_graph,
                      measure_ceilings=not args.no_ceilings, max_seconds_per_tactic=args.max_seconds_per_tactic,
                      screen=args.screen, screen_top=args.screen_top, tag=args.tag,
-                     kernel_time=args.kernel_time, tactic_filters=tuple(args.tactics or ()))
+                     kernel_time=args.kernel_time, tactic_filters=tuple(args.tactics or ()),
+                     shapes_file=args.shapes_file)
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -260,6 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only the tactics of BACKEND whose label matches REGEX (re.search), e.g. 'triton=-ps'; "
                         "repeat for several backends (the others run every tactic)")
     s.add_argument("--tag", default="")
+    s.add_argument("--shapes-file", type=A.in_file, default=None, metavar="CSV",
+                   help="shape table instead of data/vllm_shapes.csv (same columns), e.g. data/shapes/gpt-oss-nobias.csv")
     s.add_argument("--no-progress", action="store_true")
     s.set_defaults(func=cmd_sweep)
 

@@ -386,3 +386,11 @@ def type_error_line(fn: Callable[[str], Any], text: str) -> Optional[str]:
     except Err as e:
         return str(e)
     return None
+
+
+def in_file(text: str) -> str:
+    """An existing readable file (``--shapes-file``)."""
+    p = Path(str(text)).expanduser()
+    if not str(text).strip() or not p.is_file():
+        raise Err(f"expected an existing file, got {text!r}")
+    return str(p)
