@@ -94,6 +94,8 @@ SCHEMA: list[tuple[str, str, str]] = [
     ("time_kernel_span_median_us", "float64", "first kernel start to last kernel end per call, median (us)"),
     ("time_kernel_count", "Int64", "kernels per call"),
     ("time_kernel_method", "string", "how the kernel time was taken (eager or cuda-graph replay), or why it failed"),
+    ("time_kernel_breakdown", "string", "JSON {kernel name: median us per call} of the same profile, slowest first "
+     "(names cut at 160 characters): which kernels a call ran and where its time went"),
     ("frac_bw_roofline", "float64", "achieved bytes/s over the measured read-only streaming ceiling (copy where unmeasured)"),
     ("frac_flops_roofline", "float64", "achieved FLOP/s over the measured bf16 GEMM ceiling"),
     ("ceiling_copy_GBps", "float64", "measured device copy (read + write) GB/s in this run"),
