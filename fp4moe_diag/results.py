@@ -98,7 +98,8 @@ SCHEMA: list[tuple[str, str, str]] = [
     ("frac_flops_roofline", "float64", "achieved FLOP/s over the measured bf16 GEMM ceiling"),
     ("ceiling_copy_GBps", "float64", "measured device copy (read + write) GB/s in this run"),
     ("ceiling_bf16_TFLOPs", "float64", "measured bf16 GEMM TFLOP/s in this run"),
-    ("ceiling_read_GBps", "float64", "measured read-only streaming GB/s in this run (int32 sum over 2 GiB)"),
+    ("ceiling_read_GBps", "float64", "measured read-only streaming GB/s in this run (float32 sum over 2 GiB; empty when "
+                                     "below 0.8 x the copy ceiling)"),
     ("ceiling_datasheet_GBps", "float64", "the GPU's datasheet HBM bandwidth, GB/s (H200: 4800)"),
     ("rel_l2", "float64", "||out - ref|| / ||ref|| vs the float32 reference"),
     ("max_abs_err", "float64", "max |out - ref|"),
