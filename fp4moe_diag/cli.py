@@ -194,7 +194,7 @@ def cmd_headline(args: argparse.Namespace) -> int:
     from .analysis.headline import headline_markdown, headline_table
     from .results import load_runs
 
-    df = pd.concat([load_runs(d, allow_empty=False) for d in args.runs], ignore_index=True)
+    df = pd.concat([load_runs(d) for d in args.runs], ignore_index=True)
     table = headline_table(df, backends=args.backends)
     if args.csv:
         table.to_csv(args.csv, index=False)
