@@ -199,6 +199,24 @@ def _int_field(kw: dict[str, LogValue], name: str, default: Optional[int] = None
     return v
 
 
+def _required_counts(kw: dict[str, LogValue]) -> tuple[int, int, int]:
+    """``num_experts``, ``top_k`` and ``intermediate_size`` of the log: each present and >= 1, ``top_k`` at most
+    ``num_experts`` (checked before any tensor shape is compared with them, so the error names the scalar)."""
+    values = []
+    for name, what in (("num_experts", "global experts"), ("top_k", "experts per token"),
+                       ("intermediate_size", "I")):
+        v = _int_field(kw, name)
+        if v is None:
+            raise ValueError(f"{name}: required, but the log has no {name} value")
+        if v < 1:
+            raise ValueError(f"{name}: expected an int >= 1 ({what}), got {v}")
+        values.append(v)
+    num_experts, top_k, inter = values
+    if top_k > num_experts:
+        raise ValueError(f"top_k: expected <= num_experts ({num_experts}), got {top_k}")
+    return num_experts, top_k, inter
+
+
 def _check(name: str, got: TensorDesc, want: tuple[int, ...]) -> None:
     if got.shape != want:
         raise ValueError(f"{name}: shape {list(got.shape)} does not match the case; expected {list(want)}")
@@ -246,13 +264,7 @@ def parse_vllm_kwargs_log(text: str, *, model: str = "", process: Any = None) ->
         raise ValueError("hidden_states: required, but the log has no hidden_states tensor")
     if len(hs.shape) != 2:
         raise ValueError(f"hidden_states: expected 2 dims [tokens, hidden], got {list(hs.shape)}")
-    for name in ("num_experts", "top_k", "intermediate_size"):
-        if kw.get(name) is None:
-            raise ValueError(f"{name}: required, but the log has no {name} value")
-    num_experts = _int_field(kw, "num_experts")
-    top_k = _int_field(kw, "top_k")
-    inter = _int_field(kw, "intermediate_size")
-    assert num_experts is not None and top_k is not None and inter is not None
+    num_experts, top_k, inter = _required_counts(kw)
 
     packed = hs.dtype in _PACKED_FP4
     hidden = hs.shape[1] * (2 if packed else 1)
