@@ -240,6 +240,54 @@ def _scale_block(name: str, scale: TensorDesc, rows: tuple[int, int], k: int) ->
     return block
 
 
+def _weights_format_and_bias(kw: dict[str, LogValue], local: int, inter: int,
+                             hidden: int) -> tuple[WeightFormat, bool]:
+    """The logged weights, scales and biases checked against the case: the weight format (from the scales' block
+    size; MXFP4 when none is logged) and whether both biases are there."""
+    w1, w2 = _tensor(kw, "gemm1_weights"), _tensor(kw, "gemm2_weights")
+    for name, w, want in (("gemm1_weights", w1, (local, 2 * inter, hidden // 2)),
+                          ("gemm2_weights", w2, (local, hidden, inter // 2))):
+        if w is not None:
+            if w.dtype not in _PACKED_FP4:
+                raise ValueError(f"{name}: expected packed FP4 (torch.uint8), got {w.dtype}")
+            _check(name, w, want)
+
+    blocks = {}
+    for name, rows, k in (("gemm1_weights_scale", (2 * inter, hidden), hidden),
+                          ("gemm2_weights_scale", (hidden, inter), inter)):
+        s = _tensor(kw, name)
+        if s is not None:
+            blocks[name] = _scale_block(name, s, (local, rows[0]), k)
+    if len(set(blocks.values())) > 1:
+        raise ValueError(f"gemm1_weights_scale/gemm2_weights_scale: block sizes disagree: {blocks}")
+    block = next(iter(blocks.values()), 32)
+    fmt = WeightFormat.MXFP4 if block == 32 else WeightFormat.NVFP4
+
+    b1, b2 = _tensor(kw, "gemm1_bias"), _tensor(kw, "gemm2_bias")
+    if b1 is not None:
+        _check("gemm1_bias", b1, (local, 2 * inter))
+    if b2 is not None:
+        _check("gemm2_bias", b2, (local, hidden))
+    if (b1 is None) != (b2 is None):
+        raise ValueError(f"gemm1_bias/gemm2_bias: the log has {'gemm2_bias' if b1 is None else 'gemm1_bias'} "
+                         "but not the other; the case has one has_bias for both")
+    return fmt, b1 is not None
+
+
+def _swiglu_oai(kw: dict[str, LogValue], local: int) -> dict[str, float]:
+    """``gemm1_alpha``/``gemm1_beta``/``gemm1_clamp_limit`` that the log has (a tensor line: the gpt-oss default;
+    a scalar: its value); empty for plain swiglu."""
+    oai = {}
+    for name, default in (("gemm1_alpha", OAI_ALPHA), ("gemm1_beta", OAI_BETA), ("gemm1_clamp_limit", OAI_LIMIT)):
+        v = kw.get(name)
+        if isinstance(v, TensorDesc):
+            _check(name, v, (local,))
+            oai[name] = default
+        elif isinstance(v, (int, float)) and not isinstance(v, bool):
+            oai[name] = float(v)
+    return oai
+
+
 def parse_vllm_kwargs_log(text: str, *, model: str = "", process: Any = None) -> MoECase:
     """Rebuild the case from a vLLM kwargs log (see the module docstring for the line format).
 
@@ -291,41 +339,8 @@ def parse_vllm_kwargs_log(text: str, *, model: str = "", process: Any = None) ->
     local = _int_field(kw, "local_num_experts", default_local)
     offset = _int_field(kw, "local_expert_offset", 0)
     assert local is not None and offset is not None
-    for name, w, want in (("gemm1_weights", w1, (local, 2 * inter, hidden // 2)),
-                          ("gemm2_weights", w2, (local, hidden, inter // 2))):
-        if w is not None:
-            if w.dtype not in _PACKED_FP4:
-                raise ValueError(f"{name}: expected packed FP4 (torch.uint8), got {w.dtype}")
-            _check(name, w, want)
-
-    blocks = {}
-    for name, rows, k in (("gemm1_weights_scale", (2 * inter, hidden), hidden),
-                          ("gemm2_weights_scale", (hidden, inter), inter)):
-        s = _tensor(kw, name)
-        if s is not None:
-            blocks[name] = _scale_block(name, s, (local, rows[0]), k)
-    if len(set(blocks.values())) > 1:
-        raise ValueError(f"gemm1_weights_scale/gemm2_weights_scale: block sizes disagree: {blocks}")
-    block = next(iter(blocks.values()), 32)
-    fmt = WeightFormat.MXFP4 if block == 32 else WeightFormat.NVFP4
-
-    b1, b2 = _tensor(kw, "gemm1_bias"), _tensor(kw, "gemm2_bias")
-    if b1 is not None:
-        _check("gemm1_bias", b1, (local, 2 * inter))
-    if b2 is not None:
-        _check("gemm2_bias", b2, (local, hidden))
-    if (b1 is None) != (b2 is None):
-        raise ValueError(f"gemm1_bias/gemm2_bias: the log has {'gemm2_bias' if b1 is None else 'gemm1_bias'} "
-                         "but not the other; the case has one has_bias for both")
-
-    oai = {}
-    for name, default in (("gemm1_alpha", OAI_ALPHA), ("gemm1_beta", OAI_BETA), ("gemm1_clamp_limit", OAI_LIMIT)):
-        v = kw.get(name)
-        if isinstance(v, TensorDesc):
-            _check(name, v, (local,))
-            oai[name] = default
-        elif isinstance(v, (int, float)) and not isinstance(v, bool):
-            oai[name] = float(v)
+    fmt, has_bias = _weights_format_and_bias(kw, local, inter, hidden)
+    oai = _swiglu_oai(kw, local)
     swiglu_oai = bool(oai)
 
     rsf = kw.get("routed_scaling_factor")
@@ -346,7 +361,7 @@ def parse_vllm_kwargs_log(text: str, *, model: str = "", process: Any = None) ->
         weight_format=fmt,
         activation_format=act_fmt,
         activation=GatedActivation.SWIGLU_OAI if swiglu_oai else GatedActivation.SWIGLU,
-        has_bias=b1 is not None,
+        has_bias=has_bias,
         swiglu_alpha=oai.get("gemm1_alpha", OAI_ALPHA) if swiglu_oai else None,
         swiglu_beta=oai.get("gemm1_beta", OAI_BETA) if swiglu_oai else None,
         swiglu_limit=oai.get("gemm1_clamp_limit", OAI_LIMIT) if swiglu_oai else None,

@@ -39,13 +39,11 @@ METHOD_NAMES = ("run_moe", "run_gemm_profile", "get_tactic_num", "run_moe_min_la
 def install_prebuilt(so_path) -> object:
     """Make the installed FlashInfer's CUTLASS module getter return the prebuilt .so (call before first use):
     the package's own loader, :func:`fp4moe_diag.backends.flashinfer.prebuilt.install`, which also refuses a
-    .so built for the other FlashInfer generation.  fp4moe_diag must be importable: installed (``pip install -e .``,
-    as scripts/bootstrap.sh does) or the repository on ``PYTHONPATH`` (tools/gpu_session.sh puts it there)."""
+    .so built for the other FlashInfer generation (fp4moe_diag installed, or on PYTHONPATH as gpu_session.sh has it)."""
     try:
         from fp4moe_diag.backends.flashinfer import prebuilt
     except ImportError as e:
-        raise ImportError(f"install_prebuilt: fp4moe_diag is not importable ({e}); pip install -e . in the "
-                          "repository, or run with PYTHONPATH=<repository>") from None
+        raise ImportError(f"install_prebuilt: {e}; pip install -e . or PYTHONPATH=<repository>") from None
 
     return prebuilt.install("cutlass_fused_moe_sm90", so_path)
 
@@ -332,8 +330,8 @@ def verify(so: Path, exports=("__tvm_ffi_init",)) -> list:
 
 def smoke(so: Path, init_args: str, extra: str = "") -> int:
     """CPU-host check in a fresh interpreter: ``LD_BIND_NOW=1 tvm_ffi.load_module(so)`` and
-    ``init(<init_args>)``, which must get as far as its first CUDA call (no GPU here).  ``extra`` runs after it
-    and may import this kit's modules by name: the child gets tools/ first on its ``PYTHONPATH``."""
+    ``init(<init_args>)``, which must get as far as its first CUDA call (no GPU here); then ``extra``, which may
+    import this kit's modules (tools/ leads the child's ``PYTHONPATH``)."""
     code = (
         "import torch, tvm_ffi\n"
         f"m = tvm_ffi.load_module({str(so)!r})\n"
