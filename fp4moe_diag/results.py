@@ -214,14 +214,12 @@ def coerce(df: pd.DataFrame) -> pd.DataFrame:
 
 STATUSES = ("ok", "incorrect", "failed", "unsupported", "aborted")
 
-#: columns a run written before they joined the schema may lack (read as empty); ``run_id`` a loader fills in from
-#: the folder name.  Every other schema column is required of a results file.
-ADDED_LATER = ("run_id", "rank", "world_size", "time_capture_error", "timing_pass", "time_median_us_repeat",
-               "noise_ratio", "time_kernel_median_us", "time_kernel_p10_us", "time_kernel_p90_us",
-               "time_kernel_spread", "time_kernel_span_median_us", "time_kernel_count", "time_kernel_method",
+#: columns a run written before they joined the schema may lack (read as empty; ``run_id``: the folder's name)
+ADDED_LATER = ("run_id", "flashinfer_build", "rank", "world_size", "time_capture_error", "timing_pass",
+               "time_median_us_repeat", "noise_ratio", *(f"time_kernel_{s}" for s in (
+                   "median_us", "p10_us", "p90_us", "spread", "span_median_us", "count", "method")),
                "ceiling_read_GBps", "ceiling_datasheet_GBps")
-_BOOLS = {True: True, False: False, 1: True, 0: False, "True": True, "False": False, "true": True,
-          "false": False, "1": True, "0": False}
+_BOOLS = {True: True, False: False, "True": True, "False": False, "true": True, "false": False, "1": True, "0": False}
 
 
 def validate_frame(df: pd.DataFrame) -> None:
@@ -275,11 +273,8 @@ def conform(df: pd.DataFrame, source: str) -> pd.DataFrame:
 def read_results_file(path: Any) -> pd.DataFrame:
     """One ``.parquet`` or ``.csv`` results (or part) file -> a schema frame (:func:`conform`)."""
     p = Path(path)
-    if p.suffix == ".parquet":
-        raw = pd.read_parquet(p)
-    else:
-        raw = pd.read_csv(p, keep_default_na=True, dtype={c: "string" for c, d, _ in SCHEMA if d == "string"})
-    return conform(raw, str(p))
+    strings = {c: "string" for c, d, _ in SCHEMA if d == "string"}
+    return conform(pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p, dtype=strings), str(p))
 
 
 def run_dir_name(gpu_name: str, date: Optional[str] = None, tag: str = "") -> str:
