@@ -171,9 +171,10 @@ def one_run_per_line(df: pd.DataFrame, keys: list[str], runs: Any = None) -> pd.
     return df[keep]
 
 
-def commit_label(rows: pd.DataFrame) -> str:
-    """The ``git_commit`` of a line's rows (several joined by '/'; 'commit unknown' without one)."""
-    commits = sorted({str_or_empty(v) for v in rows["git_commit"].tolist()} - {""}) if "git_commit" in rows else []
+def commit_label(rows: pd.DataFrame, width: int = 7) -> str:
+    """The ``git_commit`` of a line's rows, cut to ``width`` characters (several joined by '/'; 'commit unknown'
+    without one)."""
+    commits = sorted({str_or_empty(v)[:width] for v in rows["git_commit"].tolist()} - {""}) if "git_commit" in rows else []
     return "/".join(commits) or "commit unknown"
 
 

@@ -119,7 +119,8 @@ def backend_comparison(df: pd.DataFrame, *, max_panels: int = 12, runs: Any = No
     n = len(cases)
     ncol = min(3, n)
     nrow = math.ceil(n / ncol)
-    fig = Figure(figsize=(max(6.5, 4.9 * ncol), 3.9 * nrow + 1.0), layout="constrained")
+    n_lines = int(best.groupby(["backend", "gpu_name", *CASE_COLUMNS], dropna=False).ngroups / max(n, 1)) + 1
+    fig = Figure(figsize=(max(6.5, 5.2 * ncol), (3.9 + 0.2 * n_lines) * nrow + 1.0), layout="constrained")
     axes = fig.subplots(nrow, ncol, squeeze=False)
     backends = sorted(best["backend"].unique())
     multi_gpu = best["gpu_name"].nunique() > 1
@@ -138,7 +139,7 @@ def backend_comparison(df: pd.DataFrame, *, max_panels: int = 12, runs: Any = No
         _tokens_axis(ax, g0["num_tokens"].astype(int).tolist())
         _time_axis(ax)
         ax.set_title(f"{c['case_label']} (E{c['num_experts']}, top-{c['top_k']}, {c['weight_format']})", fontsize=10)
-        ax.legend(fontsize=7, frameon=False)
+        ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(0.0, -0.16))  # below: run ids are long
     for k in range(n, nrow * ncol):
         axes[k // ncol, k % ncol].set_visible(False)
     _title(fig, "Backends compared: fastest correct tactic of each backend per shape (one run, one commit per line)",
