@@ -262,3 +262,11 @@ def test_figures_on_a_cpu_run(cpu_run, tmp_path):
         P.roofline_fraction(cpu_run)  # CPU runs measure no ceilings
     t = A.summary_tables(cpu_run)
     assert t["best_per_shape"]["best_tactic"].eq("torch fp32").all()
+
+
+def test_commit_label_is_short_and_names_every_commit():
+    from fp4moe_diag.analysis.shapes import commit_label
+
+    rows = pd.DataFrame({"git_commit": ["5e627f9c0ffee1234", "5e627f9c0ffee1234", "83adb3b99", None]})
+    assert commit_label(rows) == "5e627f9/83adb3b"
+    assert commit_label(rows.iloc[3:]) == "commit unknown"

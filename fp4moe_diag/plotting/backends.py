@@ -30,7 +30,7 @@ def ceilings_used(df: pd.DataFrame) -> tuple[str, str]:
     used_read, used_copy = read.notna().any(), (read.isna() & copy.notna()).any()
     parts = ([f"read ceiling: {read.median():.0f} GB/s"] if used_read else []) + (
         [f"copy ceiling: {copy[read.isna()].median():.0f} GB/s"] if used_copy else [])
-    name = ("read ceiling (copy where unmeasured)" if used_read and used_copy
+    name = ("read (or copy) ceiling" if used_read and used_copy
             else "copy ceiling" if used_copy else "read ceiling")
     return name, f" ({'; '.join(parts)})" if parts else ""
 
