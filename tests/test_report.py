@@ -160,3 +160,12 @@ def test_all_notebooks_execute_in_quick_mode(tmp_path):
     assert "data:image/png;base64" in report
     pngs = sorted((tmp_path / "figures").glob("*.png"))
     assert pngs and all(p.with_suffix(".svg").exists() for p in pngs)
+
+
+def test_show_figure_saves_png_and_svg(tmp_path):
+    from fp4moe_diag import plotting as P
+    from fp4moe_diag.report.display import show_figure
+    from frames import synthetic_frame
+
+    paths = show_figure(P.backend_comparison(synthetic_frame()), save_as=tmp_path / "cmp")  # imported ..plotting
+    assert paths["png"].read_bytes()[:4] == b"\x89PNG" and paths["svg"].name == "cmp.svg"
