@@ -257,7 +257,8 @@ def conform(df: pd.DataFrame, source: str) -> pd.DataFrame:
             if bad.any():
                 rows = bad[bad].index.tolist()
                 raise ValueError(f"{source}: column {c!r} ({d}) holds {df[c][bad].head(3).tolist()} at row(s) "
-                                 f"{rows[:3]}{' ...' if len(rows) > 3 else ''}; expected {d} values or empty")
+                                 f"{rows[:3]}{' ...' if len(rows) > 3 else ''} (0-based, header not counted); "
+                                 f"expected {d} values or empty")
     unknown = sorted(set(df["status"].dropna().astype(str)) - set(STATUSES))
     if unknown:
         raise ValueError(f"{source}: column 'status' holds {unknown}; expected one of {list(STATUSES)}")
