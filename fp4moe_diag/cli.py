@@ -41,6 +41,16 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_log_case(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``reproduce --log``: a case the reproduction cannot build is refused for ``--log`` (it builds bf16 hidden
+    states, the bug's path; an MXFP8-activation log cannot be replayed)."""
+    case = getattr(args, "case", None)
+    if case is not None and case.activation_format.value != "bf16":
+        parser.error(f"argument --log: {args.log}: its hidden_states are {case.activation_format.value} "
+                     "activations (float8_e4m3fn); reproduce builds bf16 hidden states only: pass the log of a "
+                     "bf16-activation call")
+
+
 def split_labels(text: Optional[str]) -> list[str]:
     """Comma list of tactic labels; commas inside parentheses belong to the label ("default(-1,-1)")."""
     return [x.strip() for x in re.split(r",(?![^()]*\))", text or "") if x.strip()]
@@ -195,7 +205,7 @@ def cmd_headline(args: argparse.Namespace) -> int:
     from .analysis.headline import headline_markdown, headline_table
     from .results import load_runs
 
-    df = pd.concat([load_runs(d, allow_empty=False) for d in args.runs], ignore_index=True)
+    df = pd.concat([load_runs(d) for d in args.runs], ignore_index=True)
     table = headline_table(df, backends=args.backends)
     if args.csv:
         table.to_csv(args.csv, index=False)
@@ -346,6 +356,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         A.check_sweep_args(parser, args)
     elif args.cmd == "reproduce":
         args.case = A.check_reproduce_args(parser, args)
+        check_log_case(parser, args)
     try:
         return int(args.func(args) or 0)
     except ValueError as e:  # bad input, found before any kernel ran: one line naming it, exit 2

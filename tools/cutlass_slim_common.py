@@ -39,11 +39,11 @@ METHOD_NAMES = ("run_moe", "run_gemm_profile", "get_tactic_num", "run_moe_min_la
 def install_prebuilt(so_path) -> object:
     """Make the installed FlashInfer's CUTLASS module getter return the prebuilt .so (call before first use):
     the package's own loader, :func:`fp4moe_diag.backends.flashinfer.prebuilt.install`, which also refuses a
-    .so built for the other FlashInfer generation."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root
-    from fp4moe_diag.backends.flashinfer import prebuilt
+    .so built for the other FlashInfer generation (fp4moe_diag installed, or on PYTHONPATH as gpu_session.sh has it)."""
+    try:
+        from fp4moe_diag.backends.flashinfer import prebuilt
+    except ImportError as e:
+        raise ImportError(f"install_prebuilt: {e}; pip install -e . or PYTHONPATH=<repository>") from None
 
     return prebuilt.install("cutlass_fused_moe_sm90", so_path)
 
@@ -330,7 +330,8 @@ def verify(so: Path, exports=("__tvm_ffi_init",)) -> list:
 
 def smoke(so: Path, init_args: str, extra: str = "") -> int:
     """CPU-host check in a fresh interpreter: ``LD_BIND_NOW=1 tvm_ffi.load_module(so)`` and
-    ``init(<init_args>)``, which must get as far as its first CUDA call (no GPU here)."""
+    ``init(<init_args>)``, which must get as far as its first CUDA call (no GPU here); then ``extra``, which may
+    import this kit's modules (tools/ leads the child's ``PYTHONPATH``)."""
     code = (
         "import torch, tvm_ffi\n"
         f"m = tvm_ffi.load_module({str(so)!r})\n"
@@ -342,7 +343,8 @@ def smoke(so: Path, init_args: str, extra: str = "") -> int:
         "    print('smoke: init ->', type(e).__name__, str(e).strip().splitlines()[-1][:240])\n"
         + extra
     )
-    env = dict(os.environ, LD_BIND_NOW="1")
+    path = os.pathsep.join(p for p in (str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, LD_BIND_NOW="1", PYTHONPATH=path)
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     print(r.stdout + r.stderr[-2000:], end="")
     return r.returncode

@@ -137,11 +137,6 @@ if has versions; then
   python3 -m fp4moe_diag versions /tmp/site /tmp/fi_py/fi_py_* --csv "$B/version_matrix.csv" 2>&1 | tail -5
 fi
 
-if has debug-cutlass; then
-  log "CUTLASS diagnosis"
-  timeout 200 python3 tools/debug_cutlass.py 2>&1 | grep -v autotuner.py | tee "$B/debug_cutlass.txt" | tail -60
-fi
-
 if has gputests; then
   log "GPU-only tests"
   # shellcheck disable=SC2086  # GPUTESTS_PATHS is a list of test paths
