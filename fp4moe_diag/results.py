@@ -10,19 +10,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
-import platform
 import re
-import subprocess
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
 import pandas as pd
-import torch
 
 from .atomic_io import TMP_PREFIX, atomic_write, sha256_file
-from .inputs import default_device
-from .paths import REPO_ROOT, RUNS_ROOT
+from .paths import RUNS_ROOT
 
 # (column, pandas dtype, description)
 SCHEMA: list[tuple[str, str, str]] = [
@@ -126,68 +121,6 @@ def schema_markdown() -> str:
     return "\n".join(lines)
 
 
-def _git_commit() -> str:
-    try:
-        return subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=5).stdout.strip()
-    except Exception:  # noqa: BLE001
-        return ""
-
-
-def _driver_version() -> str:
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10).stdout.strip()
-        return out.splitlines()[0] if out else ""
-    except Exception:  # noqa: BLE001
-        return ""
-
-
-def flashinfer_build_name(module_path: str) -> str:
-    """``flashinfer_build`` of a row: the CUTLASS module file's name without ``.so``/``.xz``, or 'stock'."""
-    if not module_path:
-        return "stock"
-    name = os.path.basename(str(module_path))
-    for ext in (".xz", ".so"):
-        name = name[: -len(ext)] if name.endswith(ext) else name
-    return name
-
-
-def environment_info(device: Any = None) -> dict[str, str]:
-    """GPU, driver and library versions for every row of a run."""
-    dev = torch.device(device if device is not None else default_device())
-    info = {
-        "git_commit": os.environ.get("FP4MOE_GIT_COMMIT") or _git_commit(),
-        "torch_version": torch.__version__,
-        "cuda_version": str(torch.version.cuda or ""),
-        "gpu_name": "cpu",
-        "compute_capability": "",
-        "driver_version": "",
-        "flashinfer_version": "",
-        "flashinfer_build": "",
-        "triton_version": "",
-        "host": platform.node(),
-    }
-    if dev.type == "cuda" and torch.cuda.is_available():
-        cc = torch.cuda.get_device_capability(dev)
-        info.update(gpu_name=torch.cuda.get_device_name(dev), compute_capability=f"{cc[0]}.{cc[1]}",
-                    driver_version=_driver_version())
-    try:
-        import flashinfer  # noqa: PLC0415
-
-        info["flashinfer_version"] = str(getattr(flashinfer, "__version__", ""))
-        info["flashinfer_build"] = flashinfer_build_name(os.environ.get("FP4MOE_CUTLASS_MODULE", ""))
-    except Exception:  # noqa: BLE001
-        pass
-    try:
-        import triton  # noqa: PLC0415
-
-        info["triton_version"] = str(triton.__version__)
-    except Exception:  # noqa: BLE001
-        pass
-    return info
-
-
 def to_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
     """Rows -> DataFrame with exactly :data:`COLUMNS` (missing ones filled with NA), typed."""
     df = pd.DataFrame(list(rows))
@@ -219,7 +152,7 @@ STATUSES = ("ok", "incorrect", "failed", "unsupported", "aborted")
 #: columns a run written before they joined the schema may lack (read as empty; ``run_id``: the folder's name)
 ADDED_LATER = ("run_id", "flashinfer_build", "rank", "world_size", "time_capture_error", "timing_pass",
                "time_median_us_repeat", "noise_ratio", *(f"time_kernel_{s}" for s in (
-                   "median_us", "p10_us", "p90_us", "spread", "span_median_us", "count", "method")),
+                   "median_us", "p10_us", "p90_us", "spread", "span_median_us", "count", "method", "breakdown")),
                "ceiling_read_GBps", "ceiling_datasheet_GBps")
 _BOOLS = {True: True, False: False, "True": True, "False": False, "true": True, "false": False, "1": True, "0": False}
 

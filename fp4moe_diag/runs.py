@@ -158,7 +158,7 @@ def run_sweep(spec: SweepSpec, out_dir: Any = None, *, progress_bar: bool = True
     from .backends import get_backend
     from .inputs import default_device, resolve_device
     from .measure.ceilings import measure_ceilings
-    from .results import environment_info
+    from .environment import environment_info
     from .tune import sweep
 
     dev = resolve_device(spec.device or default_device())

@@ -29,7 +29,8 @@ from .inputs import MoEInputs, build_inputs, default_device, fresh_activations, 
 from .measure.ceilings import Ceilings, moe_work, roofline_fields
 from .measure.timing import TimingStats, time_fn
 from .reference import reference_moe
-from .results import environment_info, to_frame
+from .environment import environment_info
+from .results import to_frame
 from .validate import validate_launch_inputs
 
 

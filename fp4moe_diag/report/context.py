@@ -96,7 +96,7 @@ def context(backend: Optional[str] = None, shapes_file: Any = None, device: Opti
 
 def environment_table(ctx: Optional[ReportContext] = None) -> pd.DataFrame:
     """What this kernel runs on: device, torch/CUDA, flashinfer, triton, nsight-python, ncu."""
-    from ..results import environment_info
+    from ..environment import environment_info
 
     env = environment_info(ctx.device if ctx else None)
     rows = {k: env.get(k, "") for k in ("gpu_name", "compute_capability", "driver_version", "torch_version",
@@ -123,7 +123,8 @@ def local_run(ctx: ReportContext, *, models: Sequence[str] = ("gpt-oss-20b",), e
         warnings.simplefilter("ignore")
         import tqdm.auto  # noqa: F401
 
-    from ..results import environment_info, load_runs, run_dir_name
+    from ..environment import environment_info
+    from ..results import load_runs, run_dir_name
     from ..runs import SweepSpec, run_sweep
 
     tokens = tuple(tokens or (QUICK_TOKENS if ctx.quick else LOCAL_TOKENS))
