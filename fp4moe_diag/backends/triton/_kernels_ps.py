@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from ._kernels import X2_UNSCALE, _dot, _gemm1_store, _gemm2_store, _tile_at, _x2_factor
 
@@ -57,6 +58,40 @@ _PS_ASM = tl.constexpr(r"""
   shr.b32 q, $4, 4;  and.b32 q, q, 0x00400040;  or.b32 u, u, q;  mul.rn.bf16x2 $3, u, $6;
 }
 """)
+
+
+# $1 / $2: a 512-byte chunk of the ps weights and its 32 scale bytes; into L2, no registers or shared memory touched
+_PF_ASM = tl.constexpr("""
+{
+  cp.async.bulk.prefetch.L2.global [$1], 512;
+  cp.async.bulk.prefetch.L2.global [$2], 32;
+  mov.u32 $0, 0;
+}
+""")
+
+
+@triton.jit
+def _pdl_enter(PDL: tl.constexpr):
+    """Programmatic dependent launch (``PDL`` > 0, never under the interpreter: the launcher passes 0 there): wait
+    until the grid before this one has finished and its writes are visible, then let the next grid launch (its
+    programs take the SMs that this grid's last wave leaves idle and wait in this same call).  Every global read or
+    write of data a kernel before may touch comes after the wait."""
+    if PDL > 0:
+        gdc_wait()
+        gdc_launch_dependents()
+
+
+@triton.jit
+def _l2_prefetch(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride_ss, S: tl.constexpr,
+                 PF_C: tl.constexpr):
+    """Prefetch into L2 the first ``PF_C`` chunks (512 weight bytes + 32 scale bytes each) of slabs ``slab0 ..
+    slab0 + S - 1`` from chunk ``chunk0`` of one expert's ps matrices; indices past the matrix are clamped to its
+    last slab / chunk (a repeated prefetch, never an address outside it)."""
+    sl = tl.minimum(slab0 + tl.arange(0, S), n_slabs - 1).to(tl.int64)[:, None]
+    ch = tl.minimum(chunk0 + tl.arange(0, PF_C), n_chunks - 1)[None, :]
+    tl.inline_asm_elementwise(_PF_ASM, constraints="=r,l,l", args=[w_base + sl * stride_ws + ch * 512,
+                                                                    s_base + sl * stride_ss + ch * 32],
+                              dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
@@ -138,10 +173,11 @@ def _moe_mxfp4_gemm1_ps_kernel(
     stride_xm, stride_we, stride_ws, stride_se, stride_ss, stride_be, stride_om, stride_ps, stride_pm,
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
-    SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr,
+    SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr, PDL: tl.constexpr = 0,
 ):
     """gemm1 of :mod:`._kernels` (gate/up + activation, N = I, K = H) on the ps layout: the gate rows are slabs
-    ``N / 16 ..`` of the same ``[2N / 16, K / 64, 512]`` expert matrix."""
+    ``N / 16 ..`` of the same ``[2N / 16, K / 64, 512]`` expert matrix.  ``PDL``: see :func:`_pdl_enter`."""
+    _pdl_enter(PDL)
     pid_m, pid_n = _grid_ids(N_FASTEST)
     pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(pid_m, pid_n, tl.program_id(2), block_expert_ptr,
                                                               sorted_pair_ptr, num_pairs, N, BLOCK_M, BLOCK_N)
@@ -179,9 +215,20 @@ def _moe_mxfp4_gemm2_ps_kernel(
     stride_am, stride_we, stride_ws, stride_se, stride_ss, stride_be, stride_om, stride_os,
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
-    SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr,
+    SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr, PDL: tl.constexpr = 0,
 ):
-    """gemm2 of :mod:`._kernels` (down, times the routing weight, N = H, K = I) on the ps layout."""
+    """gemm2 of :mod:`._kernels` (down, times the routing weight, N = H, K = I) on the ps layout.  ``PDL``: see
+    :func:`_pdl_enter`; with ``PDL == 2`` the program first prefetches into L2 the first weight chunks of its tile
+    (weights and routing tables are made before the call: no kernel of the call writes them), so that the DRAM
+    time left idle in gemm1's tail streams gemm2's weights."""
+    if PDL == 2:
+        pm, pn = _grid_ids(N_FASTEST)
+        S_PF: tl.constexpr = BLOCK_N // 16
+        PF_C: tl.constexpr = min(max(64 // S_PF, 1), K_SPLIT // 64)  # 32 KB of weights per program
+        e_pf = tl.load(block_expert_ptr + pm).to(tl.int64)
+        _l2_prefetch(w_ptr + e_pf * stride_we, ws_ptr + e_pf * stride_se, pn * S_PF, (tl.program_id(2) * K_SPLIT) // 64,
+                     N // 16, K // 64, stride_ws, stride_ss, S_PF, PF_C)
+    _pdl_enter(PDL)
     pid_m, pid_n = _grid_ids(N_FASTEST)
     pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(pid_m, pid_n, tl.program_id(2), block_expert_ptr,
                                                               sorted_pair_ptr, num_pairs, N, BLOCK_M, BLOCK_N)
