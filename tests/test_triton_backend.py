@@ -30,6 +30,7 @@ from fp4moe_diag.backends.triton.configs import (
     DOT_SCALED_CONFIGS,
     PS_CONFIGS,
     PS_DECODE_CONFIGS,
+    PS_PDL_CONFIGS,
     SW_CONFIGS,
     SW_DECODE_CONFIGS,
     X2_CONFIGS,
@@ -158,14 +159,13 @@ def test_tactics_list():
     # (case, ds decode configs, x2 decode configs, sw decode configs, ps configs, ps decode configs expected):
     # H = I = 64 admits only split_k 1; T*k > 256 gets no decode configs; H = 96 has no ps layout
     big = dict(hidden_size=3072, intermediate_size=3072, top_k=4)
-    # n_pdl: the ps tactics with programmatic dependent launch (compiled only): 6 decode-tile + 6 split-K / prefill
-    # ones where the split fits, the prefill tile alone (x2: -pdl, -pdlpf) past DECODE_MAX_PAIRS
+    # n_pdl: the ps decode tactics with programmatic dependent launch (compiled only; K = 64 fits no split)
     for case, n_decode, n_x2, n_sw, n_ps, n_psd, n_pdl in (
-            (_case(), 1, 0, 0, len(PS_CONFIGS), 0, 6),
-            (_case(num_tokens=4096), 0, 0, 0, len(PS_CONFIGS), 0, 2),
+            (_case(), 1, 0, 0, len(PS_CONFIGS), 0, 2),
+            (_case(num_tokens=4096), 0, 0, 0, len(PS_CONFIGS), 0, 0),
             (_case(num_tokens=40, num_experts=2, hidden_size=96), 1, 0, 0, 0, 0, 0),
-            (_case(num_tokens=64, **big), 7, 4, 3, len(PS_CONFIGS), len(PS_DECODE_CONFIGS), 12),
-            (_case(num_tokens=65, **big), 0, 0, 0, len(PS_CONFIGS), 0, 2)):
+            (_case(num_tokens=64, **big), 7, 4, 3, len(PS_CONFIGS), len(PS_DECODE_CONFIGS), len(PS_PDL_CONFIGS)),
+            (_case(num_tokens=65, **big), 0, 0, 0, len(PS_CONFIGS), 0, 0)):
         tac = b.tactics(case)
         assert len(tac) == (len(CONFIGS) + len(X2_CONFIGS) + n_x2 + len(SW_CONFIGS) + n_sw + n_ps + n_psd
                             + (len(DOT_SCALED_CONFIGS) + n_decode + n_pdl if compiled else 0))
@@ -193,7 +193,7 @@ def test_tactics_list():
     assert b.default_tactic(_case(num_tokens=1)).label == "m16n64k128w4s3"
     assert b.default_tactic(_case(num_tokens=4096)).params["block_m"] == 64
     every = (CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS + X2_CONFIGS + X2_DECODE_CONFIGS + SW_CONFIGS
-             + SW_DECODE_CONFIGS + PS_CONFIGS + PS_DECODE_CONFIGS)
+             + SW_DECODE_CONFIGS + PS_CONFIGS + PS_DECODE_CONFIGS + PS_PDL_CONFIGS)
     assert len(set(every)) == len(every)
 
 

@@ -200,8 +200,8 @@ class TritonMXFP4Backend(Backend):
     def tactics(self, case: MoECase, prepared: Any = None) -> list[Tactic]:
         """The bit-arithmetic, x2 and sw configs everywhere, ps where the weights have that layout (H and I
         multiples of 64); the ``tl.dot_scaled`` ones only when compiled (GPU); for ``T * top_k <= DECODE_MAX_PAIRS``
-        the split-K decode configs (x2 / sw / ps ones everywhere, ds ones on GPU); on GPU the ps tactics with
-        programmatic dependent launch (``-pdl``, ``-pdlpf``)."""
+        the split-K decode configs (x2 / sw / ps ones everywhere, ds ones on GPU); at decode on GPU the ps
+        tactics with programmatic dependent launch (``-pdl``)."""
         default = default_config(case)
         decode = case.num_tokens * case.top_k <= DECODE_MAX_PAIRS
         configs: tuple[KernelConfig, ...] = CONFIGS + X2_CONFIGS + SW_CONFIGS
@@ -210,8 +210,8 @@ class TritonMXFP4Backend(Backend):
         if ps_refusal(case) is None:
             configs += PS_CONFIGS + (tuple(c for c in PS_DECODE_CONFIGS if _split_fits(case, c)) if decode else ())
         if not (interpret_enabled() or kernels_interpreted()):
-            if ps_refusal(case) is None:  # programmatic dependent launch: compiled kernels only
-                configs += tuple(c for c in PS_PDL_CONFIGS if (decode or c.block_m > 16) and _split_fits(case, c))
+            if decode and ps_refusal(case) is None:  # programmatic dependent launch: compiled kernels only
+                configs += tuple(c for c in PS_PDL_CONFIGS if _split_fits(case, c))
             configs += DOT_SCALED_CONFIGS
             if decode:
                 configs += tuple(c for c in DECODE_CONFIGS if _split_fits(case, c))

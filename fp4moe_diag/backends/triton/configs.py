@@ -235,19 +235,21 @@ PS_DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
 # planes are summed by the top-k reduction that runs anyway; m16n128k128w4s3 puts gemm2's 768 programs (20b EP1
 # T=64) on 528 slots (4 per SM by registers): 1.45 waves, 2.9 with -g2sk2.
 
-#: mode ps with programmatic dependent launch (``pdl``; GPU only, sm_90+): the best ps tactics of s7c / s7d with
-#: -pdl and -pdlpf, so that one sweep times each with and without.  At decode the call is three short kernels
-#: (20b EP1 T=64: gemm1 104 us, gemm2 55 us, top-k sum 3.5 us, ~2 us of gaps, Nsight Compute s7-profile); their
-#: launch gaps and wave tails are what PDL takes back.
-PS_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(
-    KernelConfig(*c, pdl=p) for p in (1, 2) for c in (
-        (16, 128, 128, 4, 3, "ps"),
-        (16, 128, 128, 4, 4, "ps"),
-        (16, 128, 128, 4, 3, "ps", 1, 2),
-        (16, 64, 256, 4, 3, "ps", 2),
-        (16, 64, 256, 4, 3, "ps", 4),
-        (64, 128, 128, 4, 3, "ps"),
-    ))
+#: mode ps with programmatic dependent launch (``pdl``; GPU only, sm_90+; offered at decode, T * top_k <=
+#: DECODE_MAX_PAIRS): the best decode ps tactics of s7c with -pdl.  At decode a call is three short kernels (20b EP1
+#: T=64: gemm1 104 us, gemm2 55 us, top-k sum 3.5 us and ~2 us of gaps, Nsight Compute s7-profile); PDL takes back
+#: the launch gaps.  H200, data/runs/2026-12-04-nvidia-h200-s8-triton (CUDA graphs, L2 flushed, the same tactic
+#: without PDL in the same run): 20b EP1 T=1 38.4 -> 37.1 us (m16n64k256w4s3-ps-sk2), T=16 159.2 -> 157.6, T=64
+#: 165.6 -> 163.8, 120b EP4 T=64 141.0 -> 140.1; at T=4096 m64n128k128w4s3 2148 -> 2164 (not offered there).
+#: ``-pdlpf`` (pdl=2: gemm2 also prefetches 32 KB of its first weight chunks into L2 before its wait) was slower in
+#: the same run at every shape (T=64 164.4, T=16 160.3, T=4096 2209 us): not offered, kept for that run's labels.
+PS_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, pdl=1) for c in (
+    (16, 128, 128, 4, 3, "ps"),
+    (16, 128, 128, 4, 4, "ps"),
+    (16, 128, 128, 4, 3, "ps", 1, 2),
+    (16, 64, 256, 4, 3, "ps", 2),
+    (16, 64, 256, 4, 3, "ps", 4),
+))
 
 _LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds|x2|sw|ps))?(?:-sk(\d+))?(?:-g2sk(\d+))?(-pdl|-pdlpf)?$")
 
