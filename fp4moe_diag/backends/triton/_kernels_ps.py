@@ -70,6 +70,23 @@ _PF_ASM = tl.constexpr("""
 """)
 
 
+# -pdlpfe: one thread per slab ($3: the slab's index in the tile == %tid.x) prefetches its whole range ($4 weight
+# bytes at $1, $5 scale bytes at $2) with an L2 evict_last policy, so that gemm1's streaming reads do not evict it
+_PF1_ASM = tl.constexpr("""
+{
+  .reg .pred p;
+  .reg .b32 t;
+  .reg .b64 pol;
+  mov.u32 t, %tid.x;
+  setp.eq.u32 p, t, $3;
+  createpolicy.fractional.L2::evict_last.b64 pol, 1.0;
+  @p cp.async.bulk.prefetch.L2.global.L2::cache_hint [$1], $4, pol;
+  @p cp.async.bulk.prefetch.L2.global.L2::cache_hint [$2], $5, pol;
+  mov.u32 $0, 0;
+}
+""")
+
+
 @triton.jit
 def _pdl_enter(PDL: tl.constexpr):
     """Programmatic dependent launch (``PDL`` > 0, never under the interpreter: the launcher passes 0 there): wait
@@ -91,6 +108,20 @@ def _l2_prefetch(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, st
     ch = tl.minimum(chunk0 + tl.arange(0, PF_C), n_chunks - 1)[None, :]
     tl.inline_asm_elementwise(_PF_ASM, constraints="=r,l,l", args=[w_base + sl * stride_ws + ch * 512,
                                                                     s_base + sl * stride_ss + ch * 32],
+                              dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _l2_prefetch_slabs(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride_ss, S: tl.constexpr,
+                       PF_C: tl.constexpr):
+    """As :func:`_l2_prefetch`, one bulk prefetch per slab (its chunks are contiguous) issued by thread ``i`` for
+    slab ``i`` of the tile (a slab whose holder is another thread is skipped: a hint, never a fault), evict_last."""
+    i = tl.arange(0, S)
+    sl = tl.minimum(slab0 + i, n_slabs - 1).to(tl.int64)
+    n = tl.minimum(n_chunks - chunk0, PF_C)
+    tl.inline_asm_elementwise(_PF1_ASM, constraints="=r,l,l,r,r,r",
+                              args=[w_base + sl * stride_ws + chunk0 * 512, s_base + sl * stride_ss + chunk0 * 32, i,
+                                    tl.full((S,), 512, tl.int32) * n, tl.full((S,), 32, tl.int32) * n],
                               dtype=tl.int32, is_pure=False, pack=1)
 
 
@@ -218,16 +249,22 @@ def _moe_mxfp4_gemm2_ps_kernel(
     SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr, PDL: tl.constexpr = 0,
 ):
     """gemm2 of :mod:`._kernels` (down, times the routing weight, N = H, K = I) on the ps layout.  ``PDL``: see
-    :func:`_pdl_enter`; with ``PDL == 2`` the program first prefetches into L2 the first weight chunks of its tile
+    :func:`_pdl_enter`; with ``PDL`` 2 / 3 the program first prefetches into L2 the first weight chunks of its tile
+    (2: every thread a share of the 512-byte chunks; 3: one bulk prefetch per slab, evict_last)
     (weights and routing tables are made before the call: no kernel of the call writes them), so that the DRAM
     time left idle in gemm1's tail streams gemm2's weights."""
-    if PDL == 2:
+    if PDL >= 2:
         pm, pn = _grid_ids(N_FASTEST)
         S_PF: tl.constexpr = BLOCK_N // 16
         PF_C: tl.constexpr = min(max(64 // S_PF, 1), K_SPLIT // 64)  # 32 KB of weights per program
         e_pf = tl.load(block_expert_ptr + pm).to(tl.int64)
-        _l2_prefetch(w_ptr + e_pf * stride_we, ws_ptr + e_pf * stride_se, pn * S_PF, (tl.program_id(2) * K_SPLIT) // 64,
-                     N // 16, K // 64, stride_ws, stride_ss, S_PF, PF_C)
+        c_pf = (tl.program_id(2) * K_SPLIT) // 64
+        if PDL == 2:
+            _l2_prefetch(w_ptr + e_pf * stride_we, ws_ptr + e_pf * stride_se, pn * S_PF, c_pf, N // 16, K // 64,
+                         stride_ws, stride_ss, S_PF, PF_C)
+        else:
+            _l2_prefetch_slabs(w_ptr + e_pf * stride_we, ws_ptr + e_pf * stride_se, pn * S_PF, c_pf, N // 16,
+                               K // 64, stride_ws, stride_ss, S_PF, PF_C)
     _pdl_enter(PDL)
     pid_m, pid_n = _grid_ids(N_FASTEST)
     pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(pid_m, pid_n, tl.program_id(2), block_expert_ptr,

@@ -10,7 +10,7 @@ from typing import Any
 #: KernelConfig.pdl -> label suffix: the three kernels of a call launched with programmatic dependent launch (each
 #: waits on the grid before it at its top and lets the next one launch right after: the next grid's programs take the
 #: SMs the tail of this one leaves idle, and no launch gap); ``-pdlpf`` adds gemm2's L2 prefetch of its first weights
-PDL_LABELS = {0: "", 1: "-pdl", 2: "-pdlpf"}
+PDL_LABELS = {0: "", 1: "-pdl", 2: "-pdlpf", 3: "-pdlpfe"}
 MODES = ("bits", "ds", "x2", "sw", "ps")  # bit-arithmetic dequant, tl.dot_scaled, packed bf16x2 upcast, x2 swap-AB,
 # swap-AB on the pre-shuffled layout of ps_layout
 
@@ -251,7 +251,7 @@ PS_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, pdl=1) for c i
     (16, 64, 256, 4, 3, "ps", 4),
 ))
 
-_LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds|x2|sw|ps))?(?:-sk(\d+))?(?:-g2sk(\d+))?(-pdl|-pdlpf)?$")
+_LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds|x2|sw|ps))?(?:-sk(\d+))?(?:-g2sk(\d+))?(-pdl|-pdlpfe|-pdlpf)?$")
 
 
 def parse_config(cfg: Any) -> KernelConfig:
@@ -262,7 +262,7 @@ def parse_config(cfg: Any) -> KernelConfig:
     if isinstance(cfg, str):
         m = _LABEL.match(cfg)
         if m is None:
-            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps][-skN][-g2skN][-pdl|-pdlpf], "
+            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps][-skN][-g2skN][-pdl|-pdlpf|-pdlpfe], "
                              f"got {cfg!r}")
         nums = [int(v) for v in m.groups()[:5]]
         pdl = {v: k for k, v in PDL_LABELS.items()}[m.group(9) or ""]

@@ -55,8 +55,8 @@ def _weight_dims(w: torch.Tensor, ps: bool) -> tuple[int, int]:
 def _pdl_args(pdl: int, ps: bool) -> dict:
     """The launch switches of programmatic dependent launch: the kernel's ``PDL`` constexpr and Triton's
     ``launch_pdl``; nothing under the interpreter (no grid dependencies there: the same kernels, run one by one)."""
-    if pdl not in (0, 1, 2):
-        raise ValueError(f"pdl: expected 0 (off), 1 (programmatic dependent launch) or 2 (and gemm2's L2 prefetch), "
+    if pdl not in (0, 1, 2, 3):
+        raise ValueError(f"pdl: expected 0 (off), 1 (programmatic dependent launch), 2 or 3 (and gemm2's L2 prefetch), "
                          f"got {pdl!r}")
     if pdl and not ps:
         raise ValueError("pdl: only the pre-shuffled kernels (ps=True) take programmatic dependent launch")
