@@ -1,4 +1,4 @@
-"""Programmatic dependent launch of our ps kernels (tactic suffixes ``-pdl`` / ``-pdlpf``).
+"""Programmatic dependent launch of our ps kernels (tactic suffixes ``-pdl`` / ``-pdlpf`` / ``-pdlpfe``).
 
 * Host side: labels, the ``pdl`` field's checks, the launch switches (none under the interpreter).
 * Interpreter (TRITON_INTERPRET=1, one subprocess, small shapes): the -pdl / -pdlpf tactics against the float32
@@ -6,7 +6,7 @@
   the same tactic without PDL (the interpreter runs the kernels one after the other; the grid-dependency
   instructions are compiled-only).
 * Compiled for sm_90a on this CPU host (Triton's bundled ptxas, no GPU): the PTX holds ``griddepcontrol.wait`` and
-  ``.launch_dependents`` (and gemm2's ``cp.async.bulk.prefetch.L2`` for -pdlpf) exactly when asked, and the
+  ``.launch_dependents`` (and gemm2's ``cp.async.bulk.prefetch.L2`` for -pdlpf / -pdlpfe) exactly when asked, and the
   register count of gemm2 does not grow.
 """
 
@@ -41,15 +41,16 @@ def test_pdl_labels_round_trip_and_checks():
     kc = parse_config("m16n128k128w4s3-ps-g2sk2-pdl")
     assert (kc.pdl, kc.gemm2_split, kc.label) == (1, 2, "m16n128k128w4s3-ps-g2sk2-pdl")
     assert parse_config("m16n64k256w4s3-ps-sk2-pdlpf") == KernelConfig(16, 64, 256, 4, 3, "ps", 2, pdl=2)
+    assert parse_config("m16n128k128w4s3-ps-pdlpfe").label == "m16n128k128w4s3-ps-pdlpfe"
     assert parse_config("m16n128k128w4s3-ps").pdl == 0 and "pdl" not in parse_config("m16n128k128w4s3-ps").params()
     assert kc.params()["pdl"] == 1
-    assert PDL_LABELS == {0: "", 1: "-pdl", 2: "-pdlpf"}
+    assert PDL_LABELS == {0: "", 1: "-pdl", 2: "-pdlpf", 3: "-pdlpfe"}
     assert all(c.pdl == 1 and c.ps and c.block_m == 16 for c in PS_PDL_CONFIGS)  # decode tiles only (s8 run)
     assert all(parse_config(c.label) == c for c in PS_PDL_CONFIGS)
     with pytest.raises(ValueError, match="pdl .* is a mode ps option"):
         KernelConfig(16, 64, 128, 4, 3, "x2", pdl=1)
     with pytest.raises(ValueError, match="pdl must be one of"):
-        KernelConfig(16, 64, 128, 4, 3, "ps", pdl=3)
+        KernelConfig(16, 64, 128, 4, 3, "ps", pdl=4)
     with pytest.raises(ValueError, match="pdl must be one of"):
         KernelConfig(16, 64, 128, 4, 3, "ps", pdl=True)
     with pytest.raises(ValueError, match="expected a label"):
@@ -83,8 +84,8 @@ cases = {  # K = 192 / 320 in steps of 128: a half-empty last K tile; 8 experts,
     "all_local": dict(num_experts=4),
 }
 labels = ("m16n64k128w4s1-ps", "m16n64k128w4s1-ps-pdl", "m16n64k128w4s1-ps-pdlpf",
-          "m16n64k128w4s1-ps-sk2", "m16n64k128w4s1-ps-sk2-pdl", "m16n64k128w4s1-ps-sk2-pdlpf",
-          "m32n128k64w4s1-ps-g2sk3", "m32n128k64w4s1-ps-g2sk3-pdl", "m32n128k64w4s1-ps-g2sk3-pdlpf")
+          "m16n64k128w4s1-ps-sk2", "m16n64k128w4s1-ps-sk2-pdl", "m16n64k128w4s1-ps-sk2-pdlpfe",
+          "m32n128k64w4s1-ps-g2sk3", "m32n128k64w4s1-ps-g2sk3-pdl", "m32n128k64w4s1-ps-g2sk3-pdlpfe")
 out = {}
 for name, kw in cases.items():
     inp = build_inputs(MoECase(**{**base, **kw}))
@@ -158,10 +159,13 @@ def test_pdl_instructions_in_the_sm90_build():
     ptx0, reg0 = _ptx_and_regs("m16n64k128w4s3-ps", "gemm2")
     ptx1, reg1 = _ptx_and_regs("m16n64k128w4s3-ps-pdl", "gemm2")
     ptx2, _ = _ptx_and_regs("m16n64k128w4s3-ps-pdlpf", "gemm2")
+    ptx3, reg3 = _ptx_and_regs("m16n64k128w4s3-ps-pdlpfe", "gemm2")
     g1, _ = _ptx_and_regs("m16n64k128w4s3-ps-pdl", "gemm1")
     assert not any(s in ptx0 for s in (wait, trigger, prefetch))
     assert ptx1.count(wait) == ptx1.count(trigger) == 1 and prefetch not in ptx1
     assert ptx2.count(wait) == 1 and ptx2.count(prefetch) == 2  # 512 weight bytes + 32 scale bytes per chunk
     assert ptx2.index(prefetch) < ptx2.index(wait)  # the prefetch runs before the wait
+    assert ptx3.count(prefetch + ".global.L2::cache_hint") == 2 and "L2::evict_last" in ptx3  # one issuer per slab
+    assert ptx3.index(prefetch) < ptx3.index(wait) and reg3 <= reg0 + 8
     assert g1.count(wait) == g1.count(trigger) == 1
     assert reg1 <= reg0 + 8  # the wait costs no registers worth an occupancy step
