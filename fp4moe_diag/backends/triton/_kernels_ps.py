@@ -26,6 +26,18 @@ T=4096 went from 2262 to 2115 us).  Decode tiles (BLOCK_M = 16, about one M bloc
 tiles, splits)``: the programs in flight then stream many experts at once (5 % faster at 20b EP1 T=16..64 than
 the other order, runs s7c / s7d).
 
+Programmatic dependent launch (``PDL`` constexpr, tactic suffix ``-pdl``; the launcher sets it and Triton's
+``launch_pdl`` only when compiled): gemm1, gemm2 and the top-k sum of one call are launched as programmatic
+dependents; each waits at its top (``griddepcontrol.wait``: the grid before has finished, its writes are visible)
+and then lets the next grid launch (``griddepcontrol.launch_dependents``), so the next kernel's programs are already
+resident when this one ends: no launch gap between the three kernels.  Nothing but the weights and the routing
+tables (made before the call) is touched before the wait.  H200 (data/runs/2026-12-04-nvidia-h200-s8-triton, same
+tactic with and without, one run): 1.3-1.8 us less per call at decode (20b EP1 T=1 38.4 -> 37.1 us, T=16 159.2 ->
+157.6, T=64 165.6 -> 163.8; 120b EP4 T=64 141.0 -> 140.1), none at T=4096 (2148 -> 2164).  The summed CUPTI kernel
+time of a -pdl call exceeds its replay time (T=64: 233 against 164 us; first-start-to-last-end span 163 us): gemm2's
+programs wait while gemm1's last wave runs.  ``-pdlpf`` / ``-pdlpfe`` also prefetch gemm2's first 32 KB of weights
+per program into L2 before its wait (:func:`_l2_prefetch`, :func:`_l2_prefetch_slabs`).
+
 SASS of the gemm2 MMA loop (``python -m fp4moe_diag.profiling.sass``, sm_90a, triton 3.6.0, K = 3072):
 m16n128k128w4s4-ps 3.5 instructions per weight (gemm1 m16n128k128w4s3: 3.1), no shared-memory shuffle or byte
 permute of the weights (sw: 5.6, x2: 4.9, ds: 7.0).
