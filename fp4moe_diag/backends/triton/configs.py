@@ -9,7 +9,8 @@ from typing import Any
 
 #: KernelConfig.pdl -> label suffix: the three kernels of a call launched with programmatic dependent launch (each
 #: waits on the grid before it at its top and lets the next one launch right after: the next grid's programs take the
-#: SMs the tail of this one leaves idle, and no launch gap); ``-pdlpf`` adds gemm2's L2 prefetch of its first weights
+#: SMs the tail of this one leaves idle, and no launch gap); ``-pdlpf`` / ``-pdlpfe`` add gemm2's L2 prefetch of its
+#: first weights (see PS_PDL_CONFIGS)
 PDL_LABELS = {0: "", 1: "-pdl", 2: "-pdlpf", 3: "-pdlpfe"}
 MODES = ("bits", "ds", "x2", "sw", "ps")  # bit-arithmetic dequant, tl.dot_scaled, packed bf16x2 upcast, x2 swap-AB,
 # swap-AB on the pre-shuffled layout of ps_layout
@@ -31,8 +32,8 @@ class KernelConfig:
     # "sw" (the x2 upcast with the weights as the MMA's A operand: swap-AB), "ps" (swap-AB on pre-shuffled weights)
     split_k: int = 1
     split_k2: int = 0  # gemm2's split-K when it differs from gemm1's (0: the same as split_k)
-    pdl: int = 0  # mode ps only: 0 off, 1 programmatic dependent launch (label -pdl), 2 that and gemm2's first
-    # weight chunks prefetched into L2 before its grid-dependency wait (-pdlpf); see PDL_LABELS
+    pdl: int = 0  # mode ps only: 0 off, 1 programmatic dependent launch (label -pdl), 2 / 3 that and gemm2's first
+    # weight chunks prefetched into L2 before its grid-dependency wait (-pdlpf / -pdlpfe); see PDL_LABELS
 
 
     def __post_init__(self) -> None:
@@ -243,6 +244,9 @@ PS_DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
 #: 165.6 -> 163.8, 120b EP4 T=64 141.0 -> 140.1; at T=4096 m64n128k128w4s3 2148 -> 2164 (not offered there).
 #: ``-pdlpf`` (pdl=2: gemm2 also prefetches 32 KB of its first weight chunks into L2 before its wait) was slower in
 #: the same run at every shape (T=64 164.4, T=16 160.3, T=4096 2209 us): not offered, kept for that run's labels.
+#: Its SASS says why in part: the bulk prefetch (UBLKPF) takes warp-uniform operands, so per-thread addresses made
+#: ptxas loop it over up to 32 addresses per warp.  ``-pdlpfe`` (pdl=3: one evict_last bulk prefetch per slab from
+#: one thread, 2 UBLKPF per warp) is interpreter- and sm_90a-build-tested but NOT measured on the GPU yet: not offered.
 PS_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, pdl=1) for c in (
     (16, 128, 128, 4, 3, "ps"),
     (16, 128, 128, 4, 4, "ps"),
