@@ -30,6 +30,7 @@ from fp4moe_diag.backends.triton.configs import (
     DOT_SCALED_CONFIGS,
     PS_CONFIGS,
     PS_DECODE_CONFIGS,
+    PS_PDL_CONFIGS,
     SW_CONFIGS,
     SW_DECODE_CONFIGS,
     X2_CONFIGS,
@@ -158,15 +159,18 @@ def test_tactics_list():
     # (case, ds decode configs, x2 decode configs, sw decode configs, ps configs, ps decode configs expected):
     # H = I = 64 admits only split_k 1; T*k > 256 gets no decode configs; H = 96 has no ps layout
     big = dict(hidden_size=3072, intermediate_size=3072, top_k=4)
-    for case, n_decode, n_x2, n_sw, n_ps, n_psd in ((_case(), 1, 0, 0, len(PS_CONFIGS), 0),
-                                                    (_case(num_tokens=4096), 0, 0, 0, len(PS_CONFIGS), 0),
-                                                    (_case(num_tokens=40, num_experts=2, hidden_size=96), 1, 0, 0, 0, 0),
-                                                    (_case(num_tokens=64, **big), 7, 4, 3, len(PS_CONFIGS), len(PS_DECODE_CONFIGS)),
-                                                    (_case(num_tokens=65, **big), 0, 0, 0, len(PS_CONFIGS), 0)):
+    # n_pdl: the ps decode tactics with programmatic dependent launch (compiled only; K = 64 fits no split)
+    for case, n_decode, n_x2, n_sw, n_ps, n_psd, n_pdl in (
+            (_case(), 1, 0, 0, len(PS_CONFIGS), 0, 2),
+            (_case(num_tokens=4096), 0, 0, 0, len(PS_CONFIGS), 0, 0),
+            (_case(num_tokens=40, num_experts=2, hidden_size=96), 1, 0, 0, 0, 0, 0),
+            (_case(num_tokens=64, **big), 7, 4, 3, len(PS_CONFIGS), len(PS_DECODE_CONFIGS), len(PS_PDL_CONFIGS)),
+            (_case(num_tokens=65, **big), 0, 0, 0, len(PS_CONFIGS), 0, 0)):
         tac = b.tactics(case)
         assert len(tac) == (len(CONFIGS) + len(X2_CONFIGS) + n_x2 + len(SW_CONFIGS) + n_sw + n_ps + n_psd
-                            + (len(DOT_SCALED_CONFIGS) + n_decode if compiled else 0))
-        assert sum(t.id.ps for t in tac) == n_ps + n_psd
+                            + (len(DOT_SCALED_CONFIGS) + n_decode + n_pdl if compiled else 0))
+        assert sum(t.id.ps and not t.id.pdl for t in tac) == n_ps + n_psd
+        assert sum(t.id.pdl > 0 for t in tac) == (n_pdl if compiled else 0)
         assert sum(t.id.mode == "x2" for t in tac) == len(X2_CONFIGS) + n_x2
         assert sum(t.id.swap for t in tac) == len(SW_CONFIGS) + n_sw and all(t.id.x2 for t in tac if t.id.swap)
         labels = [t.label for t in tac]
@@ -179,15 +183,17 @@ def test_tactics_list():
             mode, sk = t.id.mode, t.id.split_k
             assert mode in ("bits", "ds", "x2", "sw", "ps") and sk in (1, 2, 4, 8)
             assert t.label == (f"m{bm}n{bn}k{bk}w{nw}s{ns}" + ("" if mode == "bits" else f"-{mode}")
-                               + (f"-sk{sk}" if sk > 1 else "") + (f"-g2sk{t.id.split_k2}" if t.id.split_k2 else ""))
+                               + (f"-sk{sk}" if sk > 1 else "") + (f"-g2sk{t.id.split_k2}" if t.id.split_k2 else "")
+                               + ("", "-pdl", "-pdlpf")[t.id.pdl])
             assert bm in (16, 32, 64, 128, 256) and bk in (64, 128, 256) and bn in (16, 32, 64, 128, 256)
             assert t.params == dict(block_m=bm, block_n=bn, block_k=bk, num_warps=nw, num_stages=ns,
                                     dot_scaled=mode == "ds", x2=mode in ("x2", "sw"), swap=mode == "sw",
-                                    ps=mode == "ps", split_k=sk, split_k2=t.id.gemm2_split)
+                                    ps=mode == "ps", split_k=sk, split_k2=t.id.gemm2_split,
+                                    **({"pdl": t.id.pdl} if t.id.pdl else {}))
     assert b.default_tactic(_case(num_tokens=1)).label == "m16n64k128w4s3"
     assert b.default_tactic(_case(num_tokens=4096)).params["block_m"] == 64
     every = (CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS + X2_CONFIGS + X2_DECODE_CONFIGS + SW_CONFIGS
-             + SW_DECODE_CONFIGS + PS_CONFIGS + PS_DECODE_CONFIGS)
+             + SW_DECODE_CONFIGS + PS_CONFIGS + PS_DECODE_CONFIGS + PS_PDL_CONFIGS)
     assert len(set(every)) == len(every)
 
 

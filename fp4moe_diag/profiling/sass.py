@@ -109,6 +109,7 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
         fn = KP._moe_mxfp4_gemm1_ps_kernel if gemm == "gemm1" else KP._moe_mxfp4_gemm2_ps_kernel
         ints = [{"stride_wn": "stride_ws", "stride_sn": "stride_ss"}.get(i, i) for i in ints]
         const["N_FASTEST"] = ps_n_fastest(kc.block_m)
+        const["PDL"] = kc.pdl
     else:
         fn = K._moe_mxfp4_gemm1_kernel if gemm == "gemm1" else K._moe_mxfp4_gemm2_kernel
         const |= dict(DOT_SCALED=kc.dot_scaled, X2=kc.x2, SWAP=kc.swap)

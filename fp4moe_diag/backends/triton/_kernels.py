@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_wait
 
 ACT_SWIGLU = 0
 ACT_SWIGLU_OAI = 1
@@ -500,10 +501,13 @@ INTERPRETED: bool = type(_moe_mxfp4_gemm1_kernel).__name__ == "InterpretedFuncti
 
 @triton.jit
 def _topk_sum_kernel(planes_ptr, out_ptr, H, stride_plane, stride_pm, stride_om,
-                     TOP_K: tl.constexpr, SPLIT: tl.constexpr, BLOCK_H: tl.constexpr):
+                     TOP_K: tl.constexpr, SPLIT: tl.constexpr, BLOCK_H: tl.constexpr, PDL: tl.constexpr = 0):
     """``out[t] = sum over split planes s, then top-k slots j, of planes[s, t * TOP_K + j]``, stored bf16: the
     last step of both GEMMs' output in one pass, in a fixed order (deterministic).  Stored as ``out``'s dtype (bf16:
-    cvt.rn on the GPU; the interpreter's float32 -> bf16 truncates, so the launcher gives it an fp32 ``out``)."""
+    cvt.rn on the GPU; the interpreter's float32 -> bf16 truncates, so the launcher gives it an fp32 ``out``).
+    ``PDL`` > 0 (compiled only): launched as a programmatic dependent of gemm2, it waits for gemm2 first."""
+    if PDL > 0:
+        gdc_wait()
     t = tl.program_id(0).to(tl.int64)
     offs = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     mask = offs < H

@@ -26,6 +26,18 @@ T=4096 went from 2262 to 2115 us).  Decode tiles (BLOCK_M = 16, about one M bloc
 tiles, splits)``: the programs in flight then stream many experts at once (5 % faster at 20b EP1 T=16..64 than
 the other order, runs s7c / s7d).
 
+Programmatic dependent launch (``PDL`` constexpr, tactic suffix ``-pdl``; the launcher sets it and Triton's
+``launch_pdl`` only when compiled): gemm1, gemm2 and the top-k sum of one call are launched as programmatic
+dependents; each waits at its top (``griddepcontrol.wait``: the grid before has finished, its writes are visible)
+and then lets the next grid launch (``griddepcontrol.launch_dependents``), so the next kernel's programs are already
+resident when this one ends: no launch gap between the three kernels.  Nothing but the weights and the routing
+tables (made before the call) is touched before the wait.  H200 (data/runs/2026-12-04-nvidia-h200-s8-triton, same
+tactic with and without, one run): 1.3-1.8 us less per call at decode (20b EP1 T=1 38.4 -> 37.1 us, T=16 159.2 ->
+157.6, T=64 165.6 -> 163.8; 120b EP4 T=64 141.0 -> 140.1), none at T=4096 (2148 -> 2164).  The summed CUPTI kernel
+time of a -pdl call exceeds its replay time (T=64: 233 against 164 us; first-start-to-last-end span 163 us): gemm2's
+programs wait while gemm1's last wave runs.  ``-pdlpf`` / ``-pdlpfe`` also prefetch gemm2's first 32 KB of weights
+per program into L2 before its wait (:func:`_l2_prefetch`, :func:`_l2_prefetch_slabs`).
+
 SASS of the gemm2 MMA loop (``python -m fp4moe_diag.profiling.sass``, sm_90a, triton 3.6.0, K = 3072):
 m16n128k128w4s4-ps 3.5 instructions per weight (gemm1 m16n128k128w4s3: 3.1), no shared-memory shuffle or byte
 permute of the weights (sw: 5.6, x2: 4.9, ds: 7.0).
@@ -41,6 +53,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from ._kernels import X2_UNSCALE, _dot, _gemm1_store, _gemm2_store, _tile_at, _x2_factor
 
@@ -57,6 +70,71 @@ _PS_ASM = tl.constexpr(r"""
   shr.b32 q, $4, 4;  and.b32 q, q, 0x00400040;  or.b32 u, u, q;  mul.rn.bf16x2 $3, u, $6;
 }
 """)
+
+
+# $1 / $2: a 512-byte chunk of the ps weights and its 32 scale bytes; into L2, no registers or shared memory touched
+_PF_ASM = tl.constexpr("""
+{
+  cp.async.bulk.prefetch.L2.global [$1], 512;
+  cp.async.bulk.prefetch.L2.global [$2], 32;
+  mov.u32 $0, 0;
+}
+""")
+
+
+# -pdlpfe: one thread per slab ($3: the slab's index in the tile == %tid.x) prefetches its whole range ($4 weight
+# bytes at $1, $5 scale bytes at $2) with an L2 evict_last policy, so that gemm1's streaming reads do not evict it
+_PF1_ASM = tl.constexpr("""
+{
+  .reg .pred p;
+  .reg .b32 t;
+  .reg .b64 pol;
+  mov.u32 t, %tid.x;
+  setp.eq.u32 p, t, $3;
+  createpolicy.fractional.L2::evict_last.b64 pol, 1.0;
+  @p cp.async.bulk.prefetch.L2.global.L2::cache_hint [$1], $4, pol;
+  @p cp.async.bulk.prefetch.L2.global.L2::cache_hint [$2], $5, pol;
+  mov.u32 $0, 0;
+}
+""")
+
+
+@triton.jit
+def _pdl_enter(PDL: tl.constexpr):
+    """Programmatic dependent launch (``PDL`` > 0, never under the interpreter: the launcher passes 0 there): wait
+    until the grid before this one has finished and its writes are visible, then let the next grid launch (its
+    programs take the SMs that this grid's last wave leaves idle and wait in this same call).  Every global read or
+    write of data a kernel before may touch comes after the wait."""
+    if PDL > 0:
+        gdc_wait()
+        gdc_launch_dependents()
+
+
+@triton.jit
+def _l2_prefetch(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride_ss, S: tl.constexpr,
+                 PF_C: tl.constexpr):
+    """Prefetch into L2 the first ``PF_C`` chunks (512 weight bytes + 32 scale bytes each) of slabs ``slab0 ..
+    slab0 + S - 1`` from chunk ``chunk0`` of one expert's ps matrices; indices past the matrix are clamped to its
+    last slab / chunk (a repeated prefetch, never an address outside it)."""
+    sl = tl.minimum(slab0 + tl.arange(0, S), n_slabs - 1).to(tl.int64)[:, None]
+    ch = tl.minimum(chunk0 + tl.arange(0, PF_C), n_chunks - 1)[None, :]
+    tl.inline_asm_elementwise(_PF_ASM, constraints="=r,l,l", args=[w_base + sl * stride_ws + ch * 512,
+                                                                    s_base + sl * stride_ss + ch * 32],
+                              dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def _l2_prefetch_slabs(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride_ss, S: tl.constexpr,
+                       PF_C: tl.constexpr):
+    """As :func:`_l2_prefetch`, one bulk prefetch per slab (its chunks are contiguous) issued by thread ``i`` for
+    slab ``i`` of the tile (a slab whose holder is another thread is skipped: a hint, never a fault), evict_last."""
+    i = tl.arange(0, S)
+    sl = tl.minimum(slab0 + i, n_slabs - 1).to(tl.int64)
+    n = tl.minimum(n_chunks - chunk0, PF_C)
+    tl.inline_asm_elementwise(_PF1_ASM, constraints="=r,l,l,r,r,r",
+                              args=[w_base + sl * stride_ws + chunk0 * 512, s_base + sl * stride_ss + chunk0 * 32, i,
+                                    tl.full((S,), 512, tl.int32) * n, tl.full((S,), 32, tl.int32) * n],
+                              dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
@@ -138,10 +216,11 @@ def _moe_mxfp4_gemm1_ps_kernel(
     stride_xm, stride_we, stride_ws, stride_se, stride_ss, stride_be, stride_om, stride_ps, stride_pm,
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
-    SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr,
+    SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr, PDL: tl.constexpr = 0,
 ):
     """gemm1 of :mod:`._kernels` (gate/up + activation, N = I, K = H) on the ps layout: the gate rows are slabs
-    ``N / 16 ..`` of the same ``[2N / 16, K / 64, 512]`` expert matrix."""
+    ``N / 16 ..`` of the same ``[2N / 16, K / 64, 512]`` expert matrix.  ``PDL``: see :func:`_pdl_enter`."""
+    _pdl_enter(PDL)
     pid_m, pid_n = _grid_ids(N_FASTEST)
     pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(pid_m, pid_n, tl.program_id(2), block_expert_ptr,
                                                               sorted_pair_ptr, num_pairs, N, BLOCK_M, BLOCK_N)
@@ -179,9 +258,26 @@ def _moe_mxfp4_gemm2_ps_kernel(
     stride_am, stride_we, stride_ws, stride_se, stride_ss, stride_be, stride_om, stride_os,
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
-    SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr,
+    SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr, PDL: tl.constexpr = 0,
 ):
-    """gemm2 of :mod:`._kernels` (down, times the routing weight, N = H, K = I) on the ps layout."""
+    """gemm2 of :mod:`._kernels` (down, times the routing weight, N = H, K = I) on the ps layout.  ``PDL``: see
+    :func:`_pdl_enter`; with ``PDL`` 2 / 3 the program first prefetches into L2 the first weight chunks of its tile
+    (2: every thread a share of the 512-byte chunks; 3: one bulk prefetch per slab, evict_last)
+    (weights and routing tables are made before the call: no kernel of the call writes them), so that the DRAM
+    time left idle in gemm1's tail streams gemm2's weights."""
+    if PDL >= 2:
+        pm, pn = _grid_ids(N_FASTEST)
+        S_PF: tl.constexpr = BLOCK_N // 16
+        PF_C: tl.constexpr = min(max(64 // S_PF, 1), K_SPLIT // 64)  # 32 KB of weights per program
+        e_pf = tl.load(block_expert_ptr + pm).to(tl.int64)
+        c_pf = (tl.program_id(2) * K_SPLIT) // 64
+        if PDL == 2:
+            _l2_prefetch(w_ptr + e_pf * stride_we, ws_ptr + e_pf * stride_se, pn * S_PF, c_pf, N // 16, K // 64,
+                         stride_ws, stride_ss, S_PF, PF_C)
+        else:
+            _l2_prefetch_slabs(w_ptr + e_pf * stride_we, ws_ptr + e_pf * stride_se, pn * S_PF, c_pf, N // 16,
+                               K // 64, stride_ws, stride_ss, S_PF, PF_C)
+    _pdl_enter(PDL)
     pid_m, pid_n = _grid_ids(N_FASTEST)
     pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(pid_m, pid_n, tl.program_id(2), block_expert_ptr,
                                                               sorted_pair_ptr, num_pairs, N, BLOCK_M, BLOCK_N)

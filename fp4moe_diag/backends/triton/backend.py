@@ -28,6 +28,7 @@ from ...inputs import MoEInputs
 from ..base import Backend, Support, Tactic, device_capability
 from . import ps_layout
 from .configs import (CONFIGS, DECODE_CONFIGS, DECODE_MAX_PAIRS, DOT_SCALED_CONFIGS, PS_CONFIGS, PS_DECODE_CONFIGS,
+                      PS_PDL_CONFIGS,
                       SW_CONFIGS, SW_DECODE_CONFIGS, X2_CONFIGS, X2_DECODE_CONFIGS, KernelConfig, default_config,
                       parse_config, split_k_fits)
 from .grouping import ExpertGrouping, group_pairs_by_expert
@@ -199,7 +200,8 @@ class TritonMXFP4Backend(Backend):
     def tactics(self, case: MoECase, prepared: Any = None) -> list[Tactic]:
         """The bit-arithmetic, x2 and sw configs everywhere, ps where the weights have that layout (H and I
         multiples of 64); the ``tl.dot_scaled`` ones only when compiled (GPU); for ``T * top_k <= DECODE_MAX_PAIRS``
-        the split-K decode configs (x2 / sw / ps ones everywhere, ds ones on GPU)."""
+        the split-K decode configs (x2 / sw / ps ones everywhere, ds ones on GPU); at decode on GPU the ps
+        tactics with programmatic dependent launch (``-pdl``)."""
         default = default_config(case)
         decode = case.num_tokens * case.top_k <= DECODE_MAX_PAIRS
         configs: tuple[KernelConfig, ...] = CONFIGS + X2_CONFIGS + SW_CONFIGS
@@ -208,6 +210,8 @@ class TritonMXFP4Backend(Backend):
         if ps_refusal(case) is None:
             configs += PS_CONFIGS + (tuple(c for c in PS_DECODE_CONFIGS if _split_fits(case, c)) if decode else ())
         if not (interpret_enabled() or kernels_interpreted()):
+            if decode and ps_refusal(case) is None:  # programmatic dependent launch: compiled kernels only
+                configs += tuple(c for c in PS_PDL_CONFIGS if _split_fits(case, c))
             configs += DOT_SCALED_CONFIGS
             if decode:
                 configs += tuple(c for c in DECODE_CONFIGS if _split_fits(case, c))
@@ -273,7 +277,7 @@ class TritonMXFP4Backend(Backend):
         pair_out = p.gemm2_planes(kc.gemm2_split)
         ctx = torch.cuda.device(x.device) if x.device.type == "cuda" else contextlib.nullcontext()
         w13, w13_scale, w2, w2_scale = p.ps if kc.ps else (p.w13, p.w13_scale, p.w2, p.w2_scale)
-        modes = dict(dot_scaled=kc.dot_scaled, x2=kc.x2, swap=kc.swap, ps=kc.ps)
+        modes = dict(dot_scaled=kc.dot_scaled, x2=kc.x2, swap=kc.swap, ps=kc.ps, pdl=kc.pdl)
         with ctx:
             kern.launch_gemm1(
                 x, w13, w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
@@ -287,7 +291,7 @@ class TritonMXFP4Backend(Backend):
             )
             # one fixed-order reduction over (split planes, top_k), stored bf16: deterministic, no atomics
             y = output if output is not None and output.dtype == torch.bfloat16 and output.stride(1) == 1 else p.out_bf16
-            kern.launch_topk_sum(pair_out, y, c.top_k)
+            kern.launch_topk_sum(pair_out, y, c.top_k, pdl=kc.pdl > 0)
         if output is None:
             return p.out_bf16.clone()
         if y is not output:

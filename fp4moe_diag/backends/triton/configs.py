@@ -7,6 +7,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+#: KernelConfig.pdl -> label suffix: the three kernels of a call launched with programmatic dependent launch (each
+#: waits on the grid before it at its top and lets the next one launch right after: the next grid's programs take the
+#: SMs the tail of this one leaves idle, and no launch gap); ``-pdlpf`` / ``-pdlpfe`` add gemm2's L2 prefetch of its
+#: first weights (see PS_PDL_CONFIGS)
+PDL_LABELS = {0: "", 1: "-pdl", 2: "-pdlpf", 3: "-pdlpfe"}
 MODES = ("bits", "ds", "x2", "sw", "ps")  # bit-arithmetic dequant, tl.dot_scaled, packed bf16x2 upcast, x2 swap-AB,
 # swap-AB on the pre-shuffled layout of ps_layout
 
@@ -27,6 +32,9 @@ class KernelConfig:
     # "sw" (the x2 upcast with the weights as the MMA's A operand: swap-AB), "ps" (swap-AB on pre-shuffled weights)
     split_k: int = 1
     split_k2: int = 0  # gemm2's split-K when it differs from gemm1's (0: the same as split_k)
+    pdl: int = 0  # mode ps only: 0 off, 1 programmatic dependent launch (label -pdl), 2 / 3 that and gemm2's first
+    # weight chunks prefetched into L2 before its grid-dependency wait (-pdlpf / -pdlpfe); see PDL_LABELS
+
 
     def __post_init__(self) -> None:
         if not isinstance(self.split_k2, int) or isinstance(self.split_k2, bool) or self.split_k2 < 0:
@@ -39,6 +47,10 @@ class KernelConfig:
                 raise ValueError(f"tactic: {f} must be a positive int, got {v!r}")
         if self.mode not in MODES:
             raise ValueError(f"tactic: mode must be one of {MODES}, got {self.mode!r}")
+        if self.pdl not in PDL_LABELS or isinstance(self.pdl, bool):
+            raise ValueError(f"tactic: pdl must be one of {sorted(PDL_LABELS)}, got {self.pdl!r}")
+        if self.pdl and self.mode != "ps":
+            raise ValueError(f"tactic: pdl (programmatic dependent launch) is a mode ps option, got mode {self.mode!r}")
         if self.mode == "ps":
             pow2 = lambda v: v & (v - 1) == 0  # noqa: E731
             if not (self.block_n % 16 == 0 and self.block_k % 64 == 0 and self.block_m >= 16
@@ -79,7 +91,7 @@ class KernelConfig:
     def label(self) -> str:
         base = f"m{self.block_m}n{self.block_n}k{self.block_k}w{self.num_warps}s{self.num_stages}"
         return (base + ("" if self.mode == "bits" else f"-{self.mode}") + (f"-sk{self.split_k}" if self.split_k > 1 else "")
-                + (f"-g2sk{self.split_k2}" if self.split_k2 else ""))
+                + (f"-g2sk{self.split_k2}" if self.split_k2 else "") + PDL_LABELS[self.pdl])
 
     def __str__(self) -> str:
         return self.label
@@ -87,7 +99,8 @@ class KernelConfig:
     def params(self) -> dict[str, Any]:
         return dict(block_m=self.block_m, block_n=self.block_n, block_k=self.block_k, num_warps=self.num_warps,
                     num_stages=self.num_stages, dot_scaled=self.dot_scaled, x2=self.x2, swap=self.swap,
-                    ps=self.ps, split_k=self.split_k, split_k2=self.gemm2_split)
+                    ps=self.ps, split_k=self.split_k, split_k2=self.gemm2_split,
+                    **({"pdl": self.pdl} if self.pdl else {}))  # the key only where set: older rows unchanged
 
 
 
@@ -223,7 +236,26 @@ PS_DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
 # planes are summed by the top-k reduction that runs anyway; m16n128k128w4s3 puts gemm2's 768 programs (20b EP1
 # T=64) on 528 slots (4 per SM by registers): 1.45 waves, 2.9 with -g2sk2.
 
-_LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds|x2|sw|ps))?(?:-sk(\d+))?(?:-g2sk(\d+))?$")
+#: mode ps with programmatic dependent launch (``pdl``; GPU only, sm_90+; offered at decode, T * top_k <=
+#: DECODE_MAX_PAIRS): the best decode ps tactics of s7c with -pdl.  At decode a call is three short kernels (20b EP1
+#: T=64: gemm1 104 us, gemm2 55 us, top-k sum 3.5 us and ~2 us of gaps, Nsight Compute s7-profile); PDL takes back
+#: the launch gaps.  H200, data/runs/2026-12-04-nvidia-h200-s8-triton (CUDA graphs, L2 flushed, the same tactic
+#: without PDL in the same run): 20b EP1 T=1 38.4 -> 37.1 us (m16n64k256w4s3-ps-sk2), T=16 159.2 -> 157.6, T=64
+#: 165.6 -> 163.8, 120b EP4 T=64 141.0 -> 140.1; at T=4096 m64n128k128w4s3 2148 -> 2164 (not offered there).
+#: ``-pdlpf`` (pdl=2: gemm2 also prefetches 32 KB of its first weight chunks into L2 before its wait) was slower in
+#: the same run at every shape (T=64 164.4, T=16 160.3, T=4096 2209 us): not offered, kept for that run's labels.
+#: Its SASS says why in part: the bulk prefetch (UBLKPF) takes warp-uniform operands, so per-thread addresses made
+#: ptxas loop it over up to 32 addresses per warp.  ``-pdlpfe`` (pdl=3: one evict_last bulk prefetch per slab from
+#: one thread, 2 UBLKPF per warp) is interpreter- and sm_90a-build-tested but NOT measured on the GPU yet: not offered.
+PS_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, pdl=1) for c in (
+    (16, 128, 128, 4, 3, "ps"),
+    (16, 128, 128, 4, 4, "ps"),
+    (16, 128, 128, 4, 3, "ps", 1, 2),
+    (16, 64, 256, 4, 3, "ps", 2),
+    (16, 64, 256, 4, 3, "ps", 4),
+))
+
+_LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds|x2|sw|ps))?(?:-sk(\d+))?(?:-g2sk(\d+))?(-pdl|-pdlpfe|-pdlpf)?$")
 
 
 def parse_config(cfg: Any) -> KernelConfig:
@@ -234,9 +266,12 @@ def parse_config(cfg: Any) -> KernelConfig:
     if isinstance(cfg, str):
         m = _LABEL.match(cfg)
         if m is None:
-            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps][-skN][-g2skN], got {cfg!r}")
+            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps][-skN][-g2skN][-pdl|-pdlpf|-pdlpfe], "
+                             f"got {cfg!r}")
         nums = [int(v) for v in m.groups()[:5]]
-        return KernelConfig(*nums, mode=m.group(6) or "bits", split_k=int(m.group(7) or 1), split_k2=int(m.group(8) or 0))
+        pdl = {v: k for k, v in PDL_LABELS.items()}[m.group(9) or ""]
+        return KernelConfig(*nums, mode=m.group(6) or "bits", split_k=int(m.group(7) or 1), split_k2=int(m.group(8) or 0),
+                            pdl=pdl)
     if not isinstance(cfg, (tuple, list)):
         raise ValueError(f"tactic: expected a KernelConfig, a label or a tuple, got {type(cfg).__name__}")
     cfg = tuple(cfg)

@@ -52,6 +52,17 @@ def _weight_dims(w: torch.Tensor, ps: bool) -> tuple[int, int]:
     return w.shape[1], 2 * w.shape[2]
 
 
+def _pdl_args(pdl: int, ps: bool) -> dict:
+    """The launch switches of programmatic dependent launch: the kernel's ``PDL`` constexpr and Triton's
+    ``launch_pdl``; nothing under the interpreter (no grid dependencies there: the same kernels, run one by one)."""
+    if pdl not in (0, 1, 2, 3):
+        raise ValueError(f"pdl: expected 0 (off), 1 (programmatic dependent launch), 2 or 3 (and gemm2's L2 prefetch), "
+                         f"got {pdl!r}")
+    if pdl and not ps:
+        raise ValueError("pdl: only the pre-shuffled kernels (ps=True) take programmatic dependent launch")
+    return dict(PDL=pdl, launch_pdl=True) if pdl and not INTERPRETED else {}
+
+
 def _x2(requested: bool, dot_scaled: bool) -> bool:
     if requested and dot_scaled:
         raise ValueError("x2: the packed bf16x2 upcast replaces the bit-arithmetic dequant; it cannot be combined "
@@ -66,12 +77,14 @@ def launch_gemm1(
     num_pairs: int, top_k: int, activation: int,
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
     split_k: int = 1, part: Optional[torch.Tensor] = None, x2: bool = False, swap: bool = False, ps: bool = False,
+    pdl: int = 0,
 ) -> None:
     """Launch gemm1 on ``block_expert_ids.numel()`` M-blocks. ``w [L, 2I, H/2]`` (``ps``: the layout of
     :mod:`.ps_layout`, ``[L, 2I/16, H/64, 512]``), ``out [P, I]``.
-    ``split_k > 1`` needs ``part``: fp32 ``[split_k, >= P, 2I]`` (then a finalize kernel runs)."""
+    ``split_k > 1`` needs ``part``: fp32 ``[split_k, >= P, 2I]`` (then a finalize kernel runs, launched plainly).
+    ``pdl`` (ps only): 1 launches it as a programmatic dependent (:func:`._kernels_ps._pdl_enter`), 2 the same."""
     inter, hidden = _weight_dims(w, ps)[0] // 2, x.shape[1]
-    modes = _mode_args(dot_scaled, x2, swap, ps, block_m)
+    modes = _mode_args(dot_scaled, x2, swap, ps, block_m) | _pdl_args(pdl, ps)
     num_blocks = block_expert_ids.numel()
     if num_blocks == 0:
         return
@@ -115,12 +128,13 @@ def launch_gemm2(
     topk_weights: torch.Tensor, out: torch.Tensor, sorted_pair_ids: torch.Tensor,
     block_expert_ids: torch.Tensor, num_pairs: int,
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
-    split_k: int = 1, x2: bool = False, swap: bool = False, ps: bool = False,
+    split_k: int = 1, x2: bool = False, swap: bool = False, ps: bool = False, pdl: int = 0,
 ) -> None:
     """Launch gemm2. ``a [P, I]`` bf16, ``w [L, H, I/2]`` (``ps``: ``[L, H/16, I/64, 512]``), ``out [T*k, H]``
-    (rows by pair index), or ``out [>= split_k, T*k, H]`` (one plane per split; the caller sums them)."""
+    (rows by pair index), or ``out [>= split_k, T*k, H]`` (one plane per split; the caller sums them).
+    ``pdl`` (ps only): 1 programmatic dependent launch, 2 that and the L2 prefetch of its first weight chunks."""
     hidden, inter = _weight_dims(w, ps)[0], a.shape[1]
-    modes = _mode_args(dot_scaled, x2, swap, ps, block_m)
+    modes = _mode_args(dot_scaled, x2, swap, ps, block_m) | _pdl_args(pdl, ps)
     num_blocks = block_expert_ids.numel()
     if num_blocks == 0:
         return
@@ -141,8 +155,9 @@ def launch_gemm2(
     )
 
 
-def launch_topk_sum(planes: torch.Tensor, out: torch.Tensor, top_k: int) -> None:
-    """``out [T, H]`` (bf16) = the sum of ``planes [S, T * top_k, H]`` (fp32) over planes and top-k slots."""
+def launch_topk_sum(planes: torch.Tensor, out: torch.Tensor, top_k: int, pdl: bool = False) -> None:
+    """``out [T, H]`` (bf16) = the sum of ``planes [S, T * top_k, H]`` (fp32) over planes and top-k slots;
+    ``pdl``: launched as a programmatic dependent of the kernel before (gemm2), which it waits for."""
     splits, rows, hidden = planes.shape
     t = out.shape[0]
     if out.dtype != torch.bfloat16 or out.dim() != 2 or out.shape[1] != hidden or out.stride(1) != 1:
@@ -156,7 +171,7 @@ def launch_topk_sum(planes: torch.Tensor, out: torch.Tensor, top_k: int) -> None
     dst = torch.empty(out.shape, dtype=torch.float32, device=out.device) if INTERPRETED else out
     _topk_sum_kernel[(t, triton.cdiv(hidden, block_h))](
         planes, dst, hidden, planes.stride(0), planes.stride(1), dst.stride(0),
-        TOP_K=top_k, SPLIT=splits, BLOCK_H=block_h, num_warps=1,
+        TOP_K=top_k, SPLIT=splits, BLOCK_H=block_h, num_warps=1, **(_pdl_args(1, True) if pdl else {}),
     )
     if dst is not out:  # round to nearest even, as cvt.rn does on the GPU
         out.copy_(dst)

@@ -1,0 +1,170 @@
+"""Programmatic dependent launch of our ps kernels (tactic suffixes ``-pdl`` / ``-pdlpf`` / ``-pdlpfe``).
+
+* Host side: labels, the ``pdl`` field's checks, the launch switches (none under the interpreter).
+* Interpreter (TRITON_INTERPRET=1, one subprocess, small shapes): the -pdl / -pdlpf tactics against the float32
+  reference with EP offsets, uneven K (a half-empty last K tile) and split-K / gemm2-only split-K, bit-identical to
+  the same tactic without PDL (the interpreter runs the kernels one after the other; the grid-dependency
+  instructions are compiled-only).
+* Compiled for sm_90a on this CPU host (Triton's bundled ptxas, no GPU): the PTX holds ``griddepcontrol.wait`` and
+  ``.launch_dependents`` (and gemm2's ``cp.async.bulk.prefetch.L2`` for -pdlpf / -pdlpfe) exactly when asked, and the
+  register count of gemm2 does not grow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fp4moe_diag.backends.triton.configs import PDL_LABELS, PS_PDL_CONFIGS, KernelConfig, parse_config
+
+ROOT = Path(__file__).resolve().parents[1]
+TOL = 1e-2  # as tests/test_triton_backend.py: relative L2 against the fp32 reference
+
+
+def _has_triton() -> bool:
+    try:
+        import triton  # noqa: F401
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
+HAS_TRITON = _has_triton()
+
+
+def test_pdl_labels_round_trip_and_checks():
+    kc = parse_config("m16n128k128w4s3-ps-g2sk2-pdl")
+    assert (kc.pdl, kc.gemm2_split, kc.label) == (1, 2, "m16n128k128w4s3-ps-g2sk2-pdl")
+    assert parse_config("m16n64k256w4s3-ps-sk2-pdlpf") == KernelConfig(16, 64, 256, 4, 3, "ps", 2, pdl=2)
+    assert parse_config("m16n128k128w4s3-ps-pdlpfe").label == "m16n128k128w4s3-ps-pdlpfe"
+    assert parse_config("m16n128k128w4s3-ps").pdl == 0 and "pdl" not in parse_config("m16n128k128w4s3-ps").params()
+    assert kc.params()["pdl"] == 1
+    assert PDL_LABELS == {0: "", 1: "-pdl", 2: "-pdlpf", 3: "-pdlpfe"}
+    assert all(c.pdl == 1 and c.ps and c.block_m == 16 for c in PS_PDL_CONFIGS)  # decode tiles only (s8 run)
+    assert all(parse_config(c.label) == c for c in PS_PDL_CONFIGS)
+    with pytest.raises(ValueError, match="pdl .* is a mode ps option"):
+        KernelConfig(16, 64, 128, 4, 3, "x2", pdl=1)
+    with pytest.raises(ValueError, match="pdl must be one of"):
+        KernelConfig(16, 64, 128, 4, 3, "ps", pdl=4)
+    with pytest.raises(ValueError, match="pdl must be one of"):
+        KernelConfig(16, 64, 128, 4, 3, "ps", pdl=True)
+    with pytest.raises(ValueError, match="expected a label"):
+        parse_config("m16n64k128w4s3-ps-pdl-sk2")  # the suffix comes last
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+def test_pdl_launch_switches():
+    from fp4moe_diag.backends.triton import launch
+
+    with pytest.raises(ValueError, match="^pdl: only the pre-shuffled kernels"):
+        launch._pdl_args(1, ps=False)
+    with pytest.raises(ValueError, match="^pdl: expected 0"):
+        launch._pdl_args(5, ps=True)
+    assert launch._pdl_args(0, ps=True) == {}
+    want = {} if launch.INTERPRETED else {"PDL": 2, "launch_pdl": True}
+    assert launch._pdl_args(2, ps=True) == want
+
+
+_INTERP_SCRIPT = r"""
+import json, torch
+from fp4moe_diag import MoECase, build_inputs
+from fp4moe_diag.reference import reference_moe
+from fp4moe_diag.backends.base import Tactic
+from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend, kernels_interpreted
+
+b = TritonMXFP4Backend()
+base = dict(num_tokens=6, hidden_size=192, intermediate_size=320, top_k=2)
+cases = {  # K = 192 / 320 in steps of 128: a half-empty last K tile; 8 experts, this rank holds 4..7
+    "ep_offset_uneven": dict(num_experts=8, local_num_experts=4, local_expert_offset=4),
+}
+labels = ("m16n64k128w4s1-ps", "m16n64k128w4s1-ps-pdl", "m16n64k128w4s1-ps-pdlpf",
+          "m16n64k128w4s1-ps-sk2", "m16n64k128w4s1-ps-sk2-pdl", "m16n64k128w4s1-ps-sk2-pdlpfe",
+          "m32n128k64w4s1-ps-g2sk3", "m32n128k64w4s1-ps-g2sk3-pdl", "m32n128k64w4s1-ps-g2sk3-pdlpfe")
+out = {}
+for name, kw in cases.items():
+    inp = build_inputs(MoECase(**{**base, **kw}))
+    ref = reference_moe(inp)
+    prep = b.prepare(inp)
+    ys = {}
+    for lab in labels:
+        y = b.run(prep, Tactic(id=lab, label=lab))
+        assert y.dtype == torch.bfloat16 and y.shape == ref.shape
+        ys[lab] = y
+        out[f"{name}/{lab}"] = float((y.float() - ref).norm() / ref.norm())
+    out[f"{name}/same_bits"] = all(torch.equal(ys[lab], ys[lab.rsplit("-pdl", 1)[0]]) for lab in labels if "-pdl" in lab)
+out["interpreted"] = kernels_interpreted()
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def interp_results() -> dict:
+    if not HAS_TRITON:
+        pytest.skip("triton is not installed")
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    r = subprocess.run([sys.executable, "-c", _INTERP_SCRIPT], capture_output=True, text=True, env=env, cwd=ROOT,
+                       timeout=1200)
+    assert r.returncode == 0, f"interpreter run failed:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):])
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+@pytest.mark.parametrize("name", ["ep_offset_uneven"])
+def test_pdl_tactics_match_the_reference_in_the_interpreter(interp_results: dict, name: str):
+    assert interp_results["interpreted"] is True
+    errs = {k: v for k, v in interp_results.items() if k.startswith(name + "/") and "same_bits" not in k}
+    assert len(errs) == 9 and sum("-pdl" in k for k in errs) == 6
+    assert not {k: v for k, v in errs.items() if not v < TOL}, errs
+    assert interp_results[f"{name}/same_bits"] is True
+
+
+def _bundled(tool: str) -> bool:
+    if not HAS_TRITON:
+        return False
+    import triton
+
+    return os.path.exists(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", tool))
+
+
+def _ptx_and_regs(label: str, gemm: str) -> tuple[str, int]:
+    import re
+    import tempfile
+
+    import triton
+
+    from fp4moe_diag.profiling.sass import _compile
+
+    cc = _compile(parse_config(label), gemm, 256, 90)
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "k.cubin")
+        with open(path, "wb") as f:
+            f.write(cc.asm["cubin"])
+        res = subprocess.run([tool, "-res-usage", path], capture_output=True, text=True, check=True).stdout
+    return cc.asm["ptx"], int(re.search(r"REG:(\d+)", res).group(1))
+
+
+@pytest.mark.skipif(not (_bundled("ptxas") and _bundled("cuobjdump")), reason="triton with its bundled CUDA tools "
+                    "is not installed")
+def test_pdl_instructions_in_the_sm90_build():
+    wait, trigger, prefetch = "griddepcontrol.wait", "griddepcontrol.launch_dependents", "cp.async.bulk.prefetch.L2"
+    ptx0, reg0 = _ptx_and_regs("m16n64k128w4s3-ps", "gemm2")
+    ptx1, reg1 = _ptx_and_regs("m16n64k128w4s3-ps-pdl", "gemm2")
+    ptx2, _ = _ptx_and_regs("m16n64k128w4s3-ps-pdlpf", "gemm2")
+    ptx3, reg3 = _ptx_and_regs("m16n64k128w4s3-ps-pdlpfe", "gemm2")
+    g1, _ = _ptx_and_regs("m16n64k128w4s3-ps-pdl", "gemm1")
+    assert not any(s in ptx0 for s in (wait, trigger, prefetch))
+    assert ptx1.count(wait) == ptx1.count(trigger) == 1 and prefetch not in ptx1
+    assert ptx2.count(wait) == 1 and ptx2.count(prefetch) == 2  # 512 weight bytes + 32 scale bytes per chunk
+    assert ptx2.index(prefetch) < ptx2.index(wait)  # the prefetch runs before the wait
+    assert ptx3.count(prefetch + ".global.L2::cache_hint") == 2 and "L2::evict_last" in ptx3  # one issuer per slab
+    assert ptx3.index(prefetch) < ptx3.index(wait) and reg3 <= reg0 + 8
+    assert g1.count(wait) == g1.count(trigger) == 1
+    assert reg1 <= reg0 + 8  # the wait costs no registers worth an occupancy step
