@@ -60,6 +60,10 @@ class TensorArg:
             return None
         if lo != hi:
             raise ValueError(f"values differ per element (min {lo}, max {hi}); a case holds one value")
+        if self.dtype == "torch.float32":  # the shortest decimal of the fp32 value (1.702, not 1.7020000219...)
+            import numpy as np  # noqa: PLC0415
+
+            return float(str(np.float32(lo)))
         return lo
 
 

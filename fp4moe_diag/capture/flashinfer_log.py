@@ -250,7 +250,9 @@ def _record_end(lines: _Lines, start: int) -> int:
 
 
 def _name_positional(function: str, args: dict, line: int) -> dict:
-    names = _POSITIONAL.get(function, ())
+    if function not in _POSITIONAL:
+        return args
+    names = _POSITIONAL[function]
     out = {}
     for k, v in args.items():
         if k.startswith("arg["):
