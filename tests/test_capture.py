@@ -174,3 +174,43 @@ def test_export_fib_loads_in_flashinfer_bench(ev, tmp_path, capsys):
     (t,) = ts.traces[name]
     assert t.evaluation.status.value == "PASSED" and t.solution == "fp4moe-diag_reference_torch_fp32"
     assert t.workload.axes == {"num_tokens": 4} and len(ts.workloads[name]) == 1
+
+
+SAMPLE = "data/samples/flashinfer-0.7.4-l3-routed-gpt-oss-20b-ep2r1-T16.log"
+
+
+def test_committed_sample_log_and_notebook_01_table():
+    from fp4moe_diag.paths import repo_path
+    from fp4moe_diag.report.nb01 import evidence_case
+
+    case, note, table = evidence_case(SAMPLE)
+    assert case.label == "gpt-oss-20b/ep2r1/T16/H3072/I3072/E32/k4/mxfp4" and "FlashInfer 0.7.4" in note
+    assert list(table["field"])[:3] == ["num_tokens", "hidden_size", "intermediate_size"]
+    assert table.set_index("field").loc["local_expert_offset", "from"].endswith("local_expert_offset=16")
+    calls = parse_flashinfer_log(repo_path(SAMPLE).read_text())
+    assert {c.function for c in calls} == {"shuffle_matrix_a", "trtllm_fp4_block_scale_routed_moe"}  # others skipped
+
+
+def test_vllm_log_is_detected_and_flashinfer_log_feeds_reproduce(ev, tmp_path, capsys):
+    vllm = tmp_path / "vllm.log"
+    vllm.write_text("(EngineCore_DP0 pid=7) hidden_states : torch.bfloat16 torch.Size([4, 256]) (256, 1) cuda:0\n"
+                    "(EngineCore_DP0 pid=7) num_experts : 8\n(EngineCore_DP0 pid=7) top_k : 2\n"
+                    "(EngineCore_DP0 pid=7) intermediate_size : 256\n")
+    assert detect_log_format(vllm.read_text()) == "vllm"
+    assert detect_log_format((ev / "l5.log").read_text()) == "flashinfer"
+    rc, out, _ = run_cli(capsys, "cases", "--from-log", vllm, "--json")
+    assert rc == 0 and json.loads(out)[0]["case"]["num_experts"] == 8
+    rc, out, err = run_cli(capsys, "reproduce", "--flashinfer-log", ev / "l5.log", "--static")
+    assert rc == 0, err
+    assert "on cpu (stub)" in out and ("fixed-upstream" in out or "reproduced" in out)
+
+
+def test_bad_sources_are_one_line_errors(ev, tmp_path, capsys):
+    from fp4moe_diag.runs import SweepSpec
+
+    with pytest.raises(ValueError, match="tokens, ep_sizes, max_tokens and hidden_scale do not apply"):
+        SweepSpec(models=(), source=f"dump:{ev / 'dump_routed'}", tokens=(4,))
+    rc, _, err = run_cli(capsys, "cases", "--from-dump", tmp_path)
+    assert rc == 2 and err.count("\n") == 1 and "holds no call folders" in err
+    rc, _, err = run_cli(capsys, "cases", "--from-log", ev / "l5.log", "--call", "3")
+    assert rc == 2 and "call: expected 1..1" in err
