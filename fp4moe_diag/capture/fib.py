@@ -111,11 +111,44 @@ def our_definition(row: Any, why: str) -> dict:
                            f"(definition by fp4moe-diag: {why})"}
 
 
+def _fi_trace_kwargs(row: Any) -> dict:
+    """``cutlass_fused_moe``'s arguments for a row's sizes as meta tensors (fi_trace reads shapes only)."""
+    import torch  # noqa: PLC0415
+
+    t, h, i = int(row["num_tokens"]), int(row["hidden_size"]), int(row["intermediate_size"])
+    n, k = int(row["local_num_experts"]), int(row["top_k"])
+
+    def m(*shape: int, dt: Any = torch.uint8) -> Any:
+        return torch.empty(*shape, dtype=dt, device="meta")
+
+    return dict(input=m(t, h, dt=torch.bfloat16), token_selected_experts=m(t, k, dt=torch.int32),
+                token_final_scales=m(t, k, dt=torch.float32), fc1_expert_weights=m(n, 2 * i, h // 2),
+                fc2_expert_weights=m(n, h, i // 2), output_dtype=torch.bfloat16,
+                quant_scales=[m(n, 2 * i // 64, h // 128, 16, 4, dt=torch.int32),
+                              m(n, h // 64, i // 128, 16, 4, dt=torch.int32)],
+                fc1_expert_biases=m(n, 2 * i, dt=torch.bfloat16), fc2_expert_biases=m(n, h, dt=torch.bfloat16),
+                swiglu_alpha=m(n, dt=torch.float32), swiglu_beta=m(n, dt=torch.float32),
+                swiglu_limit=m(n, dt=torch.float32), ep_size=int(row["ep_size"]), ep_rank=int(row["ep_rank"]),
+                use_w4_group_scaling=True)
+
+
 def _flashinfer_definition(row: Any) -> tuple[Any, str]:
-    """FlashInfer's own definition of the op when it has one that loads here, else (None, why)."""
-    return None, ("FlashInfer 0.7.4 has fi_trace templates for cutlass_fused_moe and the routed trtllm op, but "
-                  "their Definitions declare uint8 weights, which flashinfer-bench 0.1.2's DType lacks; the "
-                  "suite's backends are several ops (CUTLASS, Triton, triton_kernels) of one problem")
+    """FlashInfer's own ``fi_trace`` Definition of the op (``cutlass_fused_moe``, the SM90 MXFP4 x BF16 call)
+    when it loads in the installed flashinfer-bench; else ``(None, why)``."""
+    from flashinfer_bench.data import Definition  # noqa: PLC0415
+
+    try:
+        from flashinfer.fused_moe import cutlass_fused_moe  # noqa: PLC0415
+
+        d = cutlass_fused_moe.fi_trace(**_fi_trace_kwargs(row))
+    except Exception as e:  # noqa: BLE001 - no fi_trace here: ours, saying why
+        return None, f"FlashInfer's cutlass_fused_moe.fi_trace failed: {type(e).__name__}: {str(e)[:200]}"
+    try:
+        return Definition.model_validate(d), ""
+    except ValueError as e:
+        bad = sorted({ln.strip() for ln in str(e).splitlines() if ln.strip().startswith("inputs.")})
+        return None, (f"FlashInfer's fi_trace definition {d.get('name')!r} does not load in flashinfer-bench "
+                      f"({', '.join(bad) or str(e).splitlines()[0]}: uint8 is not a flashinfer-bench dtype)")
 
 
 def _evaluation(row: Any, default_ms: float, env: dict) -> Any:
@@ -152,16 +185,19 @@ def export_fib(runs: Sequence[Any], out: Any) -> ExportReport:
     for d in dirs.values():
         d.mkdir(parents=True, exist_ok=True)
     workloads: dict = {}
+    names: dict = {}
     for _, row in df.iterrows():
         if str(row["weight_format"]) != "mxfp4" or str(row["activation"]) != "swiglu_oai":
             rep.left_out["(not a gpt-oss MXFP4 case)"] = rep.left_out.get("(not a gpt-oss MXFP4 case)", 0) + 1
             continue
-        name = definition_name(row)
-        if name not in rep.definitions:
+        ours = definition_name(row)
+        if ours not in names:
             fi, why = _flashinfer_definition(row)
             d = fi or Definition.model_validate(our_definition(row, why))
-            rep.definitions[name] = "flashinfer fi_trace" if fi else f"fp4moe-diag ({why})"
-            (dirs["definitions"] / f"{name}.json").write_text(d.model_dump_json(indent=2))
+            names[ours] = d.name
+            rep.definitions[d.name] = "flashinfer fi_trace" if fi else f"fp4moe-diag ({why})"
+            (dirs["definitions"] / f"{d.name}.json").write_text(d.model_dump_json(indent=2))
+        name = names[ours]
         key = (name, int(row["num_tokens"]), int(row["seed"] or 0), str(row.get("input_source") or ""))
         if key not in workloads:
             wl = Workload(axes={"num_tokens": key[1]}, uuid=str(uuid.uuid5(uuid.NAMESPACE_URL, "|".join(map(str, key)))),
