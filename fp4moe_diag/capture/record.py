@@ -76,7 +76,10 @@ def _trtllm_kwargs(inputs: Any, entry: str, out: torch.Tensor) -> dict:
 def _cutlass_kwargs(inputs: Any, out: torch.Tensor) -> dict:
     from ..backends.flashinfer.cutlass import CutlassBackend  # noqa: PLC0415
 
-    if out.is_cuda:
+    if out.is_cuda:  # FlashInfer's own SM90 preparation (the prebuilt module of FP4MOE_CUTLASS_MODULE if set)
+        from ..backends.flashinfer.cutlass import load_slim_module_if_configured  # noqa: PLC0415
+
+        load_slim_module_if_configured()
         kw = CutlassBackend()._kwargs(inputs)
     else:  # interleave_moe_weights_for_sm90_mixed_gemm is CUDA only: the suite's port of it
         from flashinfer.fused_moe.prepare import interleave_moe_scales_for_sm90_mixed_gemm as fold  # noqa: PLC0415
