@@ -214,3 +214,28 @@ def test_bad_sources_are_one_line_errors(ev, tmp_path, capsys):
     assert rc == 2 and err.count("\n") == 1 and "holds no call folders" in err
     rc, _, err = run_cli(capsys, "cases", "--from-log", ev / "l5.log", "--call", "3")
     assert rc == 2 and "call: expected 1..1" in err
+
+
+def test_a_vllm_prefixed_log_of_two_processes_lists_both_and_picks_one(ev, tmp_path):
+    text = "".join(f"(EngineCore_DP0 pid=11) {ln}\n" for ln in (ev / "l5.log").read_text().splitlines())
+    text += "".join(f"(EngineCore_DP1 pid=12) {ln}\n" for ln in (ev / "l10x.log").read_text().splitlines())
+    both = cases_from_log(text, "mixed")
+    assert [c.entry_point for c in both] == ["trtllm_fp4_block_scale_routed_moe", "cutlass_fused_moe"]
+    assert [c.processes for c in both] == [("EngineCore_DP0 pid=11",), ("EngineCore_DP1 pid=12",)]
+    assert both[1].calls == ("call 2: cutlass_fused_moe at line %d (EngineCore_DP1 pid=12)"
+                             % int(both[1].calls[0].split(" at line ")[1].split()[0]),)
+    (one,) = cases_from_log(text, "mixed", process="EngineCore_DP1")
+    assert one.case == both[1].case and one.case.num_experts == 8 and one.case.local_expert_offset == 4
+    (first,) = cases_from_log(text, "mixed", call=1)
+    assert first.entry_point == "trtllm_fp4_block_scale_routed_moe"
+
+
+def test_level1_logs_and_the_unified_api_are_refused(tmp_path):
+    from fp4moe_diag.capture.derive import case_from_args
+
+    record("routed", level=1, logdest=tmp_path / "l1.log", extra=SMALL + ["--no-stub"])
+    with pytest.raises(ValueError, match=r"line \d+: the record of trtllm_fp4_block_scale_routed_moe has no "
+                                         r"arguments: a level-1 log"):
+        cases_from_log((tmp_path / "l1.log").read_text(), "l1")
+    with pytest.raises(ValueError, match="MoELayer.__call__: the unified MoE API logs its packs as a repr"):
+        case_from_args("MoELayer.__call__", {})

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .derive import Arg, EnumArg, RawArg, SourcedCase, TensorArg, case_from_args
+from .derive import ENTRY_POINTS, UNIFIED, Arg, EnumArg, RawArg, SourcedCase, TensorArg, case_from_args
 
 #: the longest line read (a tensor field line is ~60 characters)
 MAX_LINE_CHARS = 4096
@@ -280,6 +280,9 @@ def parse_flashinfer_log(text: str) -> list[LoggedCall]:
             i += 1
             continue
         if i + 1 >= len(lines.body) or lines.body[i + 1] != _RULE_DASH:
+            if m["name"] not in ENTRY_POINTS + (UNIFIED,):
+                i += 1  # another function's level-1 record: nothing to read
+                continue
             raise _err(i + 1, f"the record of {m['name']} has no arguments: a level-1 log (or a cut record); "
                               "log with FLASHINFER_LOGLEVEL=3 or 5")
         end = _record_end(lines, i + 2)
@@ -303,8 +306,6 @@ def cases_from_calls(calls: list[LoggedCall], origin: str, *, process: Any = Non
     """One :class:`SourcedCase` per distinct case among ``calls`` (``call``: the 1-based index of one call
     of :func:`list_calls`; ``process``: only that process's calls).  Non-MoE calls are skipped; no MoE call
     left is a ValueError listing what the log holds."""
-    from .derive import ENTRY_POINTS, UNIFIED  # noqa: PLC0415
-
     moe = [c for c in calls if c.function in ENTRY_POINTS + (UNIFIED,)]
     if process is not None:
         want = str(process).strip()
@@ -322,19 +323,21 @@ def cases_from_calls(calls: list[LoggedCall], origin: str, *, process: Any = Non
         raise ValueError(f"{origin}: no FP4 MoE call record (trtllm_fp4_block_scale_routed_moe, "
                          f"trtllm_fp4_block_scale_moe, cutlass_fused_moe); the log has {funcs or 'no records'}")
     out: dict[Any, SourcedCase] = {}
+    index = {id(c): i for i, c in enumerate(c for c in calls if c.function in ENTRY_POINTS + (UNIFIED,))}
     for c in moe:
         try:
             case, src = case_from_args(c.function, c.args, model=model)
         except ValueError as e:
             raise ValueError(f"{origin}: {c.label}: {e}") from None
         version = c.flashinfer_version
+        label = f"call {index[id(c)] + 1}: {c.label}"  # the number --call takes
         key = (case, c.function, version)
         if key in out:
             prev = out[key]
-            out[key] = SourcedCase(case, c.function, version, prev.sources, origin, prev.calls + (c.label,),
+            out[key] = SourcedCase(case, c.function, version, prev.sources, origin, prev.calls + (label,),
                                    tuple(dict.fromkeys(prev.processes + (c.process,))), prev.version_source)
         else:
-            out[key] = SourcedCase(case, c.function, version, src, origin, (c.label,), (c.process,),
+            out[key] = SourcedCase(case, c.function, version, src, origin, (label,), (c.process,),
                                    version_source(c))
     return list(out.values())
 
