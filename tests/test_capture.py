@@ -140,6 +140,12 @@ def test_layouts_round_trip():
     b = torch.randn(2, 256, generator=g)
     out = layouts.trtllm_unshuffle(*layouts.trtllm_shuffle(w13, s13, w, s, b))
     assert all(torch.equal(x, y) for x, y in zip(out, (w13, s13, w, s, b)))
+    # the 128x4 swizzle is FlashInfer's own (its Python inverse in the trace templates agrees)
+    from flashinfer.trace.templates.gemm import _unswizzle_sf_128x4
+
+    sf = torch.randint(0, 256, (256, 8), dtype=torch.uint8, generator=g)
+    assert torch.equal(_unswizzle_sf_128x4(layouts.swizzle_128x4(sf), 256, 8), sf)
+    assert torch.equal(layouts.unswizzle_128x4(layouts.swizzle_128x4(sf), 256, 8), sf)
 
 
 def test_bundle_script_reproduces_the_stated_verdict_over_the_stub(ev, tmp_path, capsys):
