@@ -245,3 +245,33 @@ def test_level1_logs_and_the_unified_api_are_refused(tmp_path):
         cases_from_log((tmp_path / "l1.log").read_text(), "l1")
     with pytest.raises(ValueError, match="MoELayer.__call__: the unified MoE API logs its packs as a repr"):
         case_from_args("MoELayer.__call__", {})
+
+
+def test_level3_logs_of_every_mxfp4_table_shape_parse_to_their_cases(tmp_path):
+    from fp4moe_diag.capture.record import table_cases
+
+    record("routed", level=3, logdest=tmp_path / "all.log", extra=["--meta", "--model", "all-mxfp4", "--tokens", "64"])
+    got = cases_from_log((tmp_path / "all.log").read_text(), "all")
+    want = table_cases(64)
+    assert len(want) == 8 and [sc.case for sc in got] == want  # gpt-oss-20b/120b x EP 1, 2, 4, 8, last rank
+    assert [sc.calls[0].split(":")[0] for sc in got] == [f"call {i}" for i in range(1, 9)]
+
+
+def test_bundle_from_a_case_builds_its_tensors_from_the_seed(tmp_path, capsys):
+    case = {"num_tokens": 4, "hidden_size": 256, "intermediate_size": 256, "num_experts": 8, "top_k": 2,
+            "local_num_experts": 4, "local_expert_offset": 4, "seed": 3}
+    rc, _, err = run_cli(capsys, "bundle", "--case", json.dumps(case), "--out", tmp_path / "b.tar.gz")
+    assert rc == 0, err
+    with tarfile.open(tmp_path / "b.tar.gz") as tar:
+        names = tar.getnames()
+        tar.extractall(tmp_path / "x", filter="data")
+    assert "bundle/dump/inputs.pt" not in names and "bundle/environment.json" in names
+    b = tmp_path / "x" / "bundle"
+    stated = json.loads((b / "verdict.json").read_text())["status"]
+    assert json.loads((b / "case.json").read_text())["case"]["seed"] == 3
+    from fp4moe_diag.backends.flashinfer.hooks import stub_trtllm_gen_module
+
+    ns = runpy.run_path(str(b / "repro.py"), run_name="repro")
+    assert ns["DUMP"] is None and ns["SEED"] == 3
+    with stub_trtllm_gen_module():
+        assert ns["main"]("cpu") == stated

@@ -129,11 +129,51 @@ def _stubs(entry: str, out: torch.Tensor, value: Optional[torch.Tensor]):
         TvmFfiPackingStub._pack = saved_pack
 
 
+def table_cases(tokens: int) -> list:
+    """Every MXFP4 row of data/vllm_shapes.csv at ``tokens``, on its last EP rank."""
+    from ..shapes import load_vllm_cases  # noqa: PLC0415
+
+    cases = [c for c in load_vllm_cases(token_counts=[tokens]) if c.weight_format.value == "mxfp4"]
+    return [c.replace(local_expert_offset=c.num_experts - c.local_num_experts) for c in cases]
+
+
+def meta_routed_kwargs(case: Any) -> dict:
+    """The routed call's arguments for ``case`` as meta tensors: FlashInfer logs them (level 3) before the call
+    fails, with no memory spent (the level-3 log of a full-size table shape on a CPU machine)."""
+    t, h, i, k, n = case.num_tokens, case.hidden_size, case.intermediate_size, case.top_k, case.local_num_experts
+
+    def m(*shape: int, dt: Any = torch.float32) -> torch.Tensor:
+        return torch.empty(*shape, dtype=dt, device="meta")
+
+    return dict(topk_ids=m(t, k, dt=torch.int32), routing_bias=None, hidden_states=m(t, h, dt=torch.bfloat16),
+                hidden_states_scale=None, gemm1_weights=m(n, 2 * i, h // 2, dt=torch.uint8),
+                gemm1_weights_scale=m(n, 2 * i, h // 32, dt=torch.float8_e4m3fn), gemm1_bias=m(n, 2 * i),
+                gemm1_alpha=m(n), gemm1_beta=m(n), gemm1_clamp_limit=m(n), gemm2_weights=m(n, h, i // 2, dt=torch.uint8),
+                gemm2_weights_scale=m(n, h, i // 32, dt=torch.float8_e4m3fn), gemm2_bias=m(n, h),
+                output1_scale_scalar=None, output1_scale_gate_scalar=None, output2_scale_scalar=None,
+                num_experts=case.num_experts, top_k=k, n_group=None, topk_group=None, intermediate_size=i,
+                local_expert_offset=case.local_expert_offset, local_num_experts=n, routed_scaling_factor=None,
+                routing_method_type=int(case.routing_method), do_finalize=True, output=None,
+                tune_max_num_tokens=max(1, t), enable_pdl=False)
+
+
+def run_meta_calls(cases: Sequence[Any]) -> None:
+    import flashinfer.fused_moe as fm  # noqa: PLC0415
+
+    for case in cases:
+        try:
+            fm.trtllm_fp4_block_scale_routed_moe(**meta_routed_kwargs(case))
+        except Exception as e:  # noqa: BLE001 - meta tensors: the call fails after FlashInfer logged it
+            print(f"record: {case.label}: {type(e).__name__} after logging")
+
+
 def run_call(args: argparse.Namespace) -> None:
     import flashinfer.fused_moe as fm  # noqa: PLC0415  (after the FLASHINFER_* variables are set)
 
     from ..inputs import build_inputs  # noqa: PLC0415
 
+    if args.meta:
+        return run_meta_calls(table_cases(args.tokens) if args.model == "all-mxfp4" else [_case(args)])
     case = _case(args)
     inputs = build_inputs(case, args.device)
     entry = ENTRY[args.entry]
@@ -184,6 +224,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("--output", choices=("reference", "corrupt", "none"), default="reference",
                    help="CPU stub: what the stub kernel writes into the output")
     p.add_argument("--no-stub", action="store_true", help="CPU: call without stubs (fails after logging)")
+    p.add_argument("--meta", action="store_true", help="routed call of meta tensors: a level-3 log of any size, no "
+                   "memory (--model all-mxfp4: every MXFP4 row of the table, last EP rank)")
     run_call(p.parse_args(argv))
     return 0
 
