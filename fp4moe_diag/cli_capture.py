@@ -116,6 +116,8 @@ def reproduce_case_from_flashinfer_log(args: argparse.Namespace) -> Optional[Any
     """``reproduce --flashinfer-log FILE``: the one case of the log (several are refused, naming them)."""
     if not getattr(args, "flashinfer_log", None):
         return None
+    if getattr(args, "log", None):
+        raise ValueError("--flashinfer-log: not with --log (a vLLM kwargs log); give one of them")
     from .capture.flashinfer_log import cases_from_log
     from .capture.source import read_log_text
 

@@ -7,6 +7,7 @@ A source string may add ``#call=N``, ``#process=P`` and (dumps) ``#layout=canoni
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -104,16 +105,23 @@ def log_cases(src: CaptureSource, model: Optional[str] = None) -> list[SourcedCa
     return [SourcedCase(case, "trtllm_fp4_block_scale_routed_moe (vLLM's kwargs)", None, srcs, str(src.path))]
 
 
+@functools.lru_cache(maxsize=2)
+def _dump_calls(path: str, call: Optional[int]) -> tuple:
+    """A dump's MoE calls, read once per process (a sweep asks for its cases, then for their tensors)."""
+    from .dump import read_dump  # noqa: PLC0415
+
+    return tuple(read_dump(path, call=call))
+
+
 def source_cases(source: Any) -> tuple[list[SourcedCase], Optional[Callable[[MoECase, Any], Any]]]:
     """The sourced cases of ``source`` and, for a dump, ``make_inputs(case, device)`` giving the recorded
     tensors of the call that case came from."""
     src = source if isinstance(source, CaptureSource) else parse_source(source)
     if src.kind == "log":
         return log_cases(src), None
-    from .dump import read_dump  # noqa: PLC0415
     from .replay import inputs_from_dump  # noqa: PLC0415
 
-    calls = read_dump(src.path, call=src.call)
+    calls = _dump_calls(str(src.path.resolve()), src.call)
     by_case: dict[MoECase, Any] = {}
     for dc in calls:
         by_case.setdefault(dc.case, dc)  # several calls of one case: the first one is replayed
