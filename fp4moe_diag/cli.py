@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 import pandas as pd
 
 from . import cli_args as A
+from . import cli_capture as C
 
 if TYPE_CHECKING:
     from .runs import SweepSpec
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from .bugrepro import SEED_CASE, reproduce_meta_bug, static_meta_check
 
+    if getattr(args, "flashinfer_log", None):
+        args.case = C.reproduce_case_from_flashinfer_log(args)
     case = args.case if getattr(args, "case", None) is not None else SEED_CASE  # --log parsed at parse time
     if args.tokens and getattr(args, "case", None) is None:
         case = case.with_tokens(args.tokens)
@@ -93,7 +96,7 @@ def sweep_spec(args: argparse.Namespace) -> "SweepSpec":
                      measure_ceilings=not args.no_ceilings, max_seconds_per_tactic=args.max_seconds_per_tactic,
                      screen=args.screen, screen_top=args.screen_top, tag=args.tag,
                      kernel_time=args.kernel_time, tactic_filters=tuple(args.tactics or ()),
-                     shapes_file=args.shapes_file)
+                     shapes_file=args.shapes_file, source=C.source_of(args))
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -227,6 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--log", type=A.log_file, help="a vLLM kwargs log (seed format) to take the case from")
     r.add_argument("--process", default=None, help="the vLLM process of --log to read, e.g. EngineCore_DP0 (a log "
                    "that mixes processes is refused without it)")
+    r.add_argument("--flashinfer-log", type=C.log_file_any, default=None, metavar="FILE",
+                   help="a FlashInfer API log (FLASHINFER_LOGLEVEL=3/5) to take the case from")
+    r.add_argument("--call", type=A.positive_int, default=None, help="the N-th MoE call of --flashinfer-log")
     r.add_argument("--tokens", type=A.positive_int, help="override the number of tokens")
     r.add_argument("--static", action="store_true", help="only the stub check (any machine)")
     r.add_argument("--traceback", action="store_true", help="print the full traceback")
@@ -274,6 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--shapes-file", type=A.in_file, default=None, metavar="CSV",
                    help="shape table instead of data/vllm_shapes.csv (same columns), e.g. data/shapes/gpt-oss-nobias.csv")
     s.add_argument("--no-progress", action="store_true")
+    C.add_source_flags(s)
     s.set_defaults(func=cmd_sweep)
 
     pr = sub.add_parser("profile", help="Nsight Compute metrics per kernel of chosen tactics (nsight-python)",
@@ -346,6 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="column groups in this order, e.g. triton_kernels,triton,cutlass@0.5.2")
     hl.add_argument("--csv", type=Path, default=None, help="also write the wide table here")
     hl.set_defaults(func=cmd_headline)
+    C.add_parsers(sub)
     return p
 
 

@@ -48,6 +48,10 @@ class MoEInputs:
     swiglu_beta: Optional[torch.Tensor] = None  # fp32 [L]
     swiglu_limit: Optional[torch.Tensor] = None  # fp32 [L]
     routing_bias: Optional[torch.Tensor] = None  # bf16 [E] (DeepSeekV3)
+    #: the user's recorded tensors (a Flight-Recorder dump, fp4moe_diag.capture.replay): the correctness check
+    #: runs them as they are (no fresh activations), and compares with ``recorded_output`` when there is one
+    recorded: bool = False
+    recorded_output: Optional[torch.Tensor] = None  # bf16 [T, H]: what the user's call returned
     _dequant_cache: dict = field(default_factory=dict, repr=False)
 
     @property

@@ -109,6 +109,9 @@ SCHEMA: list[tuple[str, str, str]] = [
     ("unwritten_rows", "Int64", "rows left at the NaN poison (never written)"),
     ("ref_abs_mean", "float64", "mean |ref| (scale of the numbers compared)"),
     ("correct", "boolean", "within the FP4 tolerances (see correctness.py)"),
+    ("input_source", "string", "'' (random inputs from the seed), or the log / dump call the inputs came from"),
+    ("recorded_rel_l2", "float64", "||out - recorded|| / ||recorded|| vs the output the dumped call returned"),
+    ("matches_recorded", "boolean", "within the FP4 tolerances of the dumped call's own output (NA: none recorded)"),
 ]
 
 COLUMNS = [c for c, _, _ in SCHEMA]

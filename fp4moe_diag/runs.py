@@ -60,8 +60,20 @@ class SweepSpec:
     tag: str = ""
     kernel_time: bool = False
     tactic_filters: tuple[str, ...] = ()  # "backend=REGEX": only that backend's tactics whose label matches
+    #: "log:PATH" / "dump:DIR" (fp4moe_diag.capture.source): the cases come from the user's log or dump (a dump's
+    #: inputs are its recorded tensors); then ``models`` may be empty and tokens/EP/scale are not applied
+    source: Optional[str] = None
 
     def __post_init__(self) -> None:
+        if self.source is not None:
+            from .capture.source import parse_source
+
+            parse_source(self.source)  # a ValueError naming the bad source, before anything runs
+            if self.tokens or self.ep_sizes or self.max_tokens or self.hidden_scale != 1:
+                raise ValueError("source: the cases of a log or dump are taken as they are; tokens, ep_sizes, "
+                                 "max_tokens and hidden_scale do not apply")
+            if not self.models:
+                object.__setattr__(self, "models", ("from-source",))
         for name in ("models", "backends"):
             v = getattr(self, name)
             if isinstance(v, str) or not v or not all(isinstance(x, str) and x for x in v):
@@ -121,6 +133,11 @@ class SweepSpec:
         """The cases of this spec, in run order (a ValueError when none match)."""
         from .shapes import load_vllm_cases
 
+        if self.source is not None:
+            from .capture.source import source_cases
+
+            return [sc.case for sc in source_cases(self.source)[0]]
+
         path = repo_path(self.shapes_file) if self.shapes_file else SHAPES_CSV
         cases: list[MoECase] = []
         for entry in self.models:
@@ -163,6 +180,11 @@ def run_sweep(spec: SweepSpec, out_dir: Any = None, *, progress_bar: bool = True
 
     dev = resolve_device(spec.device or default_device())
     cases = spec.cases()  # bad specs fail here, before any kernel
+    make_inputs = None
+    if spec.source is not None:  # the user's log / dump: its cases, and a dump's recorded tensors
+        from .capture.source import source_cases
+
+        make_inputs = source_cases(spec.source)[1]
     backends = [get_backend(b) for b in spec.backends]
     env = environment_info(dev)
     out = Path(out_dir) if out_dir is not None else default_out_dir(spec, env["gpu_name"])
@@ -191,6 +213,8 @@ def run_sweep(spec: SweepSpec, out_dir: Any = None, *, progress_bar: bool = True
         def checkpoint(res: Any) -> None:  # a killed run keeps every finished case
             rows = res.rows.copy()
             rows["run_id"] = out.name
+            if spec.source is not None:
+                rows["input_source"] = spec.source
             rf.append_case(case_key(res.case, res.backend), rows)
             if on_case is not None:
                 on_case(res)
@@ -200,7 +224,7 @@ def run_sweep(spec: SweepSpec, out_dir: Any = None, *, progress_bar: bool = True
                   cuda_graph=spec.cuda_graph, ceilings=ceilings, progress_bar=progress_bar,
                   max_seconds_per_tactic=spec.max_seconds_per_tactic, screen_repeats=spec.screen,
                   screen_top=spec.screen_top, kernel_time=spec.kernel_time, on_result=checkpoint,
-                  tactic_filters=spec.filter_map())
+                  tactic_filters=spec.filter_map(), make_inputs=make_inputs)
         rf.merge()
         df = rf.load()
     log(f"{len(df)} rows in {time.perf_counter() - t0:.0f} s -> {out}")

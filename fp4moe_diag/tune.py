@@ -88,8 +88,17 @@ def _now() -> str:
 
 
 def correctness_inputs(inputs: MoEInputs) -> MoEInputs:
-    """Same weights and routing as ``inputs``, fresh random activations for the correctness check."""
+    """Same weights and routing as ``inputs``, fresh random activations for the correctness check (recorded
+    inputs, ``inputs.recorded``, are checked as they are)."""
+    if inputs.recorded:
+        return inputs
     return fresh_activations(inputs, seed=inputs.case.seed + CHECK_SEED_OFFSET)
+
+
+def recorded_fields(y: torch.Tensor, recorded: torch.Tensor) -> dict:
+    """``recorded_rel_l2`` / ``matches_recorded``: this row's output against what the user's call returned."""
+    m = error_metrics(y, recorded.to(y.device).float())
+    return {"recorded_rel_l2": m["rel_l2"], "matches_recorded": bool(m["correct"])}
 
 
 def tune(
@@ -230,6 +239,8 @@ def tune(
                 if dev.type == "cuda":
                     torch.cuda.synchronize(dev)
                 row.update(error_metrics(y, reference))
+                if inputs.recorded_output is not None:
+                    row.update(recorded_fields(y, inputs.recorded_output))
             stage = "timing"
             stats = timed(t, screened)
             row.update(stats.as_dict())
@@ -332,10 +343,12 @@ def sweep(
     progress_bar: bool = True,
     on_result: Optional[Callable[[TuneResult], None]] = None,
     tactic_filters: Optional[dict[str, str]] = None,
+    make_inputs: Optional[Callable[[MoECase, Any], MoEInputs]] = None,
     **tune_kwargs: Any,
 ) -> pd.DataFrame:
     """:func:`tune` over cases x backends; inputs and the reference are built once per case.  ``tactic_filters``
-    maps a backend name to its ``tactic_filter`` (backends not named run every tactic)."""
+    maps a backend name to its ``tactic_filter`` (backends not named run every tactic); ``make_inputs(case,
+    device)`` builds a case's inputs instead of :func:`build_inputs` (a dump replay's recorded tensors)."""
     from tqdm.auto import tqdm
 
     dev = resolve_device(device or default_device())
@@ -348,7 +361,7 @@ def sweep(
         for b in backends:
             bar.set_postfix_str(f"{case.label} {b.name}")
             if inputs is None and _usable(b, dev, case):
-                inputs = build_inputs(case, dev)
+                inputs = make_inputs(case, dev) if make_inputs is not None else build_inputs(case, dev)
                 reference = reference_moe(correctness_inputs(inputs), torch.float32)
             res = tune(case, b, dev, inputs=inputs, reference=reference, env=env,
                        tactic_filter=(tactic_filters or {}).get(b.name), **tune_kwargs)

@@ -31,7 +31,9 @@ pip_q -r requirements-cpu.txt -c constraints-cpu.txt
 # cutlass-dsl, cuda-tile, nccl4py, ...) off CPU machines: its Python layer does not need them. triton: the
 # interpreter runs our kernels on CPU. The bug's version, 0.5.2, goes beside it for the reproduction and the
 # version comparison: bash scripts/install_alt.sh flashinfer-python==0.5.2  (-> .alt/flashinfer-python-0.5.2)
-pip_q --no-deps -c constraints-cpu.txt flashinfer-python triton
+# flashinfer-bench: --no-deps too (its requirements name torch and flashinfer-python); its data models need
+# only pydantic, safetensors and docstring-parser (requirements-cpu.txt).
+pip_q --no-deps -c constraints-cpu.txt flashinfer-python triton flashinfer-bench
 pip_q --no-deps -e .
 $PY -m ipykernel install --user --name python3 >/dev/null 2>&1 || true
 echo "bootstrap.sh: installed. Open the notebooks with:  jupyter lab notebooks/"

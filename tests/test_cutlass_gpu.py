@@ -78,3 +78,20 @@ def test_gpu_committed_cutlass_tactic_runs_in_a_plain_call(monkeypatch):
         assert _rel_l2(y, forced) < 1e-3  # the same kernels as the forced run (finalize order may differ)
     finally:
         AutoTuner.get().clear_cache()
+
+
+def test_gpu_sm90_weight_interleave_port_matches_flashinfer():
+    """capture.layouts.sm90_interleave_weights (what a dump replay inverts) == FlashInfer's CUDA interleave."""
+    import flashinfer.fused_moe as fm
+
+    from fp4moe_diag.backends.flashinfer.cutlass import load_slim_module_if_configured
+    from fp4moe_diag.capture import layouts
+
+    if not hasattr(fm, "interleave_moe_weights_for_sm90_mixed_gemm"):
+        pytest.skip("this flashinfer has no interleave_moe_weights_for_sm90_mixed_gemm")
+    load_slim_module_if_configured()
+    g = torch.Generator().manual_seed(0)
+    w = torch.randint(0, 256, (2, 256, 1536), dtype=torch.uint8, generator=g)
+    real = fm.interleave_moe_weights_for_sm90_mixed_gemm(w.cuda(), "fp4").cpu()
+    assert torch.equal(layouts.sm90_interleave_weights(w), real)
+    assert torch.equal(layouts.sm90_deinterleave_weights(real), w)

@@ -36,6 +36,25 @@ def seed_case(seed_file: Any = None) -> tuple[Any, str]:
     return SEED_CASE, f"{path} not found: using fp4moe_diag.bugrepro.SEED_CASE (the seed's minimal repro)"
 
 
+def evidence_case(evidence: Any = None, seed_file: Any = None) -> tuple[Any, str, Optional[pd.DataFrame]]:
+    """``(case, note, sources)``: the case of the user's evidence -- a FlashInfer API log, a vLLM kwargs log or a
+    FlashInfer dump directory (:mod:`fp4moe_diag.capture.source`) -- with a table of every field, its value and
+    the log line / dump file it came from; without evidence the seed's case (:func:`seed_case`, no table)."""
+    if evidence is None:
+        case, note = seed_case(seed_file)
+        return case, note, None
+    from ..capture.source import source_cases
+
+    path = repo_path(evidence)
+    cases, _ = source_cases(f"{'dump' if path.is_dir() else 'log'}:{path}")
+    sc = cases[0]
+    rec = sc.case.to_record()
+    table = pd.DataFrame([{"field": k, "value": rec[k], "from": v} for k, v in sc.sources.items()])
+    more = f"; {len(cases) - 1} more case(s) in it, the first is shown" if len(cases) > 1 else ""
+    return sc.case, (f"from {sc.origin}: {sc.entry_point}, FlashInfer {sc.flashinfer_version or '?'} "
+                     f"({len(sc.calls)} call(s)){more}"), table
+
+
 def traceback_summary(tb: str, keep: Sequence[str] = ("flashinfer", "tvm_ffi", "fp4moe_diag")) -> str:
     """The Python frames of ``tb`` that mention ``keep`` (file + the code line) and the exception line."""
     if not tb:
