@@ -170,7 +170,7 @@ def write_bundle(out: Any, *, source: Optional[str] = None, case: Optional[MoECa
                  runs: Sequence[Any] = (), device: str = "cpu") -> Path:
     """Write the bug bundle of the evidence (see the module docstring); returns its path."""
     from ..bugrepro import reproduce_meta_bug, static_meta_check  # noqa: PLC0415
-    from ..results import environment_info  # noqa: PLC0415
+    from ..environment import environment_info  # noqa: PLC0415
 
     sc, folder = _evidence(source, case)
     c = sc.case
