@@ -13,8 +13,10 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-SHAPE_KEYS = ["model", "ep_size", "ep_rank", "num_tokens", "hidden_size", "intermediate_size", "num_experts", "top_k"]
+from .builds import SHAPE_KEYS, refuse_unequal, unequal_pairs, with_build_kind
+
 KINDS = ("best", "default", "tuned")
+BUILDS = ("matched", "any")
 
 
 def _version_key(v: str) -> tuple:
@@ -33,7 +35,7 @@ def versions_in(df: pd.DataFrame) -> list[str]:
 
 def kind_rows(df: pd.DataFrame) -> pd.DataFrame:
     """One row per (shape, backend, version, kind) with its time and tactic label (``ok`` rows only)."""
-    ok = df[df["status"] == "ok"]
+    ok = with_build_kind(df[df["status"] == "ok"])
     label = ok["tactic_label"].astype("string").fillna("")
     masks = {
         "best": ok["is_best"].fillna(False).astype(bool),
@@ -41,19 +43,27 @@ def kind_rows(df: pd.DataFrame) -> pd.DataFrame:
         "tuned": label.str.contains("+", regex=False),
     }
     keys = [k for k in SHAPE_KEYS if k in ok.columns]
-    parts = [ok.loc[m, keys + ["backend", "flashinfer_version", "time_median_us", "tactic_label"]].assign(kind=kind)
-             for kind, m in masks.items()]
+    parts = [ok.loc[m, keys + ["backend", "flashinfer_version", "build_kind", "time_median_us", "tactic_label"]]
+             .assign(kind=kind) for kind, m in masks.items()]
     out = pd.concat(parts, ignore_index=True)
-    # one row per key: the fastest if a kind appears twice (e.g. two combined rows)
-    out = out.sort_values("time_median_us").drop_duplicates(keys + ["backend", "flashinfer_version", "kind"])
+    # one row per key and build: the fastest if a kind appears twice (e.g. two combined rows)
+    out = out.sort_values("time_median_us").drop_duplicates(keys + ["backend", "flashinfer_version", "build_kind",
+                                                                     "kind"])
     return out.reset_index(drop=True)
 
 
 def version_ratio_table(df: pd.DataFrame, base: Optional[str] = None, other: Optional[str] = None,
-                        kinds: Sequence[str] = KINDS) -> pd.DataFrame:
-    """Per shape x backend x kind: ``time_<base>_us``, ``time_<other>_us``, ``ratio`` (other / base; < 1 means
-    ``other`` is faster) and both tactic labels.  ``base``/``other`` default to the oldest and newest
-    versions in ``df``."""
+                        kinds: Sequence[str] = KINDS, builds: str = "matched") -> pd.DataFrame:
+    """Per shape x backend x build x kind: ``time_<base>_us``, ``time_<other>_us``, ``ratio`` (other / base; < 1
+    means ``other`` is faster) and both tactic labels.  ``base``/``other`` default to the oldest and newest
+    versions in ``df``.
+
+    ``builds="matched"`` (default): each side's rows of the same kind of build only (full with full, fast with
+    fast); a shape whose two sides share no build is refused with a ValueError naming it (a ratio of a fast build
+    against a full one compares builds, not versions: :mod:`.builds`).  ``builds="any"``: the best of each side
+    whatever its build, with ``like_for_like`` False and ``why`` where the builds differ."""
+    if builds not in BUILDS:
+        raise ValueError(f"builds: expected one of {BUILDS}, got {builds!r}")
     if "flashinfer_version" not in df.columns:
         raise ValueError("df: no flashinfer_version column")
     vs = versions_in(df)
@@ -64,9 +74,15 @@ def version_ratio_table(df: pd.DataFrame, base: Optional[str] = None, other: Opt
     bad = [k for k in kinds if k not in KINDS]
     if bad:
         raise ValueError(f"kinds: unknown {bad}; expected some of {KINDS}")
+    if builds == "matched":
+        refuse_unequal(df, base, other)
     rows = kind_rows(df)
     rows = rows[rows["kind"].isin(kinds) & rows["flashinfer_version"].astype(str).isin([base, other])]
-    keys = [k for k in SHAPE_KEYS if k in rows.columns] + ["backend", "kind"]
+    if builds == "any":
+        rows = rows.sort_values("time_median_us").drop_duplicates(
+            [k for k in SHAPE_KEYS if k in rows.columns] + ["backend", "flashinfer_version", "kind"])
+        rows = rows.assign(build_kind="any")
+    keys = [k for k in SHAPE_KEYS if k in rows.columns] + ["backend", "build_kind", "kind"]
     wide = rows.pivot_table(index=keys, columns="flashinfer_version", values="time_median_us", aggfunc="min")
     tac = rows.pivot_table(index=keys, columns="flashinfer_version", values="tactic_label", aggfunc="first")
     wide = wide.reindex(columns=[base, other])
@@ -78,6 +94,13 @@ def version_ratio_table(df: pd.DataFrame, base: Optional[str] = None, other: Opt
         f"tactic_{base}": tac[base],
         f"tactic_{other}": tac[other],
     }).reset_index()
+    if builds == "matched":  # a build measured under one version only is not a comparison
+        out = out.dropna(subset=[f"time_{base}_us", f"time_{other}_us"], how="any").reset_index(drop=True)
+    else:
+        bad = unequal_pairs(df, base, other)
+        k = [c for c in SHAPE_KEYS if c in out.columns and c in bad.columns] + ["backend"]
+        out = out.merge(bad[k + ["why"]] if len(bad) else pd.DataFrame(columns=k + ["why"]), on=k, how="left")
+        out["like_for_like"] = out["why"].isna()
     out["kind"] = pd.Categorical(out["kind"], categories=list(KINDS), ordered=True)
     out = out.sort_values([k for k in keys if k != "kind"] + ["kind"]).reset_index(drop=True)
     out["kind"] = out["kind"].astype(str)

@@ -1,0 +1,113 @@
+"""Which tactic space a FlashInfer row was measured with, and whether two versions compare like for like.
+
+A FlashInfer version's CUTLASS MoE offers the tactics its *build* compiled: the full build every tile of the
+heuristic (0.5.2: 48 + 48 per case, 0.7.4: 100 + 100), the fast build (``use_fast_build=True``, ``-DFAST_BUILD``)
+4 + 4.  Rows record the module they ran on (``flashinfer_build``: the prebuilt file's name, or ``stock``).  A
+"0.7.4 / 0.5.2" ratio whose two sides ran different kinds of build compares builds, not versions: the
+version tables refuse it unless asked to show it as what it is (``builds="any"``), and say per shape how many
+distinct tactics each side ran (:func:`tactic_sets`).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import pandas as pd
+
+#: backends whose kernels come from FlashInfer (their version and build are part of what was measured)
+FLASHINFER_BACKENDS = ("cutlass", "cutlass_autotune", "trtllm", "cutlass_w4a16", "cutlass_humming", "cutile_mxfp4",
+                       "frost_low_latency")
+BUILD_KINDS = ("full", "fast", "stock", "unknown")
+SHAPE_KEYS = ["model", "ep_size", "ep_rank", "num_tokens", "hidden_size", "intermediate_size", "num_experts", "top_k",
+              "has_bias"]
+
+
+def build_kind(name: object) -> str:
+    """``full`` (a prebuilt module of every tactic), ``fast`` (the 4-tactic fast build), ``stock`` (FlashInfer's own
+    JIT build) or ``unknown`` (not recorded)."""
+    n = "" if name is None or (isinstance(name, float) and name != name) or name is pd.NA else str(name)
+    if n in ("", "<NA>", "nan"):
+        return "unknown"
+    if n == "stock":
+        return "stock"
+    if n.endswith("_full"):
+        return "full"
+    if n.startswith("fused_moe_90_slim"):
+        return "fast"
+    return "unknown"
+
+
+def with_build_kind(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with a ``build_kind`` column (from ``flashinfer_build``; ``unknown`` where the column is missing)."""
+    out = df.copy()
+    col = out["flashinfer_build"] if "flashinfer_build" in out.columns else pd.Series(pd.NA, index=out.index)
+    out["build_kind"] = col.map(build_kind).astype(str)
+    return out
+
+
+def _single_tactic(df: pd.DataFrame) -> pd.Series:
+    """Rows of one tactic of the backend's own list (not a combined ``g1:a+g2:b`` row, not an autotuner pick)."""
+    label = df["tactic_label"].astype("string").fillna("")
+    return ~label.str.contains("+", regex=False) & ~label.str.startswith("fi-autotune") & df["tactic"].notna()
+
+
+def tactic_sets(df: pd.DataFrame, backends: Sequence[str] = FLASHINFER_BACKENDS) -> pd.DataFrame:
+    """Per shape x backend x FlashInfer version x build: ``n_tactics`` (distinct tactics of the backend's own list
+    that ran: ok, incorrect or failed) and the build kind."""
+    d = with_build_kind(df[df["backend"].isin(backends) & df["status"].isin(["ok", "incorrect", "failed"])])
+    d = d[_single_tactic(d)]
+    keys = [k for k in SHAPE_KEYS if k in d.columns] + ["backend", "flashinfer_version", "flashinfer_build",
+                                                         "build_kind"]
+    if d.empty:
+        return pd.DataFrame(columns=keys + ["n_tactics"])
+    d = d.assign(flashinfer_build=d.get("flashinfer_build", pd.Series("", index=d.index)).astype("string").fillna(""))
+    return d.groupby(keys, dropna=False)["tactic"].nunique().rename("n_tactics").reset_index()
+
+
+def unequal_pairs(df: pd.DataFrame, base: str, other: str) -> pd.DataFrame:
+    """Shapes x backends measured under both versions whose two sides share no build kind (or one side's is
+    unknown): one row each with both sides' builds and tactic counts and ``why``."""
+    ts = tactic_sets(df)
+    ts = ts[ts["flashinfer_version"].astype(str).isin([base, other])]
+    keys = [k for k in SHAPE_KEYS if k in ts.columns] + ["backend"]
+    rows = []
+    for key, g in ts.groupby(keys, dropna=False):
+        a, b = g[g["flashinfer_version"].astype(str) == base], g[g["flashinfer_version"].astype(str) == other]
+        if a.empty or b.empty:
+            continue
+        ka, kb = set(a["build_kind"]), set(b["build_kind"])
+        common = (ka & kb) - {"unknown"}
+        if common:
+            continue
+        rows.append({**dict(zip(keys, key)),
+                     f"build_{base}": ", ".join(f"{r.flashinfer_build or '?'} ({r.build_kind}, {r.n_tactics} tactics)"
+                                                for r in a.itertuples()),
+                     f"build_{other}": ", ".join(f"{r.flashinfer_build or '?'} ({r.build_kind}, {r.n_tactics} tactics)"
+                                                 for r in b.itertuples()),
+                     "why": "different builds: the tactic sets differ by build, so the ratio compares builds, "
+                            "not versions" if "unknown" not in ka | kb else "a side's build is not recorded"})
+    return pd.DataFrame(rows)
+
+
+def refuse_unequal(df: pd.DataFrame, base: str, other: str) -> None:
+    """A ValueError naming up to five shapes whose two versions were measured with different builds."""
+    bad = unequal_pairs(df, base, other)
+    if bad.empty:
+        return
+    lines = [f"  {r.backend} {r.model} EP{r.ep_size} T={r.num_tokens}: {base}: {getattr(r, 'build_' + base)}; "
+             f"{other}: {getattr(r, 'build_' + other)}" for r in bad.head(5).itertuples()]
+    more = f"\n  ... and {len(bad) - 5} more" if len(bad) > 5 else ""
+    raise ValueError(f"df: {len(bad)} shape(s) were measured with different FlashInfer builds under {base} and "
+                     f"{other}; a ratio of them compares builds, not versions (pass builds='any' to show them as "
+                     f"different builds):\n" + "\n".join(lines) + more)
+
+
+def flashinfer_label(df: pd.DataFrame) -> pd.Series:
+    """Backend names for figures and tables: ``cutlass@0.7.4`` (full or stock build), ``cutlass@0.7.4 (fast
+    build)``, ``cutlass@0.5.2 (build not recorded)``; other backends unchanged."""
+    d = with_build_kind(df)
+    fi = d["backend"].isin(FLASHINFER_BACKENDS) & d["flashinfer_version"].notna() & (d["flashinfer_version"] != "")
+    suffix = d["build_kind"].map({"fast": " (fast build)", "unknown": " (build not recorded)"}).fillna("")
+    out = d["backend"].astype(str).copy()
+    out[fi] = d.loc[fi, "backend"].astype(str) + "@" + d.loc[fi, "flashinfer_version"].astype(str) + suffix[fi]
+    return out
