@@ -183,21 +183,14 @@ def backend_names(text: str) -> tuple[str, ...]:
 
 
 def device(text: str) -> str:
-    """``cpu``, ``cuda`` or ``cuda:N`` of a GPU this machine has."""
-    import torch  # noqa: PLC0415
+    """``cpu``, ``cuda`` or ``cuda:N`` of a GPU this machine has (:func:`fp4moe_diag.inputs.resolve_device`)."""
+    from .inputs import resolve_device  # noqa: PLC0415
 
     t = str(text).strip()
     try:
-        dev = torch.device(t)
-    except (RuntimeError, TypeError, ValueError):
-        raise Err(f"expected cpu, cuda or cuda:N, got {text!r}") from None
-    if dev.type not in ("cpu", "cuda"):
-        raise Err(f"expected cpu, cuda or cuda:N, got {text!r}")
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise Err(f"{text!r} requested but this machine has no CUDA device; use --device cpu")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise Err(f"{text!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+        resolve_device(t or "?")
+    except ValueError as e:
+        raise Err(str(e).removeprefix("device: ")) from None
     return t
 
 
@@ -330,8 +323,8 @@ def report_param(text: str) -> tuple[str, Any]:
 # ---- checks after parsing ---------------------------------------------------------------------------------
 def check_sweep_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Cross-flag checks of ``sweep`` (call right after ``parse_args``): ``--ep`` sizes in the table for the
-    ``--models``, ``--screen-top`` only with ``--screen``, ``--resume`` xor ``--overwrite``, and an existing run
-    at ``--out`` needs one of them."""
+    ``--models``, ``--resume`` xor ``--overwrite``, and an existing run at ``--out`` needs one of them.  What the
+    spec itself checks (``--tactics`` against ``--backends``, input sizes) is :func:`checked_spec`'s."""
     from .results import is_run_folder  # noqa: PLC0415
     from .shapes import load_shape_table  # noqa: PLC0415
 
@@ -344,16 +337,6 @@ def check_sweep_args(parser: argparse.ArgumentParser, args: argparse.Namespace) 
             have = sorted(set(int(e) for e in table[table["model"] == name]["ep_size"]))
             if ":" not in entry and not set(eps) & set(have):
                 parser.error(f"argument --ep: {name} has EP sizes {have} in the shape table, got {list(eps)}")
-    backends = getattr(args, "backends", None) or ()
-    seen: set[str] = set()
-    for entry in getattr(args, "tactics", None) or ():
-        name = entry.split("=", 1)[0]
-        if name not in backends:
-            parser.error(f"argument --tactics: {entry!r} names backend {name!r}, which is not in --backends "
-                         f"{list(backends)}")
-        if name in seen:
-            parser.error(f"argument --tactics: backend {name!r} has two filters")
-        seen.add(name)
     if getattr(args, "resume", False) and getattr(args, "overwrite", False):
         parser.error("argument --resume: not allowed with --overwrite (choose one)")
     out = getattr(args, "out", None)
@@ -361,6 +344,23 @@ def check_sweep_args(parser: argparse.ArgumentParser, args: argparse.Namespace) 
                                                             or getattr(args, "overwrite", False)):
         parser.error(f"argument --out: {out} already holds a run; pass --resume to continue it or --overwrite to "
                      "replace it")
+
+
+#: SweepSpec / MeasureOptions field -> the flag that sets it: a spec's ValueError ("field: why") names the flag
+FIELD_FLAGS = {"models": "--models", "backends": "--backends", "ep_sizes": "--ep", "tokens": "--tokens",
+               "max_tokens": "--max-tokens", "hidden_scale": "--hidden-scale", "device": "--device",
+               "warmup": "--warmup", "repeats": "--repeats", "max_seconds_per_tactic": "--max-seconds-per-tactic",
+               "screen": "--screen", "screen_top": "--screen-top", "tactic_filters": "--tactics", "out_dir": "--out"}
+
+
+def checked_spec(parser: argparse.ArgumentParser, build: Callable[[], Any]) -> Any:
+    """``build()`` (a :class:`~fp4moe_diag.runs.SweepSpec` and its cases, input sizes included), its ValueError
+    turned into one ``argument --flag: why`` line and exit 2 (``parser.error``), before any folder or kernel."""
+    try:
+        return build()
+    except ValueError as e:
+        name, sep, why = str(e).partition(": ")
+        parser.error(f"argument {FIELD_FLAGS[name]}: {why}" if sep and name in FIELD_FLAGS else str(e))
 
 
 def check_reproduce_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Optional[Any]:
