@@ -6,6 +6,7 @@ import pytest
 
 from fp4moe_diag.cli import main
 from fp4moe_diag.results import load_runs
+from fp4moe_diag.measure.options import MeasureOptions
 from fp4moe_diag.runs import SweepSpec, run_sweep, scaled_case
 
 
@@ -20,15 +21,24 @@ def test_scaled_case_rounds_to_a_multiple_of_128():
 
 @pytest.mark.parametrize("bad, match", [
     (dict(models=()), "models"), (dict(models="gpt-oss-20b"), "models"), (dict(tokens=(0,)), "tokens"),
-    (dict(repeats=0), "repeats"), (dict(warmup=-1), "warmup"), (dict(hidden_scale=0), "hidden_scale"),
-    (dict(screen=0), "screen"), (dict(max_seconds_per_tactic=-1.0), "max_seconds_per_tactic"),
-    (dict(ep_sizes=(True,)), "ep_sizes"),
+    (dict(hidden_scale=0), "hidden_scale"), (dict(ep_sizes=(True,)), "ep_sizes"), (dict(options={}), "options"),
 ])
 def test_bad_specs_name_the_field(bad, match):
     kw = dict(models=("gpt-oss-20b",))
     kw.update(bad)
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ValueError, match=f"^{match}:"):
         SweepSpec(**kw)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(repeats=0), "repeats"), (dict(warmup=-1), "warmup"), (dict(screen=0), "screen"),
+    (dict(screen_top=0), "screen_top"), (dict(max_seconds_per_tactic=-1.0), "max_seconds_per_tactic"),
+    (dict(max_seconds_per_tactic=float("nan")), "max_seconds_per_tactic"), (dict(cuda_graph=1), "cuda_graph"),
+    (dict(tactic_filters="reference=x"), "tactic_filters"),
+])
+def test_bad_options_name_the_field(bad, match):
+    with pytest.raises(ValueError, match=f"^{match}:"):
+        MeasureOptions(**bad)
 
 
 def test_unknown_model_or_entry_is_refused_before_any_work():
@@ -44,7 +54,8 @@ def test_hidden_scale_5_runs_the_same_cases_in_the_cli_and_the_notebooks(tmp_pat
     assert main(["sweep", "--models", "gpt-oss-20b", "--ep", "2", "--tokens", "1,4", "--hidden-scale", "5",
                  "--repeats", "1", "--warmup", "0", "--out", str(out), "--no-progress"]) == 0
     cli = load_runs(tmp_path, pattern="cli/results.parquet")
-    spec = SweepSpec(models=("gpt-oss-20b",), ep_sizes=(2,), tokens=(1, 4), hidden_scale=5, repeats=1, warmup=0)
+    spec = SweepSpec(models=("gpt-oss-20b",), ep_sizes=(2,), tokens=(1, 4), hidden_scale=5,
+                     options=MeasureOptions(repeats=1, warmup=0))
     nb, where = run_sweep(spec, tmp_path / "nb", progress_bar=False, log=lambda _m: None)
     assert where == tmp_path / "nb"
     cols = ["model", "num_tokens", "hidden_size", "intermediate_size", "ep_size", "local_num_experts", "backend"]

@@ -290,7 +290,7 @@ class RaisingOnCombined(RaisingBackend):
 
 
 def test_error_message_keeps_the_cause_of_a_multiline_error():
-    from fp4moe_diag.tune import _err
+    from fp4moe_diag.tune_steps import _err
 
     e = RuntimeError("at 59:20:\n    acc = _mx_dot(...)\n          ^\nNameError('Cannot access global variable _X2_ASM')")
     assert _err(e) == ("RuntimeError", "at 59:20: ... NameError('Cannot access global variable _X2_ASM')")
