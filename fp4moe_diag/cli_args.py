@@ -29,7 +29,7 @@ flag                                       type / check
 ``reproduce --log``                        :func:`log_file`, then :func:`check_reproduce_args` (parses it)
 ``versions DIR``                           :func:`existing_dir`
 ``profile --tactics``                      :func:`non_empty_list`
-``sweep --tactics``                        :func:`tactic_filter` (``BACKEND=REGEX``), then :func:`check_sweep_args`
+``sweep --tactics``                        :func:`tactic_filter` (``BACKEND=REGEX``), then :func:`checked_spec`
 ``compare-versions --flashinfer``          :func:`version_dir` (``NAME=DIR`` holding ``flashinfer/``)
 ``compare-versions --cutlass-module``      :func:`version_file` (``NAME=FILE``)
 =========================================  ==================================================================

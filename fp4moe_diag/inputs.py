@@ -116,9 +116,10 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def resolve_device(device: Any = None) -> torch.device:
+def resolve_device(device: Any = None, must_exist: bool = True) -> torch.device:
     """The one device check of the suite: ``None`` (or ``""``/``"auto"``) -> :func:`default_device`; otherwise
-    ``cpu``, ``cuda`` or ``cuda:N`` of a GPU this machine has (a ValueError naming ``device`` otherwise)."""
+    ``cpu``, ``cuda`` or ``cuda:N`` of a GPU this machine has (a ValueError naming ``device`` otherwise).
+    ``must_exist=False`` only parses (what tensors are compared against, e.g. by the launch-input validation)."""
     if device is None or (isinstance(device, str) and device.strip() in ("", "auto", "None")):
         device = default_device()
     try:
@@ -130,7 +131,7 @@ def resolve_device(device: Any = None) -> torch.device:
                          "cuda:N")
     if dev.type not in ("cpu", "cuda"):
         raise ValueError(f"device: expected cpu, cuda or cuda:N, got {device!r}")
-    if dev.type == "cuda":
+    if dev.type == "cuda" and must_exist:
         if not torch.cuda.is_available():
             raise ValueError(f"device: {device!r} requested but this machine has no CUDA device; use cpu")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
