@@ -97,8 +97,8 @@ MEASURE_FLAGS = {"warmup": "warmup", "repeats": "repeats", "cuda_graph": "cuda_g
 
 
 def sweep_spec(args: argparse.Namespace) -> "SweepSpec":
-    """The :class:`~fp4moe_diag.runs.SweepSpec` of a sweeping command's flags, its cases (and input sizes) checked
-    (a ValueError names the field; :func:`~fp4moe_diag.cli_args.checked_spec` turns it into the flag)."""
+    """The :class:`~fp4moe_diag.runs.SweepSpec` of a sweeping command's flags (a ValueError names the field;
+    :func:`~fp4moe_diag.cli_args.checked_spec` turns it into the flag)."""
     from .measure.options import MeasureOptions
     from .runs import SweepSpec
 
@@ -109,7 +109,6 @@ def sweep_spec(args: argparse.Namespace) -> "SweepSpec":
                      max_tokens=getattr(args, "max_tokens", None), hidden_scale=args.hidden_scale, device=args.device,
                      measure_ceilings=not args.no_ceilings, tag=getattr(args, "tag", ""),
                      options=MeasureOptions(**opts))
-    spec.cases()
     return spec
 
 
@@ -355,8 +354,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args.case = A.check_reproduce_args(parser, args)
     try:
         return int(args.func(args) or 0)
-    except ValueError as e:  # bad input, found before any kernel ran: one line naming it, exit 2
-        print(f"fp4moe-diag {args.cmd}: error: {e}", file=sys.stderr)
+    except ValueError as e:  # bad input, found before any kernel ran: one line naming the flag, exit 2
+        print(f"fp4moe-diag {args.cmd}: error: {A.flag_message(e)}", file=sys.stderr)
         return 2
 
 

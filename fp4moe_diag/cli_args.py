@@ -353,14 +353,19 @@ FIELD_FLAGS = {"models": "--models", "backends": "--backends", "ep_sizes": "--ep
                "screen": "--screen", "screen_top": "--screen-top", "tactic_filters": "--tactics", "out_dir": "--out"}
 
 
+def flag_message(e: ValueError) -> str:
+    """A ``"field: why"`` error of a spec, options or run as ``"argument --flag: why"`` (other errors unchanged)."""
+    name, sep, why = str(e).partition(": ")
+    return f"argument {FIELD_FLAGS[name]}: {why}" if sep and name in FIELD_FLAGS else str(e)
+
+
 def checked_spec(parser: argparse.ArgumentParser, build: Callable[[], Any]) -> Any:
-    """``build()`` (a :class:`~fp4moe_diag.runs.SweepSpec` and its cases, input sizes included), its ValueError
-    turned into one ``argument --flag: why`` line and exit 2 (``parser.error``), before any folder or kernel."""
+    """``build()`` (a :class:`~fp4moe_diag.runs.SweepSpec`), its ValueError turned into one ``argument --flag: why``
+    line and exit 2 (``parser.error``).  Its cases and input sizes are checked by ``run_sweep``, first thing."""
     try:
         return build()
     except ValueError as e:
-        name, sep, why = str(e).partition(": ")
-        parser.error(f"argument {FIELD_FLAGS[name]}: {why}" if sep and name in FIELD_FLAGS else str(e))
+        parser.error(flag_message(e))
 
 
 def check_reproduce_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Optional[Any]:

@@ -212,8 +212,8 @@ def measure_tactic(st: TuneState, idx: int, screened: bool) -> bool:
            "timestamp": _now()}
     stage = "run"
     try:
-        launch = st.backend.launcher(st.prepared, t, st.out)
         try:
+            launch = st.backend.launcher(st.prepared, t, st.out)
             if st.options.check_correctness:
                 row.update(_check(st, launch))
             stage = "timing"
@@ -263,10 +263,15 @@ def combined_step(st: TuneState) -> bool:
     return measure_tactic(st, len(st.tactics) - 1, False)
 
 
-def _retime(st: TuneState, t: Tactic) -> TimingStats:
-    launch = st.backend.launcher(st.prepared, t, st.out)
+def _retime(st: TuneState, t: Tactic, row: Optional[dict] = None) -> TimingStats:
+    """``t`` timed in full again; with ``row``, its timing columns (and kernel time) replaced."""
     try:
-        return _timed(st, launch, False)
+        launch = st.backend.launcher(st.prepared, t, st.out)
+        stats = _timed(st, launch, False)
+        if row is not None:
+            row.update(_timing_fields(st, stats, False))
+            _kernel_time(st, launch, row)
+        return stats
     finally:
         st.backend.end_launches(st.prepared)
 
@@ -279,16 +284,9 @@ def second_pass(st: TuneState) -> None:
     for i in sorted(pick):
         t, row = st.ok[i]
         try:
-            stats = _retime(st, t)
-        except Exception as e:  # noqa: BLE001
+            _retime(st, t, row)
+        except Exception as e:  # noqa: BLE001 - the row keeps its screen timing
             st.result.notes.append(f"full timing of {t.label} failed after its screen: {e}")
-            continue
-        row.update(_timing_fields(st, stats, False))
-        launch = st.backend.launcher(st.prepared, t, st.out)
-        try:
-            _kernel_time(st, launch, row)
-        finally:
-            st.backend.end_launches(st.prepared)
 
 
 def pick_best(st: TuneState) -> pd.DataFrame:
