@@ -7,7 +7,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import pandas as pd
 
@@ -223,26 +223,7 @@ def cmd_headline(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="fp4moe-diag", description=__doc__.split("\n")[0] + "\n\n"
-                                "Profiling and diagnostics for FlashInfer's FP4 fused-MoE kernels.",
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="cmd", required=True)
-
-    r = sub.add_parser("reproduce", help="reproduce the routed-MoE + autotune 'Cannot pack tensors on meta' bug",
-                       description="Run the seed's call (autotune(True) + trtllm_fp4_block_scale_routed_moe). On "
-                       "SM100 it runs the real kernel; elsewhere it reports not-applicable and runs the stock op "
-                       "over a TVM-FFI packing stub to show which tuner input is on 'meta'.")
-    r.add_argument("--device", type=A.device, help="cuda:N or cpu (default: cuda if present)")
-    r.add_argument("--log", type=A.log_file, help="a vLLM kwargs log (seed format) to take the case from")
-    r.add_argument("--process", default=None, help="the vLLM process of --log to read, e.g. EngineCore_DP0 (a log "
-                   "that mixes processes is refused without it)")
-    r.add_argument("--tokens", type=A.positive_int, help="override the number of tokens")
-    r.add_argument("--static", action="store_true", help="only the stub check (any machine)")
-    r.add_argument("--traceback", action="store_true", help="print the full traceback")
-    r.add_argument("--json", type=A.out_file, help="write the verdict as JSON here")
-    r.set_defaults(func=cmd_reproduce)
-
+def _add_sweep(sub: Any) -> None:
     s = sub.add_parser("sweep", help="every tactic of every backend over vLLM shapes -> data/runs/",
                        description="Tune every tactic of the chosen backends on the vLLM-captured shapes "
                        "(data/vllm_shapes.csv); one row per case x backend x tactic; prints the table last.")
@@ -270,6 +251,50 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tag", default="")
     s.add_argument("--no-progress", action="store_true")
     s.set_defaults(func=cmd_sweep)
+
+
+def _add_compare_versions(sub: Any) -> None:
+    cv = sub.add_parser("compare-versions", help="the same cases x backends x every tactic under several FlashInfers",
+                        description="One subprocess per FlashInfer (its site dir first on PYTHONPATH) runs the same "
+                        "sweep; the rows land in one table with flashinfer_version filled in, then the per-shape "
+                        "'version B / version A' table of the best, the default and the tuned tactic is printed.")
+    cv.add_argument("--flashinfer", type=A.version_dir, action="append", required=True, metavar="NAME=DIR",
+                    help="a FlashInfer install (pip --target dir), e.g. 0.5.2=.alt/flashinfer-python-0.5.2; twice or more")
+    cv.add_argument("--cutlass-module", type=A.version_file, action="append", default=[], metavar="NAME=SO",
+                    help="that version's prebuilt slim CUTLASS module (FP4MOE_CUTLASS_MODULE of its subprocess)")
+    cv.add_argument("--backends", type=A.backend_names, default=("cutlass",))
+    cv.add_argument("--models", type=A.model_entries, default=("gpt-oss-20b",))
+    cv.add_argument("--ep", type=A.ep_list, default=None)
+    cv.add_argument("--tokens", type=A.token_list, default=None)
+    cv.add_argument("--hidden-scale", type=A.positive_int, default=1)
+    cv.add_argument("--device", type=A.device, default=None)
+    add_measure_flags(cv)
+    cv.add_argument("--no-ceilings", action="store_true", help="skip the copy/GEMM roofline measurement")
+    cv.add_argument("--out", type=A.out_dir, required=True, help="folder for each version's rows and the joint table")
+    cv.set_defaults(func=cmd_compare_versions)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fp4moe-diag", description=__doc__.split("\n")[0] + "\n\n"
+                                "Profiling and diagnostics for FlashInfer's FP4 fused-MoE kernels.",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    r = sub.add_parser("reproduce", help="reproduce the routed-MoE + autotune 'Cannot pack tensors on meta' bug",
+                       description="Run the seed's call (autotune(True) + trtllm_fp4_block_scale_routed_moe). On "
+                       "SM100 it runs the real kernel; elsewhere it reports not-applicable and runs the stock op "
+                       "over a TVM-FFI packing stub to show which tuner input is on 'meta'.")
+    r.add_argument("--device", type=A.device, help="cuda:N or cpu (default: cuda if present)")
+    r.add_argument("--log", type=A.log_file, help="a vLLM kwargs log (seed format) to take the case from")
+    r.add_argument("--process", default=None, help="the vLLM process of --log to read, e.g. EngineCore_DP0 (a log "
+                   "that mixes processes is refused without it)")
+    r.add_argument("--tokens", type=A.positive_int, help="override the number of tokens")
+    r.add_argument("--static", action="store_true", help="only the stub check (any machine)")
+    r.add_argument("--traceback", action="store_true", help="print the full traceback")
+    r.add_argument("--json", type=A.out_file, help="write the verdict as JSON here")
+    r.set_defaults(func=cmd_reproduce)
+
+    _add_sweep(sub)
 
     pr = sub.add_parser("profile", help="Nsight Compute metrics per kernel of chosen tactics (nsight-python)",
                         description="Runs the given tactics of one backend on one vLLM shape under ncu (through "
@@ -312,24 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     ep.add_argument("rest", nargs=argparse.REMAINDER)
     ep.set_defaults(func=lambda a: __import__("fp4moe_diag.distributed.ep_layer", fromlist=["main"]).main(a.rest))
 
-    cv = sub.add_parser("compare-versions", help="the same cases x backends x every tactic under several FlashInfers",
-                        description="One subprocess per FlashInfer (its site dir first on PYTHONPATH) runs the same "
-                        "sweep; the rows land in one table with flashinfer_version filled in, then the per-shape "
-                        "'version B / version A' table of the best, the default and the tuned tactic is printed.")
-    cv.add_argument("--flashinfer", type=A.version_dir, action="append", required=True, metavar="NAME=DIR",
-                    help="a FlashInfer install (pip --target dir), e.g. 0.5.2=.alt/flashinfer-python-0.5.2; twice or more")
-    cv.add_argument("--cutlass-module", type=A.version_file, action="append", default=[], metavar="NAME=SO",
-                    help="that version's prebuilt slim CUTLASS module (FP4MOE_CUTLASS_MODULE of its subprocess)")
-    cv.add_argument("--backends", type=A.backend_names, default=("cutlass",))
-    cv.add_argument("--models", type=A.model_entries, default=("gpt-oss-20b",))
-    cv.add_argument("--ep", type=A.ep_list, default=None)
-    cv.add_argument("--tokens", type=A.token_list, default=None)
-    cv.add_argument("--hidden-scale", type=A.positive_int, default=1)
-    cv.add_argument("--device", type=A.device, default=None)
-    add_measure_flags(cv)
-    cv.add_argument("--no-ceilings", action="store_true", help="skip the copy/GEMM roofline measurement")
-    cv.add_argument("--out", type=A.out_dir, required=True, help="folder for each version's rows and the joint table")
-    cv.set_defaults(func=cmd_compare_versions)
+    _add_compare_versions(sub)
 
     hl = sub.add_parser("headline", help="per shape: every backend's best time, x of the best, share of the ceilings",
                         description="Read run folders (or folders of runs) and print, per GPU x shape x T, each "
