@@ -1,7 +1,8 @@
 """The one sweep pipeline: a :class:`SweepSpec` (which shapes, backends, timing) -> a run folder.
 
-``python -m fp4moe_diag sweep`` and the notebooks' local runs both go through :func:`run_sweep`, so a
-spec gives the same cases, the same scaling and the same files wherever it runs.
+``python -m fp4moe_diag sweep``, the notebooks' local runs, torchrun ranks (:mod:`.distributed.shard`) and
+``compare-versions`` children (:mod:`.versions`) all go through :func:`run_sweep`, so a spec gives the same cases,
+the same scaling, the same measuring options and the same files wherever it runs.
 """
 
 from __future__ import annotations

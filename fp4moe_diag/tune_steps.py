@@ -100,9 +100,9 @@ class TuneState:
     rows: list = field(default_factory=list)
     ok: list = field(default_factory=list)  # (tactic, row) of the correct tactics, in measuring order
 
-    def fail(self, stage: str, e: BaseException, status: str = "failed") -> None:
+    def fail(self, stage: str, e: BaseException) -> None:
         et, em = _err(e)
-        self.rows.append({**self.base, "status": status, "stage": stage, "error_type": et, "error_message": em})
+        self.rows.append({**self.base, "status": "failed", "stage": stage, "error_type": et, "error_message": em})
 
     def unsupported(self, stage: str, why: str) -> None:
         self.rows.append({**self.base, "status": "unsupported", "stage": stage, "error_message": why})
