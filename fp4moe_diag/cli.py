@@ -41,6 +41,16 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+def check_log_case(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``reproduce --log``: a case the reproduction cannot build is refused for ``--log`` (it builds bf16 hidden
+    states, the bug's path; an MXFP8-activation log cannot be replayed)."""
+    case = getattr(args, "case", None)
+    if case is not None and case.activation_format.value != "bf16":
+        parser.error(f"argument --log: {args.log}: its hidden_states are {case.activation_format.value} "
+                     "activations (float8_e4m3fn); reproduce builds bf16 hidden states only: pass the log of a "
+                     "bf16-activation call")
+
+
 def split_labels(text: Optional[str]) -> list[str]:
     """Comma list of tactic labels; commas inside parentheses belong to the label ("default(-1,-1)")."""
     return [x.strip() for x in re.split(r",(?![^()]*\))", text or "") if x.strip()]
@@ -108,6 +118,7 @@ def sweep_spec(args: argparse.Namespace) -> "SweepSpec":
                      ep_sizes=tuple(args.ep) if args.ep else None, tokens=tuple(args.tokens) if args.tokens else None,
                      max_tokens=getattr(args, "max_tokens", None), hidden_scale=args.hidden_scale, device=args.device,
                      measure_ceilings=not args.no_ceilings, tag=getattr(args, "tag", ""),
+                     shapes_file=getattr(args, "shapes_file", None),
                      options=MeasureOptions(**opts))
     return spec
 
@@ -215,7 +226,7 @@ def cmd_headline(args: argparse.Namespace) -> int:
     from .analysis.headline import headline_markdown, headline_table
     from .results import load_runs
 
-    df = pd.concat([load_runs(d, allow_empty=False) for d in args.runs], ignore_index=True)
+    df = pd.concat([load_runs(d) for d in args.runs], ignore_index=True)
     table = headline_table(df, backends=args.backends)
     if args.csv:
         table.to_csv(args.csv, index=False)
@@ -249,6 +260,8 @@ def _add_sweep(sub: Any) -> None:
                    help="write the best tactic per op and shape bucket as FlashInfer 0.7's AutoTuner config JSON "
                         "(load it with AutoTuner.load_configs or autotune(cache=FILE))")
     s.add_argument("--tag", default="")
+    s.add_argument("--shapes-file", type=A.in_file, default=None, metavar="CSV",
+                   help="shape table instead of data/vllm_shapes.csv (same columns), e.g. data/shapes/gpt-oss-nobias.csv")
     s.add_argument("--no-progress", action="store_true")
     s.set_defaults(func=cmd_sweep)
 
@@ -360,6 +373,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args.spec = A.checked_spec(parser, lambda: sweep_spec(args))
     elif args.cmd == "reproduce":
         args.case = A.check_reproduce_args(parser, args)
+        check_log_case(parser, args)
     try:
         return int(args.func(args) or 0)
     except ValueError as e:  # bad input, found before any kernel ran: one line naming the flag, exit 2

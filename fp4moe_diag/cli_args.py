@@ -119,8 +119,6 @@ def non_empty_list(text: str) -> list[str]:
 
 def tactic_filter(text: str) -> str:
     """``sweep --tactics BACKEND=REGEX``: a backend name and a valid regular expression."""
-    import re  # noqa: PLC0415
-
     name, sep, rx = str(text).partition("=")
     name = name.strip()
     if not sep or not name or not rx:
@@ -347,10 +345,10 @@ def check_sweep_args(parser: argparse.ArgumentParser, args: argparse.Namespace) 
 
 
 #: SweepSpec / MeasureOptions field -> the flag that sets it: a spec's ValueError ("field: why") names the flag
-FIELD_FLAGS = {"models": "--models", "backends": "--backends", "ep_sizes": "--ep", "tokens": "--tokens",
-               "max_tokens": "--max-tokens", "hidden_scale": "--hidden-scale", "device": "--device",
-               "warmup": "--warmup", "repeats": "--repeats", "max_seconds_per_tactic": "--max-seconds-per-tactic",
-               "screen": "--screen", "screen_top": "--screen-top", "tactic_filters": "--tactics", "out_dir": "--out"}
+FIELD_FLAGS = {f: "--" + f.replace("_", "-") for f in ("models", "backends", "tokens", "max_tokens", "hidden_scale",
+                                                      "device", "warmup", "repeats", "max_seconds_per_tactic",
+                                                      "screen", "screen_top", "shapes_file")}
+FIELD_FLAGS.update(ep_sizes="--ep", tactic_filters="--tactics", out_dir="--out")
 
 
 def flag_message(e: ValueError) -> str:
@@ -391,3 +389,11 @@ def type_error_line(fn: Callable[[str], Any], text: str) -> Optional[str]:
     except Err as e:
         return str(e)
     return None
+
+
+def in_file(text: str) -> str:
+    """An existing readable file (``--shapes-file``)."""
+    p = Path(str(text)).expanduser()
+    if not str(text).strip() or not p.is_file():
+        raise Err(f"expected an existing file, got {text!r}")
+    return str(p)

@@ -3,8 +3,12 @@
 * e2m1 codes: 4 bits ``s e e m``; magnitudes ``[0, .5, 1, 1.5, 2, 3, 4, 6]``; two codes per
   ``uint8``, element ``2i`` in the low nibble, ``2i+1`` in the high nibble.
 * MXFP4: blocks of 32 along the last dim, one ue8m0 scale byte per block
-  (``scale = 2**(byte - 127)``).  As in TensorRT-LLM/FlashInfer's ``cvt_warp_fp16_to_fp4``
-  with ``UE8M0_SF``, the scale is ``amax / 6`` rounded *up* to a power of two.
+  (``scale = 2**(byte - 127)``; byte 0xFF is NaN, as in the OCP MX spec v1.0, and makes its whole block NaN).
+  As in TensorRT-LLM/FlashInfer's ``cvt_warp_fp16_to_fp4`` with ``UE8M0_SF``, the scale is ``amax / 6``
+  rounded *up* to a power of two, at most ``2**125`` (:data:`MXFP4_MAX_SCALE_EXP`): a block with
+  ``amax > 6 * 2**125`` (float32 values near their maximum) would round up to ``2**126``, where codes 4 and 6
+  dequantize past the float32 range (``inf``); it gets ``2**125``, the OCP spec's own shared exponent for it
+  (``floor(log2(amax)) - 2``), and its elements saturate at 6, so finite inputs stay finite.
 * NVFP4: blocks of 16, one e4m3 scale per block and an fp32 global scale ``gs``
   (FlashInfer convention ``gs = 448 * 6 / amax(x)``): ``sf = e4m3(gs * amax_block / 6)``,
   ``q = rne_e2m1(x * gs / sf)``, dequantized as ``q * sf / gs``.
@@ -30,6 +34,10 @@ E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 E2M1_MAX = 6.0
 E4M3_MAX = 448.0
 MXFP4_BLOCK = 32
+#: the largest MXFP4 scale exponent the quantizer writes: 6 * 2**125 is finite in float32, 6 * 2**126 is not
+MXFP4_MAX_SCALE_EXP = 125
+#: the ue8m0 byte that encodes NaN (OCP MX spec); 0..254 are 2**(byte - 127)
+UE8M0_NAN = 0xFF
 NVFP4_BLOCK = 16
 
 # Thresholds between neighbouring magnitudes; ties go to the even code.
@@ -167,7 +175,9 @@ def ue8m0_from_float(v: torch.Tensor) -> torch.Tensor:
 
 
 def ue8m0_to_float(b: torch.Tensor) -> torch.Tensor:
-    return torch.exp2(b.to(torch.float32) - 127.0)
+    """ue8m0 bytes -> float32 ``2**(byte - 127)``; byte 0xFF -> NaN (OCP MX spec)."""
+    f = torch.exp2(b.to(torch.float32) - 127.0)
+    return torch.where(b == UE8M0_NAN, torch.full_like(f, float("nan")), f)
 
 
 @dataclass(frozen=True)
@@ -192,12 +202,13 @@ class FP4Tensor:
 
 
 def quantize_mxfp4(x: torch.Tensor) -> FP4Tensor:
-    """Quantize ``x [..., K]`` to MXFP4 (block 32, ue8m0 scales)."""
+    """Quantize ``x [..., K]`` to MXFP4 (block 32, ue8m0 scales); every finite input dequantizes finite (the
+    scale stops at ``2**125`` and codes saturate at 6, see the module docstring)."""
     _check_finite("x", x)
     _check_last_dim("x", x, MXFP4_BLOCK)
     xb = _blocks(x.float(), MXFP4_BLOCK)
     amax = xb.abs().amax(dim=-1)
-    sf = ue8m0_from_float(amax * torch.tensor(1.0 / 6.0, dtype=torch.float32))
+    sf = ue8m0_from_float(amax * torch.tensor(1.0 / 6.0, dtype=torch.float32)).clamp(max=127 + MXFP4_MAX_SCALE_EXP)
     inv = torch.where(amax > 0, 1.0 / ue8m0_to_float(sf), torch.zeros_like(amax))
     codes = e2m1_encode(xb * inv.unsqueeze(-1)).reshape(x.shape)
     return FP4Tensor(pack_e2m1(codes), sf, MXFP4_BLOCK)

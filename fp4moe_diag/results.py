@@ -9,20 +9,15 @@ or an older parquet/CSV pair), :func:`load_runs` concatenates runs.
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
-import os
-import platform
 import re
-import subprocess
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
 import pandas as pd
-import torch
 
-from .inputs import default_device
-from .paths import REPO_ROOT, RUNS_ROOT
+from .atomic_io import TMP_PREFIX, atomic_write, sha256_file
+from .paths import RUNS_ROOT
 
 # (column, pandas dtype, description)
 SCHEMA: list[tuple[str, str, str]] = [
@@ -35,6 +30,9 @@ SCHEMA: list[tuple[str, str, str]] = [
     ("torch_version", "string", "torch.__version__"),
     ("cuda_version", "string", "torch.version.cuda"),
     ("flashinfer_version", "string", "flashinfer.__version__ or ''"),
+    ("flashinfer_build", "string", "FlashInfer's CUTLASS MoE module: the prebuilt file's name (FP4MOE_CUTLASS_MODULE, e.g. "
+     "fused_moe_90_slim074_full: every tactic; fused_moe_90_slim074: the fast build), 'stock' (FlashInfer's own JIT "
+     "build) or '' (no FlashInfer)"),
     ("triton_version", "string", "triton.__version__ or ''"),
     ("rank", "Int64", "torch.distributed rank that measured the row (sharded sweeps; '' otherwise)"),
     ("world_size", "Int64", "ranks of the sharded sweep (1 or empty: one process)"),
@@ -91,11 +89,14 @@ SCHEMA: list[tuple[str, str, str]] = [
     ("time_kernel_span_median_us", "float64", "first kernel start to last kernel end per call, median (us)"),
     ("time_kernel_count", "Int64", "kernels per call"),
     ("time_kernel_method", "string", "how the kernel time was taken (eager or cuda-graph replay), or why it failed"),
+    ("time_kernel_breakdown", "string", "JSON {kernel name: median us per call} of the same profile, slowest first "
+     "(names cut at 160 characters): which kernels a call ran and where its time went"),
     ("frac_bw_roofline", "float64", "achieved bytes/s over the measured read-only streaming ceiling (copy where unmeasured)"),
     ("frac_flops_roofline", "float64", "achieved FLOP/s over the measured bf16 GEMM ceiling"),
     ("ceiling_copy_GBps", "float64", "measured device copy (read + write) GB/s in this run"),
     ("ceiling_bf16_TFLOPs", "float64", "measured bf16 GEMM TFLOP/s in this run"),
-    ("ceiling_read_GBps", "float64", "measured read-only streaming GB/s in this run (int32 sum over 2 GiB)"),
+    ("ceiling_read_GBps", "float64", "measured read-only streaming GB/s in this run (float32 sum over 2 GiB; empty when "
+                                     "below 0.8 x the copy ceiling)"),
     ("ceiling_datasheet_GBps", "float64", "the GPU's datasheet HBM bandwidth, GB/s (H200: 4800)"),
     ("rel_l2", "float64", "||out - ref|| / ||ref|| vs the float32 reference"),
     ("max_abs_err", "float64", "max |out - ref|"),
@@ -118,56 +119,6 @@ def schema_markdown() -> str:
     lines = ["| column | type | meaning |", "| --- | --- | --- |"]
     lines += [f"| `{c}` | {d} | {m} |" for c, d, m in SCHEMA]
     return "\n".join(lines)
-
-
-def _git_commit() -> str:
-    try:
-        return subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=5).stdout.strip()
-    except Exception:  # noqa: BLE001
-        return ""
-
-
-def _driver_version() -> str:
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=10).stdout.strip()
-        return out.splitlines()[0] if out else ""
-    except Exception:  # noqa: BLE001
-        return ""
-
-
-def environment_info(device: Any = None) -> dict[str, str]:
-    """GPU, driver and library versions for every row of a run."""
-    dev = torch.device(device if device is not None else default_device())
-    info = {
-        "git_commit": os.environ.get("FP4MOE_GIT_COMMIT") or _git_commit(),
-        "torch_version": torch.__version__,
-        "cuda_version": str(torch.version.cuda or ""),
-        "gpu_name": "cpu",
-        "compute_capability": "",
-        "driver_version": "",
-        "flashinfer_version": "",
-        "triton_version": "",
-        "host": platform.node(),
-    }
-    if dev.type == "cuda" and torch.cuda.is_available():
-        cc = torch.cuda.get_device_capability(dev)
-        info.update(gpu_name=torch.cuda.get_device_name(dev), compute_capability=f"{cc[0]}.{cc[1]}",
-                    driver_version=_driver_version())
-    try:
-        import flashinfer  # noqa: PLC0415
-
-        info["flashinfer_version"] = str(getattr(flashinfer, "__version__", ""))
-    except Exception:  # noqa: BLE001
-        pass
-    try:
-        import triton  # noqa: PLC0415
-
-        info["triton_version"] = str(triton.__version__)
-    except Exception:  # noqa: BLE001
-        pass
-    return info
 
 
 def to_frame(rows: Iterable[dict[str, Any]]) -> pd.DataFrame:
@@ -196,13 +147,70 @@ def coerce(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
+STATUSES = ("ok", "incorrect", "failed", "unsupported", "aborted")
+
+#: columns a run written before they joined the schema may lack (read as empty; ``run_id``: the folder's name)
+ADDED_LATER = ("run_id", "flashinfer_build", "rank", "world_size", "time_capture_error", "timing_pass",
+               "time_median_us_repeat", "noise_ratio", *(f"time_kernel_{s}" for s in (
+                   "median_us", "p10_us", "p90_us", "spread", "span_median_us", "count", "method", "breakdown")),
+               "ceiling_read_GBps", "ceiling_datasheet_GBps")
+_BOOLS = {True: True, False: False, "True": True, "False": False, "true": True, "false": False, "1": True, "0": False}
+
+
 def validate_frame(df: pd.DataFrame) -> None:
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise ValueError(f"df: missing schema columns {missing}")
-    bad = set(df["status"].dropna().unique()) - {"ok", "incorrect", "failed", "unsupported", "aborted"}
+    bad = set(df["status"].dropna().unique()) - set(STATUSES)
     if bad:
         raise ValueError(f"df: unknown status values {sorted(bad)}")
+
+
+def _bad_values(s: pd.Series, dtype: str) -> pd.Series:
+    """Where ``s`` holds a value its schema ``dtype`` cannot (missing values are fine)."""
+    given = s.notna()
+    if dtype in ("Int64", "float64"):
+        num = pd.to_numeric(s.astype(object).where(given, None), errors="coerce")
+        bad = given & num.isna()
+        return bad | (given & num.notna() & (num % 1 != 0)) if dtype == "Int64" else bad
+    if dtype == "boolean":
+        return given & ~s.astype(object).map(lambda v: isinstance(v, (bool, int, str)) and v in _BOOLS)
+    return pd.Series(False, index=s.index)
+
+
+def conform(df: pd.DataFrame, source: str) -> pd.DataFrame:
+    """A frame read from ``source`` (a results or part file) -> typed schema columns first, columns that joined
+    the schema later (:data:`ADDED_LATER`) filled with NA.  A missing schema column, a value the column's type
+    cannot hold (``num_tokens`` "abc") or an unknown ``status`` is a ``ValueError`` naming the file and column."""
+    missing = [c for c in COLUMNS if c not in df.columns and c not in ADDED_LATER]
+    if missing:
+        raise ValueError(f"{source}: missing schema column(s) {missing} (see fp4moe_diag.results.SCHEMA); not a "
+                         "results file of this suite, or a damaged one")
+    for c, d in _DTYPES.items():
+        if c in df.columns:
+            bad = _bad_values(df[c], d)
+            if bad.any():
+                rows = bad[bad].index.tolist()
+                raise ValueError(f"{source}: column {c!r} ({d}) holds {df[c][bad].head(3).tolist()} at row(s) "
+                                 f"{rows[:3]}{' ...' if len(rows) > 3 else ''} (0-based, header not counted); "
+                                 f"expected {d} values or empty")
+    unknown = sorted(set(df["status"].dropna().astype(str)) - set(STATUSES))
+    if unknown:
+        raise ValueError(f"{source}: column 'status' holds {unknown}; expected one of {list(STATUSES)}")
+    df = df.copy()
+    for c in COLUMNS:
+        if c not in df.columns:
+            df[c] = pd.NA
+        elif _DTYPES[c] == "boolean":
+            df[c] = df[c].astype(object).map(lambda v: _BOOLS.get(v, v) if pd.notna(v) else pd.NA)
+    return coerce(df[COLUMNS + [c for c in df.columns if c not in COLUMNS]])
+
+
+def read_results_file(path: Any) -> pd.DataFrame:
+    """One ``.parquet`` or ``.csv`` results (or part) file -> a schema frame (:func:`conform`)."""
+    p = Path(path)
+    strings = {c: "string" for c, d, _ in SCHEMA if d == "string"}
+    return conform(pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p, dtype=strings), str(p))
 
 
 def run_dir_name(gpu_name: str, date: Optional[str] = None, tag: str = "") -> str:
@@ -213,50 +221,7 @@ def run_dir_name(gpu_name: str, date: Optional[str] = None, tag: str = "") -> st
 
 #: a run folder's files (see :mod:`fp4moe_diag.run_folder`)
 PARTS_DIR, MANIFEST, RUN_JSON, LOCK = "parts", "manifest.json", "run.json", ".lock"
-TMP_PREFIX = ".tmp-"
 MANIFEST_FORMAT = 1
-
-
-def atomic_write(path: Path, write: Any) -> Path:
-    """``write(fileobj)`` into a temp file next to ``path`` (``.tmp-<pid>-<name>``), fsync, ``os.replace``, fsync
-    the folder.  The file gets normal permissions (0666 less the umask, 0644 by default), not mkstemp's 0600; a
-    kill leaves ``path`` as it was plus at most a temp file, which the next :class:`RunFolder` start removes."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f"{TMP_PREFIX}{os.getpid()}-{os.urandom(4).hex()}-{path.name}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    _fsync_dir(path.parent)
-    return path
-
-
-def _fsync_dir(d: Path) -> None:
-    try:
-        fd = os.open(d, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def save_run(df: pd.DataFrame, out_dir: Any, name: str = "results", extra: Optional[dict] = None) -> dict[str, Path]:
@@ -280,10 +245,6 @@ def default_runs_root() -> Path:
     return RUNS_ROOT
 
 
-def _read_csv(p: Path) -> pd.DataFrame:
-    return coerce(pd.read_csv(p, keep_default_na=True, dtype={c: "string" for c, d, _ in SCHEMA if d == "string"}))
-
-
 def part_files(run_dir: Path, config_hash: Optional[str] = None) -> list[Path]:
     """The per-case part files of a run folder (those of ``config_hash`` only, when given), oldest first."""
     d = Path(run_dir) / PARTS_DIR
@@ -303,7 +264,7 @@ def _run_config_hash(run_dir: Path) -> Optional[str]:
 
 
 def read_parts(run_dir: Path, config_hash: Optional[str] = None) -> pd.DataFrame:
-    frames = [pd.read_parquet(p) for p in part_files(run_dir, config_hash)]
+    frames = [read_results_file(p) for p in part_files(run_dir, config_hash)]
     return coerce(pd.concat(frames, ignore_index=True)) if frames else to_frame([])
 
 
@@ -323,7 +284,7 @@ def load_run(path: Any) -> pd.DataFrame:
         for name, info in sorted(man.get("files", {}).items(), key=lambda kv: not kv[0].endswith(".parquet")):
             p = d / name
             if p.is_file() and sha256_file(p) == info.get("sha256"):
-                df = pd.read_parquet(p) if name.endswith(".parquet") else _read_csv(p)
+                df = read_results_file(p)
                 break
         if df is None or len(df) != man.get("rows"):
             raise ValueError(f"path: {d}: no results file matches {MANIFEST} (a write was interrupted and there are "
@@ -331,14 +292,14 @@ def load_run(path: Any) -> pd.DataFrame:
     else:
         pq, csv = d / "results.parquet", d / "results.csv"
         if pq.is_file():
-            df = pd.read_parquet(pq)
+            df = read_results_file(pq)
             if csv.is_file():
                 n_csv = len(pd.read_csv(csv, usecols=[0]))
                 if n_csv != len(df):
                     raise ValueError(f"path: {d}: results.parquet ({len(df)} rows) and results.csv ({n_csv} rows) "
                                      "disagree and there is no manifest to say which is whole")
         elif csv.is_file():
-            df = _read_csv(csv)
+            df = read_results_file(csv)
         else:
             raise ValueError(f"path: {d} has no results (no parts/, results.parquet or results.csv)")
     if "run_id" not in df or df["run_id"].isna().all():
@@ -350,11 +311,12 @@ def is_run_folder(d: Path) -> bool:
     return d.is_dir() and any((d / n).exists() for n in (PARTS_DIR, MANIFEST, "results.parquet", "results.csv"))
 
 
-def load_runs(root: Any = None, pattern: Optional[str] = None, *, allow_empty: bool = True) -> pd.DataFrame:
+def load_runs(root: Any = None, pattern: Optional[str] = None, *, allow_empty: bool = False) -> pd.DataFrame:
     """Concatenate the runs under ``root`` (default ``data/runs``): every sub-folder that is a run (CSV-only runs
     included), or the folders holding the files ``pattern`` matches (e.g. ``"*/results.parquet"``); ``root``
-    itself when it is a run.  A missing ``root`` -> ValueError; no runs -> an empty frame, or ValueError when
-    ``allow_empty`` is False."""
+    itself when it is a run.  A missing ``root`` -> ValueError; no runs -> ValueError naming ``root``, or an empty
+    frame when ``allow_empty`` (the notebooks, which then make a local run).  The one loader of many runs
+    (:mod:`fp4moe_diag.run_folder` exports this same function)."""
     root = Path(root) if root is not None else default_runs_root()
     if not root.is_dir():
         raise ValueError(f"root: {root} does not exist or is not a directory")

@@ -37,8 +37,7 @@ from typing import Any, Optional
 import pandas as pd
 
 from .results import (LOCK, MANIFEST, PARTS_DIR, RUN_JSON, TMP_PREFIX, atomic_write, coerce, is_run_folder,
-                      load_run, part_files, read_parts, save_run, validate_frame)
-from .results import load_runs as _load_runs
+                      load_run, load_runs, part_files, read_parts, save_run, validate_frame)
 
 MODES = ("new", "resume", "overwrite")
 _RUN_FILES = (RUN_JSON, MANIFEST, "results.parquet", "results.csv")
@@ -204,11 +203,6 @@ class RunFolder:
 
     def load(self) -> pd.DataFrame:
         return load_run(self.path)
-
-
-def load_runs(root: Any = None, pattern: Optional[str] = None) -> pd.DataFrame:
-    """The strict loader: a missing ``root`` or one without any run -> ValueError; CSV-only runs are read."""
-    return _load_runs(root, pattern, allow_empty=False)
 
 
 __all__ = ["MODES", "RunFolder", "config_hash", "load_run", "load_runs"]

@@ -180,7 +180,7 @@ def run_sweep(spec: SweepSpec, out_dir: Any = None, *, progress_bar: bool = True
     ``clock`` times the CPU path (tests).  Returns ``(rows, run folder)``."""
     from .backends import get_backend
     from .inputs import resolve_device
-    from .results import environment_info
+    from .environment import environment_info
     from .tune import SweepContext
 
     dev = resolve_device(spec.device)

@@ -30,7 +30,8 @@ from .inputs import MoEInputs, build_inputs, fresh_activations, resolve_device
 from .measure.ceilings import Ceilings, moe_work
 from .measure.options import MeasureOptions
 from .reference import reference_moe
-from .results import environment_info, to_frame
+from .environment import environment_info
+from .results import to_frame
 from .tune_steps import (SweepContext, TuneResult, TuneState, base_row, combined_step, commit_step, measure_tactic,
                          pick_best, prepare_step, second_pass, support_row, tactic_step)
 from .validate import validate_launch_inputs

@@ -39,7 +39,8 @@ class TuneResult:
 
 #: the kernel-time columns of a row (results.SCHEMA)
 KERNEL_TIME_COLUMNS = ("time_kernel_median_us", "time_kernel_p10_us", "time_kernel_p90_us", "time_kernel_spread",
-                       "time_kernel_span_median_us", "time_kernel_count", "time_kernel_method")
+                       "time_kernel_span_median_us", "time_kernel_count", "time_kernel_method",
+                       "time_kernel_breakdown")
 
 
 def cuda_context_ok(device: Any) -> tuple[bool, str]:

@@ -199,6 +199,24 @@ def _int_field(kw: dict[str, LogValue], name: str, default: Optional[int] = None
     return v
 
 
+def _required_counts(kw: dict[str, LogValue]) -> tuple[int, int, int]:
+    """``num_experts``, ``top_k`` and ``intermediate_size`` of the log: each present and >= 1, ``top_k`` at most
+    ``num_experts`` (checked before any tensor shape is compared with them, so the error names the scalar)."""
+    values = []
+    for name, what in (("num_experts", "global experts"), ("top_k", "experts per token"),
+                       ("intermediate_size", "I")):
+        v = _int_field(kw, name)
+        if v is None:
+            raise ValueError(f"{name}: required, but the log has no {name} value")
+        if v < 1:
+            raise ValueError(f"{name}: expected an int >= 1 ({what}), got {v}")
+        values.append(v)
+    num_experts, top_k, inter = values
+    if top_k > num_experts:
+        raise ValueError(f"top_k: expected <= num_experts ({num_experts}), got {top_k}")
+    return num_experts, top_k, inter
+
+
 def _check(name: str, got: TensorDesc, want: tuple[int, ...]) -> None:
     if got.shape != want:
         raise ValueError(f"{name}: shape {list(got.shape)} does not match the case; expected {list(want)}")
@@ -222,63 +240,11 @@ def _scale_block(name: str, scale: TensorDesc, rows: tuple[int, int], k: int) ->
     return block
 
 
-def parse_vllm_kwargs_log(text: str, *, model: str = "", process: Any = None) -> MoECase:
-    """Rebuild the case from a vLLM kwargs log (see the module docstring for the line format).
-
-    num_tokens from ``topk_ids`` (else ``hidden_states``/``routing_logits``) rows; hidden size from
-    ``hidden_states`` (x2 when packed FP4 uint8); ``num_experts`` is the global count and
-    ``local_num_experts``/``local_expert_offset`` this rank's slice (default: gemm1_weights' expert
-    dim / 0).  The weight format comes from the scale block size: 32 -> MXFP4 (vLLM logs the ue8m0
-    bytes as float8_e4m3fn), 16 -> NVFP4; MXFP4 when no scale is logged.  ``has_bias`` is whether
-    ``gemm1_bias`` is a tensor.  If any of ``gemm1_alpha``/``gemm1_beta``/``gemm1_clamp_limit`` is
-    present the activation is swiglu_oai; tensor lines carry no values, so alpha/beta/limit are the
-    gpt-oss defaults 1.702/1.0/7.0 unless a scalar value was logged.  hidden_states dtype maps to
-    activation_format: float8_e4m3fn -> mxfp8, bf16 and packed fp4 -> bf16 (the case has no FP4
-    activation format).  Missing required fields or inconsistent shapes raise ``ValueError``, and so does a
-    ``gemm2_bias`` without ``gemm1_bias`` (the case has one ``has_bias`` for both).  ``process`` picks one
-    process of a log that holds several (see :func:`parse_vllm_kwargs_lines`).
-    """
-    kw = parse_vllm_kwargs_lines(text, process=process)
-    if process is not None and not any(_matches(t, process) for t in log_processes(text)):
-        raise ValueError(f"process: no kwarg line of process {process!r}; the log has {log_processes(text)}")
-    hs = _tensor(kw, "hidden_states")
-    if hs is None:
-        raise ValueError("hidden_states: required, but the log has no hidden_states tensor")
-    if len(hs.shape) != 2:
-        raise ValueError(f"hidden_states: expected 2 dims [tokens, hidden], got {list(hs.shape)}")
-    for name in ("num_experts", "top_k", "intermediate_size"):
-        if kw.get(name) is None:
-            raise ValueError(f"{name}: required, but the log has no {name} value")
-    num_experts = _int_field(kw, "num_experts")
-    top_k = _int_field(kw, "top_k")
-    inter = _int_field(kw, "intermediate_size")
-    assert num_experts is not None and top_k is not None and inter is not None
-
-    packed = hs.dtype in _PACKED_FP4
-    hidden = hs.shape[1] * (2 if packed else 1)
-    if hs.dtype == "torch.float8_e4m3fn":
-        act_fmt = ActivationFormat.MXFP8
-    elif hs.dtype == "torch.bfloat16" or packed:
-        act_fmt = ActivationFormat.BF16
-    else:
-        raise ValueError(f"hidden_states: unsupported dtype {hs.dtype}")
-
-    topk_ids = _tensor(kw, "topk_ids")
-    tokens = hs.shape[0]
-    if topk_ids is not None:
-        _check("topk_ids", topk_ids, (tokens, top_k))
-    logits = _tensor(kw, "routing_logits")
-    if logits is not None:
-        _check("routing_logits", logits, (tokens, num_experts))
-    out = _tensor(kw, "output")
-    if out is not None:
-        _check("output", out, (tokens, hidden))
-
+def _weights_format_and_bias(kw: dict[str, LogValue], local: int, inter: int,
+                             hidden: int) -> tuple[WeightFormat, bool]:
+    """The logged weights, scales and biases checked against the case: the weight format (from the scales' block
+    size; MXFP4 when none is logged) and whether both biases are there."""
     w1, w2 = _tensor(kw, "gemm1_weights"), _tensor(kw, "gemm2_weights")
-    default_local = w1.shape[0] if w1 is not None and w1.shape else num_experts
-    local = _int_field(kw, "local_num_experts", default_local)
-    offset = _int_field(kw, "local_expert_offset", 0)
-    assert local is not None and offset is not None
     for name, w, want in (("gemm1_weights", w1, (local, 2 * inter, hidden // 2)),
                           ("gemm2_weights", w2, (local, hidden, inter // 2))):
         if w is not None:
@@ -305,7 +271,12 @@ def parse_vllm_kwargs_log(text: str, *, model: str = "", process: Any = None) ->
     if (b1 is None) != (b2 is None):
         raise ValueError(f"gemm1_bias/gemm2_bias: the log has {'gemm2_bias' if b1 is None else 'gemm1_bias'} "
                          "but not the other; the case has one has_bias for both")
+    return fmt, b1 is not None
 
+
+def _swiglu_oai(kw: dict[str, LogValue], local: int) -> dict[str, float]:
+    """``gemm1_alpha``/``gemm1_beta``/``gemm1_clamp_limit`` that the log has (a tensor line: the gpt-oss default;
+    a scalar: its value); empty for plain swiglu."""
     oai = {}
     for name, default in (("gemm1_alpha", OAI_ALPHA), ("gemm1_beta", OAI_BETA), ("gemm1_clamp_limit", OAI_LIMIT)):
         v = kw.get(name)
@@ -314,6 +285,62 @@ def parse_vllm_kwargs_log(text: str, *, model: str = "", process: Any = None) ->
             oai[name] = default
         elif isinstance(v, (int, float)) and not isinstance(v, bool):
             oai[name] = float(v)
+    return oai
+
+
+def parse_vllm_kwargs_log(text: str, *, model: str = "", process: Any = None) -> MoECase:
+    """Rebuild the case from a vLLM kwargs log (see the module docstring for the line format).
+
+    num_tokens from ``topk_ids`` (else ``hidden_states``/``routing_logits``) rows; hidden size from
+    ``hidden_states`` (x2 when packed FP4 uint8); ``num_experts`` is the global count and
+    ``local_num_experts``/``local_expert_offset`` this rank's slice (default: gemm1_weights' expert
+    dim / 0).  The weight format comes from the scale block size: 32 -> MXFP4 (vLLM logs the ue8m0
+    bytes as float8_e4m3fn), 16 -> NVFP4; MXFP4 when no scale is logged.  ``has_bias`` is whether
+    ``gemm1_bias`` is a tensor.  If any of ``gemm1_alpha``/``gemm1_beta``/``gemm1_clamp_limit`` is
+    present the activation is swiglu_oai; tensor lines carry no values, so alpha/beta/limit are the
+    gpt-oss defaults 1.702/1.0/7.0 unless a scalar value was logged.  hidden_states dtype maps to
+    activation_format: float8_e4m3fn -> mxfp8, bf16 and packed fp4 -> bf16 (the case has no FP4
+    activation format).  Missing required fields or inconsistent shapes raise ``ValueError``, and so does a
+    ``gemm2_bias`` without ``gemm1_bias`` (the case has one ``has_bias`` for both).  ``process`` picks one
+    process of a log that holds several (see :func:`parse_vllm_kwargs_lines`).
+    """
+    kw = parse_vllm_kwargs_lines(text, process=process)
+    if process is not None and not any(_matches(t, process) for t in log_processes(text)):
+        raise ValueError(f"process: no kwarg line of process {process!r}; the log has {log_processes(text)}")
+    hs = _tensor(kw, "hidden_states")
+    if hs is None:
+        raise ValueError("hidden_states: required, but the log has no hidden_states tensor")
+    if len(hs.shape) != 2:
+        raise ValueError(f"hidden_states: expected 2 dims [tokens, hidden], got {list(hs.shape)}")
+    num_experts, top_k, inter = _required_counts(kw)
+
+    packed = hs.dtype in _PACKED_FP4
+    hidden = hs.shape[1] * (2 if packed else 1)
+    if hs.dtype == "torch.float8_e4m3fn":
+        act_fmt = ActivationFormat.MXFP8
+    elif hs.dtype == "torch.bfloat16" or packed:
+        act_fmt = ActivationFormat.BF16
+    else:
+        raise ValueError(f"hidden_states: unsupported dtype {hs.dtype}")
+
+    topk_ids = _tensor(kw, "topk_ids")
+    tokens = hs.shape[0]
+    if topk_ids is not None:
+        _check("topk_ids", topk_ids, (tokens, top_k))
+    logits = _tensor(kw, "routing_logits")
+    if logits is not None:
+        _check("routing_logits", logits, (tokens, num_experts))
+    out = _tensor(kw, "output")
+    if out is not None:
+        _check("output", out, (tokens, hidden))
+
+    w1, w2 = _tensor(kw, "gemm1_weights"), _tensor(kw, "gemm2_weights")
+    default_local = w1.shape[0] if w1 is not None and w1.shape else num_experts
+    local = _int_field(kw, "local_num_experts", default_local)
+    offset = _int_field(kw, "local_expert_offset", 0)
+    assert local is not None and offset is not None
+    fmt, has_bias = _weights_format_and_bias(kw, local, inter, hidden)
+    oai = _swiglu_oai(kw, local)
     swiglu_oai = bool(oai)
 
     rsf = kw.get("routed_scaling_factor")
@@ -334,7 +361,7 @@ def parse_vllm_kwargs_log(text: str, *, model: str = "", process: Any = None) ->
         weight_format=fmt,
         activation_format=act_fmt,
         activation=GatedActivation.SWIGLU_OAI if swiglu_oai else GatedActivation.SWIGLU,
-        has_bias=b1 is not None,
+        has_bias=has_bias,
         swiglu_alpha=oai.get("gemm1_alpha", OAI_ALPHA) if swiglu_oai else None,
         swiglu_beta=oai.get("gemm1_beta", OAI_BETA) if swiglu_oai else None,
         swiglu_limit=oai.get("gemm1_clamp_limit", OAI_LIMIT) if swiglu_oai else None,

@@ -5,6 +5,8 @@
 #   bash scripts/bootstrap.sh --test    # install, then run the test suite
 #   bash scripts/bootstrap.sh --deps    # install only
 #
+# Every mode installs JupyterLab too; open the notebooks with:  jupyter lab notebooks/
+#
 # Every package CI installs is pinned in constraints-cpu.txt (the lock; requirements-cpu.txt names
 # what we need directly). On a GPU machine install the [gpu] extra too: pip install -e .[gpu]
 set -euo pipefail
@@ -32,6 +34,7 @@ pip_q -r requirements-cpu.txt -c constraints-cpu.txt
 pip_q --no-deps -c constraints-cpu.txt flashinfer-python triton
 pip_q --no-deps -e .
 $PY -m ipykernel install --user --name python3 >/dev/null 2>&1 || true
+echo "bootstrap.sh: installed. Open the notebooks with:  jupyter lab notebooks/"
 
 case "$MODE" in
   --deps) ;;

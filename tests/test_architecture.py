@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,23 +38,71 @@ def resolve(mod: str, is_pkg: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+def _imports(mod: str, path: Path) -> list[tuple[str, str, int]]:
+    """``(module, name or '', line)`` of every import of ``mod``, relative ones resolved; ``name`` is the
+    imported name of a ``from X import name``."""
+    is_pkg = path.name == "__init__.py"
+    out: list[tuple[str, str, int]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(a.name, "", node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            out += [(resolve(mod, is_pkg, node), a.name, node.lineno) for a in node.names]
+    return out
+
+
+def _top_level_names(path: Path) -> set[str] | None:
+    """Names a module defines at its top level (defs, classes, assignments, imports); None when it has a module
+    ``__getattr__`` (lazy names: anything may resolve)."""
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(), str(path)).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if node.name == "__getattr__":
+                return None
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.If, ast.Try)):  # TYPE_CHECKING / optional imports
+            names |= {(a.asname or a.name).split(".")[0] for n in ast.walk(node)
+                      if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+            names |= {n.name for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+            names |= {t.id for n in ast.walk(node) if isinstance(n, ast.Assign) for t in n.targets
+                      if isinstance(t, ast.Name)}
+    return names
+
+
+def unresolvable_imports() -> list[str]:
+    """Imports of the package's own modules that name a module or a name that does not exist."""
+    mods = modules()
+    bad = []
+    for mod, path in mods.items():
+        for target, name, line in _imports(mod, path):
+            if not target.startswith("fp4moe_diag"):
+                continue
+            where = f"{mods[mod].relative_to(ROOT)}:{line}"
+            if target not in mods:
+                bad.append(f"{where}: no module {target}")
+                continue
+            if name and name != "*" and f"{target}.{name}" not in mods:
+                defined = _top_level_names(mods[target])
+                if defined is not None and name not in defined:
+                    bad.append(f"{where}: {target} defines no {name}")
+    return bad
+
+
 def import_graph() -> dict[str, set[str]]:
     mods = modules()
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for mod, path in mods.items():
-        is_pkg = path.name == "__init__.py"
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = resolve(mod, is_pkg, node)
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
-            for t in targets:
-                while t and t not in mods:  # fp4moe_diag.x.y.name -> the module that defines it
-                    t = t.rpartition(".")[0]
-                if t.startswith("fp4moe_diag") and t != mod and not mod.startswith(t + "."):
-                    graph[mod].add(t)
+        for base, name, _line in _imports(mod, path):
+            t = f"{base}.{name}" if name and f"{base}.{name}" in mods else base
+            if t.startswith("fp4moe_diag") and t not in mods:
+                continue  # reported by test_every_import_resolves
+            if t.startswith("fp4moe_diag") and t != mod and not mod.startswith(t + "."):
+                graph[mod].add(t)
     return graph
 
 
@@ -94,6 +143,26 @@ def test_the_cycle_finder_finds_cycles():
     g = import_graph()
     assert "fp4moe_diag.measure.timing" in g["fp4moe_diag.measure.ceilings"]  # relative imports resolved
     assert "fp4moe_diag.runs" in g["fp4moe_diag.report.context"]  # function-level imports count too
+
+
+def test_every_import_resolves():
+    bad = unresolvable_imports()
+    assert not bad, "\n".join(bad)
+
+
+def test_the_import_checker_finds_unresolvable_imports(tmp_path, monkeypatch):
+    pkg = tmp_path / "fp4moe_diag"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "a.py").write_text("from .plotting import save_figure\nfrom ..b import there, missing\n"
+                                      "import fp4moe_diag.nope\n")
+    (pkg / "b.py").write_text("there = 1\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "PKG", pkg)
+    assert unresolvable_imports() == ["fp4moe_diag/sub/a.py:1: no module fp4moe_diag.sub.plotting",
+                                      "fp4moe_diag/sub/a.py:2: fp4moe_diag.b defines no missing",
+                                      "fp4moe_diag/sub/a.py:3: no module fp4moe_diag.nope"]
 
 
 @pytest.mark.parametrize("mod", sorted(set(modules()) - KERNEL_SOURCE))

@@ -138,8 +138,59 @@ def test_backend_comparison(df):
     panels = [ax for ax in fig.axes if ax.get_visible()]
     assert len(panels) == 2  # gpt-oss-20b EP1, EP2
     for ax in panels:
-        assert [ln.get_label() for ln in ax.get_lines()] == ["cutlass (best tactic)", "reference (best tactic)"]
+        assert [ln.get_label() for ln in ax.get_lines()] == ["cutlass @ abc (run 2026-12-01-nvidia-h200)",
+                                                             "reference @ abc (run 2026-12-01-nvidia-h200)"]
         assert "µs" in ax.get_ylabel() and "tokens" in ax.get_xlabel()
+
+
+OLD_RUN, NEW_RUN = "2026-12-02-nvidia-h200-a", "2026-12-03-nvidia-h200-b"
+
+
+def two_commit_frame() -> pd.DataFrame:
+    """Triton measured by two commits (the newer run covers T <= 64 only, 2x slower), cutlass by the older."""
+    rows = []
+    for run, commit, when, scale, tokens in ((OLD_RUN, "aaa1111", "2026-12-02T10:00:00", 1.0, TOKENS),
+                                             (NEW_RUN, "bbb2222", "2026-12-03T10:00:00", 2.0, TOKENS[:3])):
+        for t in tokens:
+            rows.append(_row("triton", "m16", 0, t, 1, "ok", scale * (10 + t), is_default=True, is_best=True))
+            rows[-1].update(run_id=run, git_commit=commit, timestamp=when)
+            if run == OLD_RUN:
+                rows.append(_row("cutlass", "g1:0", 1, t, 1, "ok", 30.0 + t, is_default=True, is_best=True))
+                rows[-1].update(run_id=run, git_commit=commit, timestamp=when)
+    return to_frame(rows)
+
+
+def _lines(fig) -> dict[str, tuple[list, list]]:
+    (ax,) = [a for a in fig.axes if a.get_visible()]
+    return {ln.get_label(): (list(ln.get_xdata()), list(ln.get_ydata())) for ln in ax.get_lines()}
+
+
+def test_backend_comparison_draws_one_run_per_line_with_its_commit():
+    lines = _lines(P.backend_comparison(two_commit_frame()))
+    assert set(lines) == {f"triton @ bbb2222 (run {NEW_RUN})", f"cutlass @ aaa1111 (run {OLD_RUN})"}
+    x, y = lines[f"triton @ bbb2222 (run {NEW_RUN})"]
+    assert x == [1.0, 8.0, 64.0] and y == [22.0, 36.0, 148.0]  # the newer run only: no T=512 point of the older
+    assert lines[f"cutlass @ aaa1111 (run {OLD_RUN})"][1] == [31.0, 38.0, 94.0, 542.0]
+
+
+def test_backend_comparison_draws_the_run_the_caller_chooses():
+    lines = _lines(P.backend_comparison(two_commit_frame(), runs={"triton": OLD_RUN}))
+    assert lines[f"triton @ aaa1111 (run {OLD_RUN})"] == ([1.0, 8.0, 64.0, 512.0], [11.0, 18.0, 74.0, 522.0])
+    assert set(_lines(P.backend_comparison(two_commit_frame(), runs=NEW_RUN))) == {f"triton @ bbb2222 (run {NEW_RUN})"}
+    with pytest.raises(ValueError, match="runs: 'nope' is not a run"):
+        P.backend_comparison(two_commit_frame(), runs="nope")
+    with pytest.raises(ValueError, match=f"runs: run '{NEW_RUN}' has no rows of backend 'cutlass'"):
+        P.backend_comparison(two_commit_frame(), runs={"cutlass": NEW_RUN})
+
+
+def test_roofline_labels_name_the_ceiling_used(df):
+    copy_only = P.roofline_fraction(df)  # the synthetic rows have a copy ceiling and no read ceiling
+    assert "measured copy ceiling" in copy_only.axes[0].get_ylabel() and "copy ceiling: 4300 GB/s" in _title(copy_only)
+    read = P.roofline_fraction(df.assign(ceiling_read_GBps=4400.0))
+    ax = read.axes[0]
+    assert "measured read ceiling" in ax.get_ylabel() and "copy" not in ax.get_ylabel()
+    assert "read ceiling: 4400 GB/s" in _title(read) and "copy" not in _title(read)
+    assert "goal: 60% of the measured read ceiling" in [t.get_text() for t in ax.get_legend().get_texts()]
 
 
 def test_token_error_plot():
@@ -211,3 +262,11 @@ def test_figures_on_a_cpu_run(cpu_run, tmp_path):
         P.roofline_fraction(cpu_run)  # CPU runs measure no ceilings
     t = A.summary_tables(cpu_run)
     assert t["best_per_shape"]["best_tactic"].eq("torch fp32").all()
+
+
+def test_commit_label_is_short_and_names_every_commit():
+    from fp4moe_diag.analysis.shapes import commit_label
+
+    rows = pd.DataFrame({"git_commit": ["5e627f9c0ffee1234", "5e627f9c0ffee1234", "83adb3b99", None]})
+    assert commit_label(rows) == "5e627f9/83adb3b"
+    assert commit_label(rows.iloc[3:]) == "commit unknown"

@@ -132,3 +132,40 @@ def test_fp4tensor_per_expert_global_scale():
     d = stacked.dequantize()
     for i in range(2):
         assert torch.equal(d[i], qs[i].dequantize())
+
+
+# --------------------------------------------------------------------------- OCP MX edge cases
+F32_MAX = torch.finfo(torch.float32).max
+
+
+def test_mxfp4_near_the_float32_maximum_stays_finite():
+    q = quantize_mxfp4(torch.full((1, 32), 3e38))  # amax / 6 rounds up to 2**126, where 4 * 2**126 = inf
+    assert q.scale.tolist() == [[127 + 125]]  # the OCP shared exponent floor(log2(3e38)) - 2 = 125
+    assert q.dequantize().tolist() == [[6 * 2.0 ** 125] * 32]  # saturated at 6: 2.55e38, finite
+    mixed = torch.tensor([F32_MAX, -F32_MAX, 2.0 ** 124, -(2.0 ** 126)] + [0.0] * 28).reshape(1, 32)
+    d = quantize_mxfp4(mixed).dequantize().reshape(-1)
+    assert d[:4].tolist() == [6 * 2.0 ** 125, -6 * 2.0 ** 125, 2.0 ** 124, -(2.0 ** 126)]
+    below = quantize_mxfp4(torch.full((1, 32), 2e38))  # amax / 6 rounds up to 2**125 already: unchanged
+    assert below.scale.tolist() == [[252]] and below.dequantize().tolist() == [[4 * 2.0 ** 125] * 32]  # 4.7 -> 4
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(-F32_MAX, F32_MAX, allow_nan=False, allow_infinity=False, width=32), min_size=32,
+                max_size=32))
+def test_mxfp4_every_finite_float32_block_dequantizes_finite(vals):
+    d = quantize_mxfp4(torch.tensor(vals, dtype=torch.float32).reshape(1, 32)).dequantize()
+    assert torch.isfinite(d).all()
+    assert torch.equal(torch.signbit(d[d != 0]), torch.signbit(torch.tensor(vals).reshape(1, 32)[d != 0]))
+
+
+def test_ue8m0_byte_0xff_is_nan_and_makes_its_block_nan():
+    assert [math.isnan(v) for v in ue8m0_to_float(torch.tensor([0xFF, 254, 0], dtype=torch.uint8)).tolist()] == [
+        True, False, False]
+    assert ue8m0_to_float(torch.tensor([254, 0], dtype=torch.uint8)).tolist() == [2.0 ** 127, 2.0 ** -127]
+    q = quantize_mxfp4(torch.ones(1, 64))
+    scale = q.scale.clone()
+    scale[0, 1] = 0xFF
+    d = dequantize_mxfp4(q.data, scale)
+    assert d[0, :32].tolist() == [1.0] * 32 and torch.isnan(d[0, 32:]).all()
+    e4m3_view = dequantize_mxfp4(q.data, scale.view(torch.float8_e4m3fn))  # vLLM's view of the same bytes
+    assert torch.isnan(e4m3_view[0, 32:]).all() and e4m3_view[0, :32].tolist() == [1.0] * 32

@@ -100,6 +100,38 @@ def test_notebooks_have_tagged_parameters():
         assert nb.cells[0].cell_type == "markdown"
 
 
+def test_notebook_02_reads_committed_runs_on_a_gpu_unless_asked(tmp_path, monkeypatch):
+    import nbformat
+
+    from fp4moe_diag.report import context as C
+    from fp4moe_diag.results import save_run
+    from frames import synthetic_frame
+
+    nb = nbformat.read(str(REPO / "notebooks" / "02_tactic_sweep.ipynb"), as_version=4)
+    params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])][0].source
+    assert "\nfresh_sweep = False\n" in "\n" + params + "\n"
+    assert "R.load_report_data(ctx, fresh=fresh_sweep)" in "".join(c.source for c in nb.cells)
+    save_run(synthetic_frame(), tmp_path / "runs" / "2026-12-01-nvidia-h200")
+    gpu = C.ReportContext(None, REPO / "data" / "vllm_shapes.csv", "cuda", tmp_path / "out", quick=False)
+    swept = []
+    monkeypatch.setattr(C, "local_run", lambda ctx: swept.append(ctx) or synthetic_frame().assign(run_id="fresh"))
+    df, note = C.load_report_data(gpu, runs_root=tmp_path / "runs")
+    assert swept == [] and len(df) == len(synthetic_frame()) and "1 committed run(s)" in note
+    df, note = C.load_report_data(gpu, runs_root=tmp_path / "runs", fresh=True)
+    assert swept == [gpu] and sorted(df["run_id"].unique()) == ["2026-12-01-nvidia-h200", "fresh"]
+    with pytest.raises(ValueError, match="fresh: expected True"):
+        C.load_report_data(gpu, runs_root=tmp_path / "runs", fresh=None)
+
+
+def test_notebook_05_provenance_table_is_under_its_heading():
+    import nbformat
+
+    cells = nbformat.read(str(REPO / "notebooks" / "05_report.ipynb"), as_version=4).cells
+    (i,) = [k for k, c in enumerate(cells) if c.cell_type == "markdown" and c.source.startswith("## Provenance")]
+    assert cells[i + 1].cell_type == "code" and "tables['provenance']" in cells[i + 1].source
+    assert all("provenance" not in c.source for c in cells[i + 2:] if c.cell_type == "code")
+
+
 def test_figures_on_committed_runs(tmp_path):
     """Every report figure over whatever is committed under data/runs (skipped while it is empty)."""
     from fp4moe_diag.results import load_runs
@@ -128,3 +160,12 @@ def test_all_notebooks_execute_in_quick_mode(tmp_path):
     assert "data:image/png;base64" in report
     pngs = sorted((tmp_path / "figures").glob("*.png"))
     assert pngs and all(p.with_suffix(".svg").exists() for p in pngs)
+
+
+def test_show_figure_saves_png_and_svg(tmp_path):
+    from fp4moe_diag import plotting as P
+    from fp4moe_diag.report.display import show_figure
+    from frames import synthetic_frame
+
+    paths = show_figure(P.backend_comparison(synthetic_frame()), save_as=tmp_path / "cmp")  # imported ..plotting
+    assert paths["png"].read_bytes()[:4] == b"\x89PNG" and paths["svg"].name == "cmp.svg"

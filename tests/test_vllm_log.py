@@ -355,3 +355,18 @@ def test_an_error_line_with_a_colon_is_not_a_kwarg_line() -> None:
     assert not is_kwarg_line(err)
     assert is_kwarg_line("(EngineCore_DP0 pid=121033) INFO 11-01 12:49:12 [x.py:1] top_k : 4")
     _assert_seed_case(parse_vllm_kwargs_log(extract_kwargs_log(err + "\n" + SEED_LOG)))
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("top_k", "-4", "top_k: expected an int >= 1 (experts per token), got -4"),
+    ("top_k", "0", "top_k: expected an int >= 1 (experts per token), got 0"),
+    ("top_k", "40", "top_k: expected <= num_experts (32), got 40"),
+    ("num_experts", "-1", "num_experts: expected an int >= 1 (global experts), got -1"),
+    ("intermediate_size", "0", "intermediate_size: expected an int >= 1 (I), got 0"),
+])
+def test_bad_required_scalar_names_itself_not_a_tensor(name: str, value: str, message: str) -> None:
+    line = f"(EngineCore_DP0 pid=121033) {name} : "
+    (old,) = [ln for ln in SEED_LOG.splitlines() if ln.startswith(line)]
+    with pytest.raises(ValueError) as info:
+        parse_vllm_kwargs_log(SEED_LOG.replace(old, line + value))
+    assert str(info.value) == message  # it blamed topk_ids' (or gemm1_weights') shape

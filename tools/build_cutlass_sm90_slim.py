@@ -50,10 +50,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import cutlass_slim_common as common  # noqa: E402
-import cutlass_slim_sources as slim_sources  # noqa: E402
-from cutlass_slim_common import fetch_header_deps, write_libcuda_stub  # noqa: E402,F401
+import cutlass_slim_common as common  # tools/ is sys.path[0] when this runs as a script (PYTHONPATH=tools to import)
+import cutlass_slim_sources as slim_sources
 
 DEFAULT_OUT = Path(os.environ.get("FI_SLIM_OUT", "/work/cutlass_slim"))
 DEFAULT_NAME = "fused_moe_90_slim"
@@ -63,7 +61,6 @@ LAUNCHER = "sm90_generic_mixed_moe_gemm_kernelLauncher"
 EXPORTS = ("init",)
 WHAT = "bf16 x fp4 W4-group-scaling on SM90"
 SMOKE_INIT = "torch.bfloat16, torch.uint8, torch.bfloat16, False, True, False"  # 6-arg init
-_setup_env = common.setup_env  # used by build_fp4_quant_sm90.py
 
 
 def wanted(tactics: str):

@@ -50,9 +50,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import cutlass_slim_common as common  # noqa: E402
-import cutlass_slim_sources as slim_sources  # noqa: E402
+import cutlass_slim_common as common  # tools/ is sys.path[0] when this runs as a script (PYTHONPATH=tools to import)
+import cutlass_slim_sources as slim_sources
 
 DEFAULT_OUT = Path(os.environ.get("FI_SLIM_OUT", "/work/cutlass_slim_074"))
 DEFAULT_NAME = "fused_moe_90_slim074"
@@ -68,9 +67,7 @@ SMOKE_INIT = ("torch.bfloat16, torch.uint8, torch.bfloat16, False, True, False, 
 SMOKE_EXTRA = """
 m.set_deepgemm_jit_include_dirs(["/nonexistent"])
 print("smoke: set_deepgemm_jit_include_dirs OK")
-import sys
-sys.path.insert(0, %r)
-import build_cutlass_sm90_slim_074 as b
+import build_cutlass_sm90_slim_074 as b  # common.smoke puts tools/ on the child's PYTHONPATH
 b.use_slim_module(%r)
 import flashinfer.fused_moe.core as core
 ns = core.get_cutlass_fused_moe_module("90")
@@ -208,7 +205,7 @@ def main(argv=None):
 
 
 def smoke_args(so: Path):
-    return SMOKE_INIT, SMOKE_EXTRA % (str(Path(__file__).resolve().parent), str(so))
+    return SMOKE_INIT, SMOKE_EXTRA % (str(so),)
 
 
 if __name__ == "__main__":

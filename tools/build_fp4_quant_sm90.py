@@ -20,8 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import build_cutlass_sm90_slim as slim  # noqa: E402  (shared env/header/stub helpers)
+import build_cutlass_sm90_slim as slim  # tools/ is sys.path[0] when this runs as a script (its DEFAULT_OUT)
+import cutlass_slim_common as common  # the kit's env/header/stub helpers
 
 
 def main(argv=None) -> int:
@@ -34,13 +34,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     args.out = args.out.resolve()
     if args.fetch_deps:
-        slim.fetch_header_deps(args.out)
+        common.fetch_header_deps(args.out)
     if args.extra_include is None:
         d = args.out / "deps/nvidia/cu13/include"
         fallback = slim.DEFAULT_OUT / "deps/nvidia/cu13/include"
         args.extra_include = [str(p) for p in (d, fallback) if p.exists()][:1]
-    slim._setup_env(args)
-    slim.write_libcuda_stub(args.out, [])
+    common.setup_env(args)
+    common.write_libcuda_stub(args.out, [])
 
     from flashinfer.jit.fp4_quantization import gen_fp4_quantization_sm90_module
 

@@ -39,11 +39,11 @@ METHOD_NAMES = ("run_moe", "run_gemm_profile", "get_tactic_num", "run_moe_min_la
 def install_prebuilt(so_path) -> object:
     """Make the installed FlashInfer's CUTLASS module getter return the prebuilt .so (call before first use):
     the package's own loader, :func:`fp4moe_diag.backends.flashinfer.prebuilt.install`, which also refuses a
-    .so built for the other FlashInfer generation."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root
-    from fp4moe_diag.backends.flashinfer import prebuilt
+    .so built for the other FlashInfer generation (fp4moe_diag installed, or on PYTHONPATH as gpu_session.sh has it)."""
+    try:
+        from fp4moe_diag.backends.flashinfer import prebuilt
+    except ImportError as e:
+        raise ImportError(f"install_prebuilt: {e}; pip install -e . or PYTHONPATH=<repository>") from None
 
     return prebuilt.install("cutlass_fused_moe_sm90", so_path)
 
@@ -208,6 +208,16 @@ def _nm(paths, *flags):
     return subprocess.run(["nm", *flags, *map(str, paths)], capture_output=True, text=True).stdout
 
 
+def undefined_dynamic(so) -> tuple[list, list]:
+    """(strong, weak) undefined dynamic symbols of ``so`` (``nm -D --undefined-only``: ``U`` vs ``w``/``v``)."""
+    strong, weak = [], []
+    for line in _nm([so], "-D", "--undefined-only").splitlines():
+        parts = line.split()
+        if len(parts) >= 2:
+            (weak if parts[-2] in ("w", "v") else strong).append(parts[-1])
+    return strong, weak
+
+
 def _symbols(objs):
     defined, undefined = set(), set()
     for line in _nm(objs, "-g", "--no-sort").splitlines():
@@ -270,7 +280,7 @@ def _find_lib(soname):
 def verify(so: Path, exports=("__tvm_ffi_init",)) -> list:
     """Print the dynamic-symbol picture of ``so``; returns unresolved project/other symbols."""
     print(f"\n== verify {so} ({so.stat().st_size / 2**20:.1f} MiB)")
-    und = [u for u in _nm([so], "-D", "--undefined-only").split() if u not in ("U", "w", "v")]
+    und, weak = undefined_dynamic(so)
     proj = [u for u in und if any(p in u for p in STUB_PATTERNS)]
     print(f"undefined dynamic symbols: {len(und)}; tensorrt_llm ones: {len(proj)}")
     groups = {}
@@ -297,6 +307,11 @@ def verify(so: Path, exports=("__tvm_ffi_init",)) -> list:
             provided |= {x.split("@")[0] for x in _nm([lib], "-D", "--defined-only").split()}
     residual = [u for u in und if u.split("@")[0] not in provided and not re.match(r"^cu[A-Z]", u)
                 and not u.startswith(("__gmon_start__", "_ITM_", "__cxa_finalize"))]
+    # weak undefined references (nm type w/v) may stay unresolved: the loader binds them to 0 (e.g. libstdc++'s
+    # transactional-memory clones _ZGTtnam / _ZGTtdlPv, which a libstdc++ built without TM support lacks)
+    unresolved_weak = [u for u in weak if u.split("@")[0] not in provided]
+    if unresolved_weak:
+        print(f"weak undefined, not provided (allowed: bound to 0 at load): {unresolved_weak}")
     print("undefined and not provided by libstdc++/libc/libm/libgcc_s/libtvm_ffi/libcudart "
           f"(cu* driver API excluded): {residual}")
     exported = set(_nm([so], "-D", "--defined-only").split())
@@ -315,7 +330,8 @@ def verify(so: Path, exports=("__tvm_ffi_init",)) -> list:
 
 def smoke(so: Path, init_args: str, extra: str = "") -> int:
     """CPU-host check in a fresh interpreter: ``LD_BIND_NOW=1 tvm_ffi.load_module(so)`` and
-    ``init(<init_args>)``, which must get as far as its first CUDA call (no GPU here)."""
+    ``init(<init_args>)``, which must get as far as its first CUDA call (no GPU here); then ``extra``, which may
+    import this kit's modules (tools/ leads the child's ``PYTHONPATH``)."""
     code = (
         "import torch, tvm_ffi\n"
         f"m = tvm_ffi.load_module({str(so)!r})\n"
@@ -327,7 +343,8 @@ def smoke(so: Path, init_args: str, extra: str = "") -> int:
         "    print('smoke: init ->', type(e).__name__, str(e).strip().splitlines()[-1][:240])\n"
         + extra
     )
-    env = dict(os.environ, LD_BIND_NOW="1")
+    path = os.pathsep.join(p for p in (str(Path(__file__).resolve().parent), os.environ.get("PYTHONPATH", "")) if p)
+    env = dict(os.environ, LD_BIND_NOW="1", PYTHONPATH=path)
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     print(r.stdout + r.stderr[-2000:], end="")
     return r.returncode

@@ -10,7 +10,8 @@
 # Phases (default: all but 'cutlass-build', 'fi074-*' and 'profile'): env reproduce versions sweep notebooks
 # cutlass-build profile; fi074-build (the slim SM90 CUTLASS module of FlashInfer 0.7.4, built here in the
 # background from .carry/fi074_{py,data}.tar.xz with tools/build_cutlass_sm90_slim_074.py: 116 kernels, all
-# cores) and fi074-wait (waits for it, copies the .so.xz to $OUT).  A sweep entry's 6th field 'fi074' runs it
+# cores; FI074_TACTICS=fast builds the 4-tactic fast build instead) and fi074-wait (waits for it, copies the .so.xz
+# to $OUT).  A sweep entry's 6th field 'fi074' ('fi074fast': the fast build) runs it
 # under FlashInfer 0.7.4 (/tmp/fi074 first on PYTHONPATH, FP4MOE_CUTLASS_MODULE = that build). (PROFILES="backend|model|ep|tokens|tactic labels;...": Nsight Compute tables)
 # (notebook 04 does the Nsight Compute profile; every sweep re-times each best tactic: noise_ratio)
 # TRITON_CACHE_OUT=0: do not pack Triton's compile cache into $OUT (it can pass the size of what comes back).
@@ -106,13 +107,16 @@ unpack_fi074() {
     && tar -C "$FI074_OUT/deps/nvidia/cu13" -xJf .carry/cu13_headers.tar.xz
 }
 fi074_so() { ls "$FI074_OUT"/dist/fused_moe_90_slim074_full.so.xz 2>/dev/null || ls .carry/fused_moe_90_slim074_full.so.xz 2>/dev/null; }
+# the fast build (stock use_fast_build=True: 4 tactics per GEMM), built here with FI074_TACTICS=fast
+fi074_fast_so() { ls "$FI074_OUT"/dist/fused_moe_90_slim074.so.xz 2>/dev/null || ls .carry/fused_moe_90_slim074.so.xz 2>/dev/null; }
+fi074_want() { if [ "${FI074_TACTICS:-full}" = fast ]; then fi074_fast_so; else fi074_so; fi; }
 
 if has fi074-build; then
-  if [ -n "$(fi074_so)" ]; then log "0.7.4 slim module already at $(fi074_so)"; else
+  if [ -n "$(fi074_want)" ]; then log "0.7.4 slim module already at $(fi074_want)"; else
     unpack_fi074 || { log "cannot unpack the FlashInfer 0.7.4 kit"; exit 4; }
-    log "building FlashInfer 0.7.4's slim SM90 CUTLASS module in the background (-j ${FI074_JOBS:-12})"
+    log "building FlashInfer 0.7.4's slim SM90 CUTLASS module (--tactics ${FI074_TACTICS:-full}) in the background (-j ${FI074_JOBS:-12})"
     setsid nohup nice -n 10 env PYTHONPATH="$FI074:${PYTHONPATH:-}" FI_SLIM_OUT="$FI074_OUT" python3 \
-      tools/build_cutlass_sm90_slim_074.py --build --tactics full -j "${FI074_JOBS:-12}" --out "$FI074_OUT" \
+      tools/build_cutlass_sm90_slim_074.py --build --tactics "${FI074_TACTICS:-full}" -j "${FI074_JOBS:-12}" --out "$FI074_OUT" \
       > "$OUT/fi074_build.log" 2>&1 < /dev/null &
   fi
 fi
@@ -133,11 +137,6 @@ if has versions; then
   python3 -m fp4moe_diag versions /tmp/site /tmp/fi_py/fi_py_* --csv "$B/version_matrix.csv" 2>&1 | tail -5
 fi
 
-if has debug-cutlass; then
-  log "CUTLASS diagnosis"
-  timeout 200 python3 tools/debug_cutlass.py 2>&1 | grep -v autotuner.py | tee "$B/debug_cutlass.txt" | tail -60
-fi
-
 if has gputests; then
   log "GPU-only tests"
   # shellcheck disable=SC2086  # GPUTESTS_PATHS is a list of test paths
@@ -149,10 +148,10 @@ run_sweep() {  # backends models out timeout flashinfer extra...
   local out=${3:-${SWEEP_OUT:-$B/run}} tmo=${4:-${SWEEP_TIMEOUT:-420}} fi=${5:-}
   shift 5
   local envs=()
-  if [ "$fi" = fi074 ]; then
+  if [ "$fi" = fi074 ] || [ "$fi" = fi074fast ]; then
     unpack_fi074
-    local so; so=$(fi074_so)
-    [ -n "$so" ] || { log "sweep $out skipped: no FlashInfer 0.7.4 module built"; return 0; }
+    local so; if [ "$fi" = fi074fast ]; then so=$(fi074_fast_so); else so=$(fi074_so); fi
+    [ -n "$so" ] || { log "sweep $out skipped: no FlashInfer 0.7.4 module ($fi) built"; return 0; }
     envs=(PYTHONPATH="$FI074:$PYTHONPATH" FP4MOE_CUTLASS_MODULE="$so")
   fi
   log "sweep $backends $models -> $out (timeout ${tmo}s) ${fi:+[flashinfer $fi]} $*"
@@ -193,8 +192,9 @@ fi
 
 if has fi074-wait; then
   log "waiting for the 0.7.4 build (up to ${FI074_WAIT:-300}s)"
-  for _ in $(seq "${FI074_WAIT:-300}"); do [ -n "$(fi074_so)" ] && break; sleep 1; done
-  if [ -n "$(fi074_so)" ]; then cp "$(fi074_so)" "$OUT/"; log "0.7.4 module: $(fi074_so)"; else log "0.7.4 build not done"; fi
+  for _ in $(seq "${FI074_WAIT:-300}"); do [ -n "$(fi074_want)" ] && break; sleep 1; done
+  if [ -n "$(fi074_want)" ]; then log "0.7.4 module: $(fi074_want)"; case "$(fi074_want)" in .carry/*) ;; *) cp "$(fi074_want)" "$OUT/";; esac
+  else log "0.7.4 build not done"; fi
   tail -25 "$OUT/fi074_build.log" 2>/dev/null
 fi
 

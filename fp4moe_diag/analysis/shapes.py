@@ -134,6 +134,50 @@ def latest_per_shape(best: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
     return out.drop(columns="_rank").sort_index()
 
 
+def run_recency(df: pd.DataFrame) -> dict[str, tuple[str, str]]:
+    """``{run_id: (last row timestamp, run_id)}``: sorting by it puts the most recent run last."""
+    runs = df.assign(run_id=df["run_id"].astype("string").fillna(""))
+    when = (runs.groupby("run_id")["timestamp"].max().astype("string").fillna("") if "timestamp" in runs
+            else pd.Series("", index=sorted(runs["run_id"].unique())))
+    return {str(rid): (str(when.get(rid, "")), str(rid)) for rid in runs["run_id"].unique()}
+
+
+def one_run_per_line(df: pd.DataFrame, keys: list[str], runs: Any = None) -> pd.DataFrame:
+    """The rows of a single run for each group of ``keys`` (a line of a figure, e.g. backend x GPU x case), so a
+    line is one code version.  By default the most recent run (:func:`run_recency`) with rows in the group;
+    ``runs`` chooses instead: a run id for every group, or ``{backend: run_id}`` (backends not named keep
+    the default).  A run id that is not in the frame, or has no rows of its backend, is a ``ValueError``."""
+    if df.empty:
+        return df
+    rid = df["run_id"].astype("string").fillna("")
+    have = sorted(rid.unique())
+    if isinstance(runs, str):
+        if runs not in have:
+            raise ValueError(f"runs: {runs!r} is not a run of the frame; it has {have}")
+        return df[rid == runs]
+    if runs is not None and not isinstance(runs, dict):
+        raise ValueError(f"runs: expected a run id or a {{backend: run_id}} dict, got {type(runs).__name__}")
+    chosen = dict(runs or {})
+    for b, r in chosen.items():
+        if not ((rid == r) & (df["backend"] == b)).any():
+            with_b = sorted(rid[df["backend"] == b].unique())
+            raise ValueError(f"runs: run {r!r} has no rows of backend {b!r}; runs with it: {with_b or 'none'}")
+    recency = run_recency(df)
+    keep = pd.Series(False, index=df.index)
+    for _, g in df.assign(_rid=rid).groupby(keys, dropna=False, sort=False):
+        b = g["backend"].iloc[0]
+        pick = chosen[b] if b in chosen else max(g["_rid"].unique(), key=lambda r: recency[str(r)])
+        keep[g.index[g["_rid"] == pick]] = True
+    return df[keep]
+
+
+def commit_label(rows: pd.DataFrame, width: int = 7) -> str:
+    """The ``git_commit`` of a line's rows, cut to ``width`` characters (several joined by '/'; 'commit unknown'
+    without one)."""
+    commits = sorted({str_or_empty(v)[:width] for v in rows["git_commit"].tolist()} - {""}) if "git_commit" in rows else []
+    return "/".join(commits) or "commit unknown"
+
+
 def default_by_tokens(rows: pd.DataFrame) -> dict[int, str]:
     """``{T: tactic_label}`` of the library's default tactic at each token count (it can change with T)."""
     d = rows[rows["is_default_tactic"].fillna(False).astype(bool) & rows["tactic_label"].notna()]

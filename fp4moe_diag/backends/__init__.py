@@ -6,6 +6,11 @@ name                      what                                                mo
 ========================  ==================================================  ===========================
 ``reference``             float32 torch reference of the same quantized MoE   :mod:`.reference`
 ``cutlass``               FlashInfer ``cutlass_fused_moe`` (SM90 / SM100)     :mod:`.flashinfer.cutlass`
+``cutlass_autotune``      the tactic FlashInfer's own AutoTuner picks there   :mod:`.flashinfer.autotuned`
+``cutlass_w4a16``         FlashInfer 0.7 unified ``CutlassW4A16Runner`` (SM90) :mod:`.flashinfer.unified`
+``cutlass_humming``       ... ``CutlassHummingRunner`` (MXFP4 x FP8, SM90)    :mod:`.flashinfer.unified`
+``cutile_mxfp4``          ... ``CuTileMxfp4Bf16Runner`` (cuTile)              :mod:`.flashinfer.unified`
+``frost_low_latency``     ... ``FrostLowLatencyRunner`` (T <= 8)              :mod:`.flashinfer.unified`
 ``trtllm``                FlashInfer trtllm-gen routed MoE (SM100 / SM103)    :mod:`.flashinfer.trtllm`
 ``triton``                our own Triton MXFP4 MoE kernels                    :mod:`.triton`
 ``triton_kernels``        OpenAI triton_kernels matmul_ogs, as vLLM on SM90   :mod:`.oai_triton_kernels`
@@ -23,6 +28,11 @@ from .base import Backend, Support, Tactic
 REGISTRY: dict[str, str] = {
     "reference": ".reference:ReferenceBackend",
     "cutlass": ".flashinfer.cutlass:CutlassBackend",
+    "cutlass_autotune": ".flashinfer.autotuned:CutlassAutotuneBackend",
+    "cutlass_w4a16": ".flashinfer.unified:CutlassW4A16Backend",
+    "cutlass_humming": ".flashinfer.unified:CutlassHummingBackend",
+    "cutile_mxfp4": ".flashinfer.unified:CuTileMxfp4Backend",
+    "frost_low_latency": ".flashinfer.unified:FrostLowLatencyBackend",
     "trtllm": ".flashinfer.trtllm:TrtllmGenBackend",
     "triton": ".triton.backend:TritonMXFP4Backend",
     "triton_kernels": ".oai_triton_kernels.backend:TritonKernelsBackend",

@@ -139,7 +139,23 @@ class KernelTimeStats:
               ("min_us", self.sum.min_us), ("max_us", self.sum.max_us), ("spread", self.sum.spread),
               ("repeats", self.sum.repeats), ("span_median_us", self.span.median_us),
               ("count", self.kernels_per_call), ("consistent", self.consistent), ("method", self.sum.method))}
+        d[f"{prefix}breakdown"] = breakdown_json(self.per_kernel_us)
         return d
+
+
+def short_kernel_name(name: str, limit: int = 160) -> str:
+    """A kernel's name without its template arguments' tail: at most ``limit`` characters."""
+    return name if len(name) <= limit else name[: limit - 3] + "..."
+
+
+def breakdown_json(per_kernel_us: dict) -> str:
+    """``{kernel name: median us per call}`` as JSON, slowest first (names shortened, same-named summed)."""
+    import json
+
+    acc: dict[str, float] = {}
+    for k, v in per_kernel_us.items():
+        acc[short_kernel_name(k)] = acc.get(short_kernel_name(k), 0.0) + float(v)
+    return json.dumps({k: round(v, 3) for k, v in sorted(acc.items(), key=lambda kv: -kv[1])})
 
 
 def summarize_calls(calls: Sequence[CallKernels], method: str) -> KernelTimeStats:

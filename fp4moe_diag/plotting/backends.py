@@ -3,27 +3,46 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from ..analysis.shapes import (CASE_COLUMNS, DECODE_MAX_TOKENS, SHAPE_COLUMNS, best_per_shape, latest_per_shape,
-                               require_frame)
+from ..analysis.shapes import (CASE_COLUMNS, DECODE_MAX_TOKENS, SHAPE_COLUMNS, best_per_shape, commit_label,
+                               latest_per_shape, one_run_per_line, require_frame)
 from ..analysis.tables import x_of_best
 from .common import (ROOFLINE_GOAL, _CASE_MARKERS, _CASE_STYLES, _backend_color, _case_frame,
                      _time_axis, _title, _tokens_axis)
 
 
 # --------------------------------------------------------------------------- 4. roofline fraction
+def ceilings_used(df: pd.DataFrame) -> tuple[str, str]:
+    """What ``frac_bw_roofline`` was divided by in the rows that have one: ``(name, caption)``, e.g.
+    ``("read ceiling", " (read ceiling: 4420 GB/s)")``.  Rows without a read-only ceiling (older runs, or one
+    below 0.8x the copy) used the copy ceiling; both are named when the frame mixes them."""
+    def col(name: str) -> pd.Series:
+        return pd.to_numeric(df[name], errors="coerce") if name in df else pd.Series(math.nan, index=df.index)
+
+    has = col("frac_bw_roofline").notna()
+    read, copy = col("ceiling_read_GBps")[has], col("ceiling_copy_GBps")[has]
+    used_read, used_copy = read.notna().any(), (read.isna() & copy.notna()).any()
+    parts = ([f"read ceiling: {read.median():.0f} GB/s"] if used_read else []) + (
+        [f"copy ceiling: {copy[read.isna()].median():.0f} GB/s"] if used_copy else [])
+    name = ("read (or copy) ceiling" if used_read and used_copy
+            else "copy ceiling" if used_copy else "read ceiling")
+    return name, f" ({'; '.join(parts)})" if parts else ""
+
+
 def roofline_fraction(df: pd.DataFrame, *, goal: float = ROOFLINE_GOAL,
                       decode_max_tokens: int = DECODE_MAX_TOKENS) -> Figure:
     """``frac_bw_roofline`` of the best tactic per shape vs tokens, one line per backend x shape.
 
-    Shaded: decode shapes (T <= ``decode_max_tokens``), whose points are drawn larger; red dashed:
-    the goal (default 60 % of the read-only streaming bandwidth measured in
-    the same run; runs without it used the copy bandwidth).
+    ``frac_bw_roofline`` is against the read-only streaming ceiling measured in the same run (runs without a
+    read ceiling, older or implausible ones, used the copy ceiling: the title says which).  Shaded: decode shapes
+    (T <= ``decode_max_tokens``), whose points are drawn larger; red dashed: the goal (default 60 % of that
+    ceiling).
     """
     require_frame(df, "roofline_fraction", ["frac_bw_roofline", "status", "time_median_us", *SHAPE_COLUMNS])
     best = latest_per_shape(best_per_shape(df), df)
@@ -33,20 +52,18 @@ def roofline_fraction(df: pd.DataFrame, *, goal: float = ROOFLINE_GOAL,
                          "one (runs without measured ceilings, e.g. CPU runs or --no-ceilings, leave it empty)")
     cases = _case_frame(best)
     multi_gpu = best["gpu_name"].nunique() > 1
+    ceiling, caption = ceilings_used(df[df["run_id"].isin(best["run_id"])])
     fig = Figure(figsize=(10, 5.8), layout="constrained")
     ax = fig.add_subplot()
     tokens = best["num_tokens"].astype(int).tolist()
     ax.axvspan(min(tokens) / 1.3, min(decode_max_tokens * 1.15, max(tokens) * 1.3), color="#fff2cc", alpha=0.8,
                zorder=0, label=f"decode shapes (T ≤ {decode_max_tokens} tokens)")
-    ax.axhline(goal, color="#d62728", ls="--", lw=1.6, zorder=2, label=f"goal: {goal:.0%} of measured copy bandwidth")
+    ax.axhline(goal, color="#d62728", ls="--", lw=1.6, zorder=2, label=f"goal: {goal:.0%} of the measured {ceiling}")
     backends = sorted(best["backend"].unique())
     gpus = sorted(best["gpu_name"].unique())
     for (b, gpu), g0 in best.groupby(["backend", "gpu_name"]):
         for ci, c in cases.iterrows():
-            m = np.ones(len(g0), dtype=bool)
-            for col in CASE_COLUMNS:
-                m &= (g0[col].astype(str) == str(c[col])).to_numpy()
-            g = g0[m].sort_values("num_tokens")
+            g = g0[_case_mask(g0, c)].sort_values("num_tokens")
             if g.empty:
                 continue
             color = _backend_color(b, backends.index(b))
@@ -77,20 +94,24 @@ def roofline_fraction(df: pd.DataFrame, *, goal: float = ROOFLINE_GOAL,
         for _, r in best.iterrows():
             ax.annotate(f"{r['frac_bw_roofline']:.1%}", (float(r["num_tokens"]), float(r["frac_bw_roofline"])),
                         xytext=(0, 7), textcoords="offset points", ha="center", fontsize=7, color="#333333")
-    ax.set_ylabel(f"achieved ÷ measured copy bandwidth (% of ceiling, {scale})")
+    ax.set_ylabel(f"achieved bytes/s ÷ measured {ceiling} (%, {scale})")
     ax.grid(True, alpha=0.35)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    ceil = pd.to_numeric(df.get("ceiling_copy_GBps"), errors="coerce").dropna() if "ceiling_copy_GBps" in df else pd.Series(dtype=float)
-    cap = f" (ceiling: {ceil.median():.0f} GB/s device copy)" if len(ceil) else ""
-    _title(fig, f"Memory-bandwidth roofline fraction of the best tactic{cap}", df)
+    _title(fig, f"Memory-bandwidth roofline fraction of the best tactic{caption}", df)
     return fig
 
 
 # --------------------------------------------------------------------------- 6. backend comparison
-def backend_comparison(df: pd.DataFrame, *, max_panels: int = 12) -> Figure:
-    """Best time of each backend vs tokens, one panel per shape (model x EP), log-log."""
+def backend_comparison(df: pd.DataFrame, *, max_panels: int = 12, runs: Any = None) -> Figure:
+    """Best time of each backend vs tokens, one panel per shape (model x EP), log-log.
+
+    A line is one code version: the rows of one run, by default the most recent run that measured that backend
+    on that shape (``runs``: a run id for every line, or ``{backend: run_id}``); its legend names the git commit
+    and the run.  (Lines stitched from many runs zigzag between the code versions that made them.)"""
     require_frame(df, "backend_comparison", ["status", "time_median_us", *SHAPE_COLUMNS])
-    best = latest_per_shape(best_per_shape(df), df)
+    line_keys = ["backend", "gpu_name", *CASE_COLUMNS]
+    picked = one_run_per_line(df, line_keys, runs)
+    best = best_per_shape(picked)
     best = best[best["best_us"].notna()]
     if best.empty:
         raise ValueError("df: backend_comparison needs at least one shape with an 'ok' tactic timing")
@@ -98,7 +119,8 @@ def backend_comparison(df: pd.DataFrame, *, max_panels: int = 12) -> Figure:
     n = len(cases)
     ncol = min(3, n)
     nrow = math.ceil(n / ncol)
-    fig = Figure(figsize=(max(6.5, 4.9 * ncol), 3.9 * nrow + 1.0), layout="constrained")
+    n_lines = int(best.groupby(["backend", "gpu_name", *CASE_COLUMNS], dropna=False).ngroups / max(n, 1)) + 1
+    fig = Figure(figsize=(max(6.5, 5.2 * ncol), (3.9 + 0.2 * n_lines) * nrow + 1.0), layout="constrained")
     axes = fig.subplots(nrow, ncol, squeeze=False)
     backends = sorted(best["backend"].unique())
     multi_gpu = best["gpu_name"].nunique() > 1
@@ -106,29 +128,37 @@ def backend_comparison(df: pd.DataFrame, *, max_panels: int = 12) -> Figure:
     styles = ["-", "--", ":", "-."]
     for k, (_, c) in enumerate(cases.iterrows()):
         ax = axes[k // ncol, k % ncol]
-        m = np.ones(len(best), dtype=bool)
-        for col in CASE_COLUMNS:
-            m &= (best[col].astype(str) == str(c[col])).to_numpy()
-        g0 = best[m]
+        g0 = best[_case_mask(best, c)]
         for (b, gpu), g in g0.groupby(["backend", "gpu_name"]):
             g = g.sort_values("num_tokens")
-            label = f"{b} (best tactic)" + (f" · {gpu}" if multi_gpu else "")
+            rows = picked[(picked["backend"] == b) & (picked["gpu_name"] == gpu) & _case_mask(picked, c)]
+            run = ", ".join(sorted(g["run_id"].astype(str).unique()))
+            label = f"{b} @ {commit_label(rows)} (run {run})" + (f" · {gpu}" if multi_gpu else "")
             ax.plot(g["num_tokens"].astype(float), g["best_us"].astype(float), marker="o", ms=4, lw=1.8,
                     color=_backend_color(b, backends.index(b)), ls=styles[gpus.index(gpu) % len(styles)], label=label)
         _tokens_axis(ax, g0["num_tokens"].astype(int).tolist())
         _time_axis(ax)
         ax.set_title(f"{c['case_label']} (E{c['num_experts']}, top-{c['top_k']}, {c['weight_format']})", fontsize=10)
-        ax.legend(fontsize=8, frameon=False)
+        ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(0.0, -0.16))  # below: run ids are long
     for k in range(n, nrow * ncol):
         axes[k // ncol, k % ncol].set_visible(False)
-    _title(fig, "Backends compared: fastest correct tactic of each backend per shape", df)
+    _title(fig, "Backends compared: fastest correct tactic of each backend per shape (one run, one commit per line)",
+           df)
     return fig
+
+
+def _case_mask(frame: pd.DataFrame, case: pd.Series) -> np.ndarray:
+    m = np.ones(len(frame), dtype=bool)
+    for col in CASE_COLUMNS:
+        m &= (frame[col].astype(str) == str(case[col])).to_numpy()
+    return m
 
 
 def x_of_best_figure(df: pd.DataFrame, *, max_panels: int = 12) -> Figure:
     """How far each backend is from the best kernel on the GPU: per shape panel, each backend's best time over the
     best of all backends vs tokens (1.0 = the fastest), with its read-roofline fraction on a second row."""
     table = x_of_best(df)
+    ceiling = ceilings_used(df)[0]
     cases = table[["gpu_name", "model", "ep_size"]].drop_duplicates().head(max_panels).reset_index(drop=True)
     n = len(cases)
     fig = Figure(figsize=(5.2 * n, 7.4), layout="constrained")
@@ -148,7 +178,7 @@ def x_of_best_figure(df: pd.DataFrame, *, max_panels: int = 12) -> Figure:
         top.yaxis.set_minor_formatter(FuncFormatter(lambda y, _p: f"{y:g}x"))  # log minor ticks: 2x, 3x, not 2x10^0
         top.set_title(f"{case['model']} EP{case['ep_size']} ({case['gpu_name']})", fontsize=10)
         top.set_ylabel("best time / best of all backends (x, log)")
-        bottom.set_ylabel("fraction of the read ceiling (bytes / s)")
+        bottom.set_ylabel(f"achieved bytes/s ÷ measured {ceiling}")
         bottom.set_ylim(0, max(1.0, float(sub["frac_bw_roofline"].max(skipna=True) or 0) * 1.1))
         for ax in (top, bottom):
             _tokens_axis(ax, sorted(sub["num_tokens"].astype(int).unique()))

@@ -12,7 +12,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullForma
 
 from ..analysis.shapes import (CASE_COLUMNS, fmt_tokens, provenance, str_or_empty)
 
-#: The bandwidth goal drawn in :func:`roofline_fraction` (fraction of the measured copy ceiling).
+#: The bandwidth goal drawn in :func:`roofline_fraction` (fraction of the measured read-only streaming ceiling).
 ROOFLINE_GOAL = 0.6
 
 

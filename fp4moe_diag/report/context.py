@@ -90,7 +90,7 @@ def context(backend: Optional[str] = None, shapes_file: Any = None, device: Opti
 
 def environment_table(ctx: Optional[ReportContext] = None) -> pd.DataFrame:
     """What this kernel runs on: device, torch/CUDA, flashinfer, triton, nsight-python, ncu."""
-    from ..results import environment_info
+    from ..environment import environment_info
 
     env = environment_info(ctx.device if ctx else None)
     rows = {k: env.get(k, "") for k in ("gpu_name", "compute_capability", "driver_version", "torch_version",
@@ -118,7 +118,8 @@ def local_run(ctx: ReportContext, *, models: Sequence[str] = ("gpt-oss-20b",), e
         warnings.simplefilter("ignore")
         import tqdm.auto  # noqa: F401
 
-    from ..results import environment_info, load_runs, run_dir_name
+    from ..environment import environment_info
+    from ..results import load_runs, run_dir_name
     from ..runs import SweepSpec, run_sweep
 
     tokens = tuple(tokens or (QUICK_TOKENS if ctx.quick else LOCAL_TOKENS))
@@ -147,18 +148,19 @@ def local_options(ctx: ReportContext) -> Any:
                           repeats=3 if ctx.quick else (5 if not ctx.is_gpu else 30))
 
 
-def load_report_data(ctx: ReportContext, runs_root: Any = None, fresh: Optional[bool] = None) -> tuple[pd.DataFrame, str]:
+def load_report_data(ctx: ReportContext, runs_root: Any = None, fresh: bool = False) -> tuple[pd.DataFrame, str]:
     """The committed runs (``data/runs``), or -- when there are none, or ``fresh`` -- a local run.
 
-    Returns ``(df, note)``; the note says where the rows come from.  ``fresh=None`` means: run a
-    fresh sweep only on a GPU and not in quick mode.
+    Returns ``(df, note)``; the note says where the rows come from.  A fresh sweep (minutes on a GPU) runs only
+    when asked (``fresh=True``), never because the machine has a GPU.
     """
     from ..results import load_runs
 
+    if not isinstance(fresh, bool):
+        raise ValueError(f"fresh: expected True (a fresh sweep on this machine) or False (the committed runs), "
+                         f"got {fresh!r}")
     root = Path(runs_root) if runs_root is not None else RUNS_ROOT
-    committed = load_runs(root)
-    if fresh is None:
-        fresh = ctx.is_gpu and not ctx.quick
+    committed = load_runs(root, allow_empty=True)
     if fresh:
         df = local_run(ctx)
         note = (f"Fresh sweep on this machine ({ctx.device}, backends {', '.join(ctx.backends)}): {len(df)} rows "

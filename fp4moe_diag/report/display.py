@@ -20,7 +20,7 @@ def show_figure(fig: Any, save_as: Any = None, dpi: int = 110) -> Optional[dict]
 
     paths = None
     if save_as is not None:
-        from .plotting import save_figure
+        from ..plotting import save_figure
 
         paths = save_figure(fig, save_as)
     display(Image(data=figure_png(fig, dpi=dpi), format="png"))

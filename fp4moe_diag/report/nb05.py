@@ -30,7 +30,7 @@ def report_header(df: pd.DataFrame, note: str) -> str:
 
 
 REPORT_FIGURES = [
-    ("backend_comparison", "Backends compared (best tactic per shape)"),
+    ("backend_comparison", "Backends compared (best tactic per shape; a line is one run, its commit in the legend)"),
     ("x_of_best_figure", "How far from the best kernel on this GPU"),
     ("version_ratio_figure", "FlashInfer versions compared (version B / version A per shape)"),
     ("best_vs_default", "Best vs default tactic"),

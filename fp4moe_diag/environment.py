@@ -1,0 +1,76 @@
+"""Where a row was measured: GPU, driver, library versions, FlashInfer's CUTLASS build and the commit (every row
+of a run carries :func:`environment_info`; the columns are in :data:`fp4moe_diag.results.SCHEMA`)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from typing import Any
+
+import torch
+
+from .inputs import default_device
+from .paths import REPO_ROOT
+
+
+def _git_commit() -> str:
+    try:
+        return subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=5).stdout.strip()
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+def _driver_version() -> str:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10).stdout.strip()
+        return out.splitlines()[0] if out else ""
+    except Exception:  # noqa: BLE001
+        return ""
+
+
+def flashinfer_build_name(module_path: str) -> str:
+    """``flashinfer_build`` of a row: the CUTLASS module file's name without ``.so``/``.xz``, or 'stock'."""
+    if not module_path:
+        return "stock"
+    name = os.path.basename(str(module_path))
+    for ext in (".xz", ".so"):
+        name = name[: -len(ext)] if name.endswith(ext) else name
+    return name
+
+
+def environment_info(device: Any = None) -> dict[str, str]:
+    """GPU, driver and library versions for every row of a run."""
+    dev = torch.device(device if device is not None else default_device())
+    info = {
+        "git_commit": os.environ.get("FP4MOE_GIT_COMMIT") or _git_commit(),
+        "torch_version": torch.__version__,
+        "cuda_version": str(torch.version.cuda or ""),
+        "gpu_name": "cpu",
+        "compute_capability": "",
+        "driver_version": "",
+        "flashinfer_version": "",
+        "flashinfer_build": "",
+        "triton_version": "",
+        "host": platform.node(),
+    }
+    if dev.type == "cuda" and torch.cuda.is_available():
+        cc = torch.cuda.get_device_capability(dev)
+        info.update(gpu_name=torch.cuda.get_device_name(dev), compute_capability=f"{cc[0]}.{cc[1]}",
+                    driver_version=_driver_version())
+    try:
+        import flashinfer  # noqa: PLC0415
+
+        info["flashinfer_version"] = str(getattr(flashinfer, "__version__", ""))
+        info["flashinfer_build"] = flashinfer_build_name(os.environ.get("FP4MOE_CUTLASS_MODULE", ""))
+    except Exception:  # noqa: BLE001
+        pass
+    try:
+        import triton  # noqa: PLC0415
+
+        info["triton_version"] = str(triton.__version__)
+    except Exception:  # noqa: BLE001
+        pass
+    return info

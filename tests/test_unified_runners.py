@@ -1,0 +1,53 @@
+"""FlashInfer 0.7's unified SM90 MXFP4 runners as backends (issue #22): every runner FlashInfer's own registry
+offers for MXFP4 weights on SM90 is wired; what a runner cannot take (biases, EP) is a row saying so before
+anything is built; on CPU every one of them is an `unsupported` row, never a crash or a number."""
+
+import pytest
+
+pytest.importorskip("flashinfer")
+
+from fp4moe_diag import MoECase  # noqa: E402
+from fp4moe_diag.backends import available_backends, get_backend  # noqa: E402
+from fp4moe_diag.backends.flashinfer.api import get_api  # noqa: E402
+from fp4moe_diag.runs import SweepSpec, run_sweep  # noqa: E402
+
+v07 = pytest.mark.skipif(get_api().name == "v05", reason="the unified MoE API is FlashInfer 0.7.x")
+CASE = MoECase(num_tokens=4, hidden_size=256, intermediate_size=256, num_experts=8, top_k=2, local_num_experts=8,
+               model="small", activation="swiglu_oai", swiglu_alpha=1.702, swiglu_beta=1.0, swiglu_limit=7.0,
+               has_bias=False)
+
+
+@v07
+def test_every_sm90_mxfp4_runner_flashinfer_offers_is_a_backend():
+    from fp4moe_diag.backends.flashinfer.unified import RUNNERS, runner_class, sm90_mxfp4_runners
+
+    offered = sm90_mxfp4_runners()
+    assert {"CutlassW4A16Runner", "CutlassHummingRunner", "CuTileMxfp4Bf16Runner"} <= set(offered)
+    wired = sorted(runner_class(s).__name__ for s in RUNNERS.values())
+    assert wired == offered
+    assert set(RUNNERS) <= set(available_backends())
+
+
+@v07
+@pytest.mark.parametrize("name", ["cutlass_w4a16", "cutlass_humming", "cutile_mxfp4", "frost_low_latency"])
+def test_what_a_runner_cannot_take_is_said(name):
+    b = get_backend(name)
+    assert b.check_case(CASE).ok
+    biased = b.check_case(CASE.replace(has_bias=True))
+    assert not biased.ok and "biases" in biased.reason and "gpt-oss-nobias.csv" in biased.reason
+    ep = b.check_case(CASE.replace(local_num_experts=4))
+    assert not ep.ok and "expert parallelism" in ep.reason
+    with pytest.raises(ValueError, match="biases"):
+        b.prepare(__import__("fp4moe_diag.inputs", fromlist=["build_inputs"]).build_inputs(CASE.replace(has_bias=True)))
+
+
+@v07
+def test_on_cpu_each_runner_is_an_unsupported_row(tmp_path):
+    names = ("cutlass_w4a16", "cutlass_humming", "cutile_mxfp4", "frost_low_latency")
+    spec = SweepSpec(models=("gpt-oss-20b",), backends=names, tokens=(4,), hidden_scale=12, device="cpu",
+                     measure_ceilings=False, shapes_file="data/shapes/gpt-oss-nobias.csv")
+    df, _ = run_sweep(spec, tmp_path / "run", progress_bar=False, log=lambda s: None)
+    assert sorted(df["backend"]) == sorted(names)
+    assert (df["status"] == "unsupported").all()
+    assert df["error_message"].str.contains("cuda", case=False).all()
+    assert (~df["has_bias"].astype(bool)).all()
