@@ -7,7 +7,7 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import pandas as pd
 
@@ -85,25 +85,52 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 
 
+def add_measure_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of :class:`~fp4moe_diag.measure.options.MeasureOptions`, the same on every command that sweeps."""
+    p.add_argument("--warmup", type=A.non_negative_int, default=5)
+    p.add_argument("--repeats", type=A.positive_int, default=30)
+    p.add_argument("--cuda-graph", action="store_true", help="time CUDA-graph replays")
+    p.add_argument("--max-seconds-per-tactic", type=A.positive_float, default=10.0,
+                   help="stop timing a tactic after this many seconds (fewer repeats, still a median)")
+    p.add_argument("--screen", type=A.positive_int, default=None, metavar="N",
+                   help="two-pass timing: every tactic N timed runs, then the --screen-top fastest, the default "
+                        "and the combined tactic in full (every tactic is still checked for correctness)")
+    p.add_argument("--screen-top", type=A.positive_int, default=4, help="tactics re-timed in full after --screen (default 4)")
+    p.add_argument("--kernel-time", action="store_true", help="also record the summed GPU kernel time per call "
+                   "(torch.profiler / CUPTI) of every fully timed tactic, beside the event / graph timing")
+    p.add_argument("--tactics", type=A.tactic_filter, action="append", default=None, metavar="BACKEND=REGEX",
+                   help="only the tactics of BACKEND whose label matches REGEX (re.search), e.g. 'triton=-ps'; "
+                        "repeat for several backends (the others run every tactic)")
+
+
+#: MeasureOptions fields set by add_measure_flags (the others are library-only: runs.LIBRARY_ONLY_OPTIONS)
+MEASURE_FLAGS = {"warmup": "warmup", "repeats": "repeats", "cuda_graph": "cuda_graph",
+                 "max_seconds_per_tactic": "max_seconds_per_tactic", "screen": "screen", "screen_top": "screen_top",
+                 "kernel_time": "kernel_time", "tactic_filters": "tactics"}
+
+
 def sweep_spec(args: argparse.Namespace) -> "SweepSpec":
-    """The :class:`~fp4moe_diag.runs.SweepSpec` of ``sweep``'s flags (a ValueError names a bad one)."""
+    """The :class:`~fp4moe_diag.runs.SweepSpec` of a sweeping command's flags (a ValueError names the field;
+    :func:`~fp4moe_diag.cli_args.checked_spec` turns it into the flag)."""
+    from .measure.options import MeasureOptions
     from .runs import SweepSpec
 
-    return SweepSpec(models=tuple(args.models), backends=tuple(args.backends),
+    opts = {field: getattr(args, flag) for field, flag in MEASURE_FLAGS.items()}
+    opts["tactic_filters"] = tuple(opts["tactic_filters"] or ())
+    spec = SweepSpec(models=tuple(args.models), backends=tuple(args.backends),
                      ep_sizes=tuple(args.ep) if args.ep else None, tokens=tuple(args.tokens) if args.tokens else None,
-                     max_tokens=args.max_tokens, hidden_scale=args.hidden_scale, device=args.device,
-                     warmup=args.warmup, repeats=args.repeats, cuda_graph=args.cuda_graph,
-                     measure_ceilings=not args.no_ceilings, max_seconds_per_tactic=args.max_seconds_per_tactic,
-                     screen=args.screen, screen_top=args.screen_top, tag=args.tag,
-                     kernel_time=args.kernel_time, tactic_filters=tuple(args.tactics or ()),
-                     shapes_file=args.shapes_file, source=C.source_of(args))
+                     max_tokens=getattr(args, "max_tokens", None), hidden_scale=args.hidden_scale, device=args.device,
+                     measure_ceilings=not args.no_ceilings, tag=getattr(args, "tag", ""),
+                     shapes_file=getattr(args, "shapes_file", None),
+                     options=MeasureOptions(**opts), source=C.source_of(args))
+    return spec
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     from .analysis import summary_table
     from .runs import run_sweep
 
-    spec = sweep_spec(args)
+    spec = args.spec  # checked at parse time (main)
 
     def progress(res) -> None:
         b = res.best.label if res.best else "-"
@@ -144,18 +171,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_compare_versions(args: argparse.Namespace) -> int:
     from .analysis import ratio_summary, version_ratio_table
-    from .runs import SweepSpec
     from .versions import compare_versions
 
     dirs = dict(args.flashinfer)
     if len(dirs) < 2:
         raise ValueError("--flashinfer: give at least two versions (NAME=DIR, twice or more)")
-    spec = SweepSpec(models=tuple(args.models), backends=tuple(args.backends),
-                     ep_sizes=tuple(args.ep) if args.ep else None, tokens=tuple(args.tokens) if args.tokens else None,
-                     hidden_scale=args.hidden_scale, device=args.device, warmup=args.warmup, repeats=args.repeats)
-    df = compare_versions(spec.cases(), list(spec.backends), dirs, args.out, device=args.device,
-                          cutlass_modules=dict(args.cutlass_module), warmup=args.warmup, repeats=args.repeats,
-                          cuda_graph=args.cuda_graph)
+    df = compare_versions(args.spec, dirs, args.out, cutlass_modules=dict(args.cutlass_module))
     df.to_csv(Path(args.out) / "results.csv", index=False)
     ok = df[df["status"] == "ok"] if "status" in df else df
     print(f"{len(df)} rows ({len(ok)} ok) -> {Path(args.out) / 'results.csv'}")
@@ -216,6 +237,60 @@ def cmd_headline(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_sweep(sub: Any) -> None:
+    s = sub.add_parser("sweep", help="every tactic of every backend over vLLM shapes -> data/runs/",
+                       description="Tune every tactic of the chosen backends on the vLLM-captured shapes "
+                       "(data/vllm_shapes.csv); one row per case x backend x tactic; prints the table last.")
+    s.add_argument("--backends", type=A.backend_names, default=("reference",),
+                   help="comma list: reference,cutlass,triton,triton_kernels,trtllm")
+    s.add_argument("--models", type=A.model_entries, default=("gpt-oss-20b",),
+                   help="comma list of models from data/vllm_shapes.csv; an entry may be model:ep[:max_tokens]")
+    s.add_argument("--ep", type=A.ep_list, default=None, help="comma list of EP sizes (default: all in the table)")
+    s.add_argument("--tokens", type=A.token_list, default=None, help="comma list of token counts (default: the table's)")
+    s.add_argument("--max-tokens", type=A.positive_int, default=None)
+    s.add_argument("--hidden-scale", type=A.positive_int, default=1,
+                   help="divide H and I by this, rounded to a multiple of 128 (CPU smoke runs; as the notebooks do)")
+    s.add_argument("--device", type=A.device)
+    add_measure_flags(s)
+    s.add_argument("--max-table-rows", type=A.positive_int, default=150,
+                   help="print every row up to this many, else only best/default/combined per case x backend")
+    s.add_argument("--no-ceilings", action="store_true", help="skip the copy/GEMM roofline measurement")
+    s.add_argument("--out", type=A.out_dir, help="run folder (default data/runs/<date>-<gpu>[-tag])")
+    s.add_argument("--resume", action="store_true", help="continue the run at --out: skip cases already complete "
+                   "with the same configuration")
+    s.add_argument("--overwrite", action="store_true", help="replace the run at --out")
+    s.add_argument("--export-tuner-config", type=A.out_file, default=None, metavar="FILE",
+                   help="write the best tactic per op and shape bucket as FlashInfer 0.7's AutoTuner config JSON "
+                        "(load it with AutoTuner.load_configs or autotune(cache=FILE))")
+    s.add_argument("--tag", default="")
+    s.add_argument("--shapes-file", type=A.in_file, default=None, metavar="CSV",
+                   help="shape table instead of data/vllm_shapes.csv (same columns), e.g. data/shapes/gpt-oss-nobias.csv")
+    s.add_argument("--no-progress", action="store_true")
+    C.add_source_flags(s)
+    s.set_defaults(func=cmd_sweep)
+
+
+def _add_compare_versions(sub: Any) -> None:
+    cv = sub.add_parser("compare-versions", help="the same cases x backends x every tactic under several FlashInfers",
+                        description="One subprocess per FlashInfer (its site dir first on PYTHONPATH) runs the same "
+                        "sweep; the rows land in one table with flashinfer_version filled in, then the per-shape "
+                        "'version B / version A' table of the best, the default and the tuned tactic is printed.")
+    cv.add_argument("--flashinfer", type=A.version_dir, action="append", required=True, metavar="NAME=DIR",
+                    help="a FlashInfer install (pip --target dir), e.g. 0.5.2=.alt/flashinfer-python-0.5.2; twice or more")
+    cv.add_argument("--cutlass-module", type=A.version_file, action="append", default=[], metavar="NAME=SO",
+                    help="that version's prebuilt slim CUTLASS module (FP4MOE_CUTLASS_MODULE of its subprocess)")
+    cv.add_argument("--backends", type=A.backend_names, default=("cutlass",))
+    cv.add_argument("--models", type=A.model_entries, default=("gpt-oss-20b",))
+    cv.add_argument("--ep", type=A.ep_list, default=None)
+    cv.add_argument("--tokens", type=A.token_list, default=None)
+    cv.add_argument("--hidden-scale", type=A.positive_int, default=1)
+    cv.add_argument("--device", type=A.device, default=None)
+    add_measure_flags(cv)
+    cv.add_argument("--no-ceilings", action="store_true", help="skip the copy/GEMM roofline measurement")
+    cv.add_argument("--out", type=A.out_dir, required=True, help="folder for each version's rows and the joint table")
+    cv.set_defaults(func=cmd_compare_versions)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fp4moe-diag", description=__doc__.split("\n")[0] + "\n\n"
                                 "Profiling and diagnostics for FlashInfer's FP4 fused-MoE kernels.",
@@ -239,49 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", type=A.out_file, help="write the verdict as JSON here")
     r.set_defaults(func=cmd_reproduce)
 
-    s = sub.add_parser("sweep", help="every tactic of every backend over vLLM shapes -> data/runs/",
-                       description="Tune every tactic of the chosen backends on the vLLM-captured shapes "
-                       "(data/vllm_shapes.csv); one row per case x backend x tactic; prints the table last.")
-    s.add_argument("--backends", type=A.backend_names, default=("reference",),
-                   help="comma list: reference,cutlass,triton,triton_kernels,trtllm")
-    s.add_argument("--models", type=A.model_entries, default=("gpt-oss-20b",),
-                   help="comma list of models from data/vllm_shapes.csv; an entry may be model:ep[:max_tokens]")
-    s.add_argument("--ep", type=A.ep_list, default=None, help="comma list of EP sizes (default: all in the table)")
-    s.add_argument("--tokens", type=A.token_list, default=None, help="comma list of token counts (default: the table's)")
-    s.add_argument("--max-tokens", type=A.positive_int, default=None)
-    s.add_argument("--hidden-scale", type=A.positive_int, default=1,
-                   help="divide H and I by this, rounded to a multiple of 128 (CPU smoke runs; as the notebooks do)")
-    s.add_argument("--device", type=A.device)
-    s.add_argument("--warmup", type=A.non_negative_int, default=5)
-    s.add_argument("--repeats", type=A.positive_int, default=30)
-    s.add_argument("--cuda-graph", action="store_true", help="time CUDA-graph replays")
-    s.add_argument("--max-seconds-per-tactic", type=A.positive_float, default=10.0,
-                   help="stop timing a tactic after this many seconds (fewer repeats, still a median)")
-    s.add_argument("--screen", type=A.positive_int, default=None, metavar="N",
-                   help="two-pass timing: every tactic N timed runs, then the --screen-top fastest, the default "
-                        "and the combined tactic in full (every tactic is still checked for correctness)")
-    s.add_argument("--screen-top", type=A.positive_int, default=4, help="tactics re-timed in full after --screen (default 4)")
-    s.add_argument("--max-table-rows", type=A.positive_int, default=150,
-                   help="print every row up to this many, else only best/default/combined per case x backend")
-    s.add_argument("--no-ceilings", action="store_true", help="skip the copy/GEMM roofline measurement")
-    s.add_argument("--out", type=A.out_dir, help="run folder (default data/runs/<date>-<gpu>[-tag])")
-    s.add_argument("--resume", action="store_true", help="continue the run at --out: skip cases already complete "
-                   "with the same configuration")
-    s.add_argument("--overwrite", action="store_true", help="replace the run at --out")
-    s.add_argument("--kernel-time", action="store_true", help="also record the summed GPU kernel time per call "
-                   "(torch.profiler / CUPTI) of every fully timed tactic, beside the event / graph timing")
-    s.add_argument("--export-tuner-config", type=A.out_file, default=None, metavar="FILE",
-                   help="write the best tactic per op and shape bucket as FlashInfer 0.7's AutoTuner config JSON "
-                        "(load it with AutoTuner.load_configs or autotune(cache=FILE))")
-    s.add_argument("--tactics", type=A.tactic_filter, action="append", default=None, metavar="BACKEND=REGEX",
-                   help="only the tactics of BACKEND whose label matches REGEX (re.search), e.g. 'triton=-ps'; "
-                        "repeat for several backends (the others run every tactic)")
-    s.add_argument("--tag", default="")
-    s.add_argument("--shapes-file", type=A.in_file, default=None, metavar="CSV",
-                   help="shape table instead of data/vllm_shapes.csv (same columns), e.g. data/shapes/gpt-oss-nobias.csv")
-    s.add_argument("--no-progress", action="store_true")
-    C.add_source_flags(s)
-    s.set_defaults(func=cmd_sweep)
+    _add_sweep(sub)
 
     pr = sub.add_parser("profile", help="Nsight Compute metrics per kernel of chosen tactics (nsight-python)",
                         description="Runs the given tactics of one backend on one vLLM shape under ncu (through "
@@ -324,25 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
     ep.add_argument("rest", nargs=argparse.REMAINDER)
     ep.set_defaults(func=lambda a: __import__("fp4moe_diag.distributed.ep_layer", fromlist=["main"]).main(a.rest))
 
-    cv = sub.add_parser("compare-versions", help="the same cases x backends x every tactic under several FlashInfers",
-                        description="One subprocess per FlashInfer (its site dir first on PYTHONPATH) runs the same "
-                        "sweep; the rows land in one table with flashinfer_version filled in, then the per-shape "
-                        "'version B / version A' table of the best, the default and the tuned tactic is printed.")
-    cv.add_argument("--flashinfer", type=A.version_dir, action="append", required=True, metavar="NAME=DIR",
-                    help="a FlashInfer install (pip --target dir), e.g. 0.5.2=.alt/flashinfer-python-0.5.2; twice or more")
-    cv.add_argument("--cutlass-module", type=A.version_file, action="append", default=[], metavar="NAME=SO",
-                    help="that version's prebuilt slim CUTLASS module (FP4MOE_CUTLASS_MODULE of its subprocess)")
-    cv.add_argument("--backends", type=A.backend_names, default=("cutlass",))
-    cv.add_argument("--models", type=A.model_entries, default=("gpt-oss-20b",))
-    cv.add_argument("--ep", type=A.ep_list, default=None)
-    cv.add_argument("--tokens", type=A.token_list, default=None)
-    cv.add_argument("--hidden-scale", type=A.positive_int, default=1)
-    cv.add_argument("--device", type=A.device, default=None)
-    cv.add_argument("--warmup", type=A.non_negative_int, default=5)
-    cv.add_argument("--repeats", type=A.positive_int, default=30)
-    cv.add_argument("--cuda-graph", action="store_true")
-    cv.add_argument("--out", type=A.out_dir, required=True, help="folder for each version's rows and the joint table")
-    cv.set_defaults(func=cmd_compare_versions)
+    _add_compare_versions(sub)
 
     hl = sub.add_parser("headline", help="per shape: every backend's best time, x of the best, share of the ceilings",
                         description="Read run folders (or folders of runs) and print, per GPU x shape x T, each "
@@ -362,13 +377,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.cmd == "sweep":
         A.check_sweep_args(parser, args)
+    if args.cmd in ("sweep", "compare-versions"):
+        args.spec = A.checked_spec(parser, lambda: sweep_spec(args))
     elif args.cmd == "reproduce":
         args.case = A.check_reproduce_args(parser, args)
         check_log_case(parser, args)
     try:
         return int(args.func(args) or 0)
-    except ValueError as e:  # bad input, found before any kernel ran: one line naming it, exit 2
-        print(f"fp4moe-diag {args.cmd}: error: {e}", file=sys.stderr)
+    except ValueError as e:  # bad input, found before any kernel ran: one line naming the flag, exit 2
+        print(f"fp4moe-diag {args.cmd}: error: {A.flag_message(e)}", file=sys.stderr)
         return 2
 
 

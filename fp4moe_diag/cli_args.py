@@ -29,7 +29,7 @@ flag                                       type / check
 ``reproduce --log``                        :func:`log_file`, then :func:`check_reproduce_args` (parses it)
 ``versions DIR``                           :func:`existing_dir`
 ``profile --tactics``                      :func:`non_empty_list`
-``sweep --tactics``                        :func:`tactic_filter` (``BACKEND=REGEX``), then :func:`check_sweep_args`
+``sweep --tactics``                        :func:`tactic_filter` (``BACKEND=REGEX``), then :func:`checked_spec`
 ``compare-versions --flashinfer``          :func:`version_dir` (``NAME=DIR`` holding ``flashinfer/``)
 ``compare-versions --cutlass-module``      :func:`version_file` (``NAME=FILE``)
 =========================================  ==================================================================
@@ -119,8 +119,6 @@ def non_empty_list(text: str) -> list[str]:
 
 def tactic_filter(text: str) -> str:
     """``sweep --tactics BACKEND=REGEX``: a backend name and a valid regular expression."""
-    import re  # noqa: PLC0415
-
     name, sep, rx = str(text).partition("=")
     name = name.strip()
     if not sep or not name or not rx:
@@ -183,21 +181,14 @@ def backend_names(text: str) -> tuple[str, ...]:
 
 
 def device(text: str) -> str:
-    """``cpu``, ``cuda`` or ``cuda:N`` of a GPU this machine has."""
-    import torch  # noqa: PLC0415
+    """``cpu``, ``cuda`` or ``cuda:N`` of a GPU this machine has (:func:`fp4moe_diag.inputs.resolve_device`)."""
+    from .inputs import resolve_device  # noqa: PLC0415
 
     t = str(text).strip()
     try:
-        dev = torch.device(t)
-    except (RuntimeError, TypeError, ValueError):
-        raise Err(f"expected cpu, cuda or cuda:N, got {text!r}") from None
-    if dev.type not in ("cpu", "cuda"):
-        raise Err(f"expected cpu, cuda or cuda:N, got {text!r}")
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise Err(f"{text!r} requested but this machine has no CUDA device; use --device cpu")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise Err(f"{text!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+        resolve_device(t or "?")
+    except ValueError as e:
+        raise Err(str(e).removeprefix("device: ")) from None
     return t
 
 
@@ -330,8 +321,8 @@ def report_param(text: str) -> tuple[str, Any]:
 # ---- checks after parsing ---------------------------------------------------------------------------------
 def check_sweep_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Cross-flag checks of ``sweep`` (call right after ``parse_args``): ``--ep`` sizes in the table for the
-    ``--models``, ``--screen-top`` only with ``--screen``, ``--resume`` xor ``--overwrite``, and an existing run
-    at ``--out`` needs one of them."""
+    ``--models``, ``--resume`` xor ``--overwrite``, and an existing run at ``--out`` needs one of them.  What the
+    spec itself checks (``--tactics`` against ``--backends``, input sizes) is :func:`checked_spec`'s."""
     from .results import is_run_folder  # noqa: PLC0415
     from .shapes import load_shape_table  # noqa: PLC0415
 
@@ -344,16 +335,6 @@ def check_sweep_args(parser: argparse.ArgumentParser, args: argparse.Namespace) 
             have = sorted(set(int(e) for e in table[table["model"] == name]["ep_size"]))
             if ":" not in entry and not set(eps) & set(have):
                 parser.error(f"argument --ep: {name} has EP sizes {have} in the shape table, got {list(eps)}")
-    backends = getattr(args, "backends", None) or ()
-    seen: set[str] = set()
-    for entry in getattr(args, "tactics", None) or ():
-        name = entry.split("=", 1)[0]
-        if name not in backends:
-            parser.error(f"argument --tactics: {entry!r} names backend {name!r}, which is not in --backends "
-                         f"{list(backends)}")
-        if name in seen:
-            parser.error(f"argument --tactics: backend {name!r} has two filters")
-        seen.add(name)
     if getattr(args, "resume", False) and getattr(args, "overwrite", False):
         parser.error("argument --resume: not allowed with --overwrite (choose one)")
     out = getattr(args, "out", None)
@@ -361,6 +342,28 @@ def check_sweep_args(parser: argparse.ArgumentParser, args: argparse.Namespace) 
                                                             or getattr(args, "overwrite", False)):
         parser.error(f"argument --out: {out} already holds a run; pass --resume to continue it or --overwrite to "
                      "replace it")
+
+
+#: SweepSpec / MeasureOptions field -> the flag that sets it: a spec's ValueError ("field: why") names the flag
+FIELD_FLAGS = {f: "--" + f.replace("_", "-") for f in ("models", "backends", "tokens", "max_tokens", "hidden_scale",
+                                                      "device", "warmup", "repeats", "max_seconds_per_tactic",
+                                                      "screen", "screen_top", "shapes_file")}
+FIELD_FLAGS.update(ep_sizes="--ep", tactic_filters="--tactics", out_dir="--out")
+
+
+def flag_message(e: ValueError) -> str:
+    """A ``"field: why"`` error of a spec, options or run as ``"argument --flag: why"`` (other errors unchanged)."""
+    name, sep, why = str(e).partition(": ")
+    return f"argument {FIELD_FLAGS[name]}: {why}" if sep and name in FIELD_FLAGS else str(e)
+
+
+def checked_spec(parser: argparse.ArgumentParser, build: Callable[[], Any]) -> Any:
+    """``build()`` (a :class:`~fp4moe_diag.runs.SweepSpec`), its ValueError turned into one ``argument --flag: why``
+    line and exit 2 (``parser.error``).  Its cases and input sizes are checked by ``run_sweep``, first thing."""
+    try:
+        return build()
+    except ValueError as e:
+        parser.error(flag_message(e))
 
 
 def check_reproduce_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Optional[Any]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from .inputs import default_device
+from .inputs import resolve_device
 from .paths import REPO_ROOT
 
 
@@ -43,7 +43,7 @@ def flashinfer_build_name(module_path: str) -> str:
 
 def environment_info(device: Any = None) -> dict[str, str]:
     """GPU, driver and library versions for every row of a run."""
-    dev = torch.device(device if device is not None else default_device())
+    dev = resolve_device(device, must_exist=False)
     info = {
         "git_commit": os.environ.get("FP4MOE_GIT_COMMIT") or _git_commit(),
         "torch_version": torch.__version__,

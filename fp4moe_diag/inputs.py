@@ -120,18 +120,26 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def resolve_device(device: Any) -> torch.device:
-    """Validate a device argument; a CUDA device must exist."""
+def resolve_device(device: Any = None, must_exist: bool = True) -> torch.device:
+    """The one device check of the suite: ``None`` (or ``""``/``"auto"``) -> :func:`default_device`; otherwise
+    ``cpu``, ``cuda`` or ``cuda:N`` of a GPU this machine has (a ValueError naming ``device`` otherwise).
+    ``must_exist=False`` only parses (what tensors are compared against, e.g. by the launch-input validation)."""
+    if device is None or (isinstance(device, str) and device.strip() in ("", "auto", "None")):
+        device = default_device()
     try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as e:
-        raise ValueError(f"device: expected a torch device such as 'cpu' or 'cuda:0', got {device!r}") from e
+        dev = torch.device(device.strip() if isinstance(device, str) else device)
+    except (RuntimeError, TypeError, ValueError) as e:
+        raise ValueError(f"device: expected cpu, cuda or cuda:N, got {device!r}") from e
     if dev.type == "meta":
-        raise ValueError("device: 'meta' tensors have no data; expected 'cpu' or 'cuda'")
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device: {device!r} requested but no CUDA device is available")
+        raise ValueError("device: 'meta' tensors have no data and no kernel launches on them; expected cpu, cuda or "
+                         "cuda:N")
     if dev.type not in ("cpu", "cuda"):
-        raise ValueError(f"device: expected 'cpu' or 'cuda', got {device!r}")
+        raise ValueError(f"device: expected cpu, cuda or cuda:N, got {device!r}")
+    if dev.type == "cuda" and must_exist:
+        if not torch.cuda.is_available():
+            raise ValueError(f"device: {device!r} requested but this machine has no CUDA device; use cpu")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"device: {device!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
     return dev
 
 

@@ -1,21 +1,24 @@
 """The one sweep pipeline: a :class:`SweepSpec` (which shapes, backends, timing) -> a run folder.
 
-``python -m fp4moe_diag sweep`` and the notebooks' local runs both go through :func:`run_sweep`, so a
-spec gives the same cases, the same scaling and the same files wherever it runs.
+``python -m fp4moe_diag sweep``, the notebooks' local runs, torchrun ranks (:mod:`.distributed.shard`) and
+``compare-versions`` children (:mod:`.versions`) all go through :func:`run_sweep`, so a spec gives the same cases,
+the same scaling, the same measuring options and the same files wherever it runs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import re
+import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import pandas as pd
 
 from .case import MoECase
+from .measure.options import MeasureOptions
 from .paths import RUNS_ROOT, SHAPES_CSV, repo_path
 
 #: ``hidden_scale`` divides H and I and rounds down to a multiple of this (at least this): the MXFP4 block (32)
@@ -40,7 +43,8 @@ def scaled_case(case: MoECase, scale: int, multiple: int = SCALE_MULTIPLE) -> Mo
 class SweepSpec:
     """What a sweep measures.  ``models`` entries are ``"model"``, ``"model:ep"`` or ``"model:ep:max_tokens"``
     (in the order given: earlier entries run first); ``ep_sizes``/``tokens``/``max_tokens`` apply where an
-    entry does not say; ``hidden_scale`` > 1 divides H and I (see :func:`scaled_case`)."""
+    entry does not say; ``hidden_scale`` > 1 divides H and I (see :func:`scaled_case`).  ``options`` is how each
+    tactic is measured: it reaches the timing code as it is (:class:`~fp4moe_diag.measure.options.MeasureOptions`)."""
 
     models: tuple[str, ...]
     backends: tuple[str, ...] = ("reference",)
@@ -49,17 +53,10 @@ class SweepSpec:
     max_tokens: Optional[int] = None
     hidden_scale: int = 1
     device: Optional[str] = None
-    warmup: int = 5
-    repeats: int = 30
-    cuda_graph: bool = False
     measure_ceilings: bool = True
-    max_seconds_per_tactic: Optional[float] = 10.0
-    screen: Optional[int] = None
-    screen_top: int = 4
     shapes_file: Optional[str] = None
     tag: str = ""
-    kernel_time: bool = False
-    tactic_filters: tuple[str, ...] = ()  # "backend=REGEX": only that backend's tactics whose label matches
+    options: MeasureOptions = field(default_factory=MeasureOptions)
     #: "log:PATH" / "dump:DIR" (fp4moe_diag.capture.source): the cases come from the user's log or dump (a dump's
     #: inputs are its recorded tensors); then ``models`` may be empty and tokens/EP/scale are not applied
     source: Optional[str] = None
@@ -86,51 +83,48 @@ class SweepSpec:
                                                        for x in v) or not v:
                     raise ValueError(f"{name}: expected a non-empty sequence of ints >= 1, got {v!r}")
                 object.__setattr__(self, name, tuple(v))
-        for name, lo in (("warmup", 0), ("repeats", 1), ("hidden_scale", 1), ("screen_top", 1)):
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-                raise ValueError(f"{name}: expected an int >= {lo}, got {v!r}")
-        for name in ("max_tokens", "screen"):
-            v = getattr(self, name)
-            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
-                raise ValueError(f"{name}: expected an int >= 1 or None, got {v!r}")
-        m = self.max_seconds_per_tactic
-        if m is not None and not (isinstance(m, (int, float)) and m > 0):
-            raise ValueError(f"max_seconds_per_tactic: expected a number > 0 or None, got {m!r}")
-        object.__setattr__(self, "tactic_filters", tuple(self.tactic_filters))
-        self.filter_map()
-
-    def filter_map(self) -> dict[str, str]:
-        """``tactic_filters`` as backend -> regular expression (a ValueError names a bad entry)."""
-        out: dict[str, str] = {}
-        for entry in self.tactic_filters:
-            name, sep, rx = str(entry).partition("=")
-            if not sep or not name or not rx:
-                raise ValueError(f"tactic_filters: expected 'backend=REGEX', got {entry!r}")
+        if not isinstance(self.hidden_scale, int) or isinstance(self.hidden_scale, bool) or self.hidden_scale < 1:
+            raise ValueError(f"hidden_scale: expected an int >= 1, got {self.hidden_scale!r}")
+        v = self.max_tokens
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+            raise ValueError(f"max_tokens: expected an int >= 1 or None, got {v!r}")
+        if not isinstance(self.options, MeasureOptions):
+            raise ValueError(f"options: expected a MeasureOptions, got {type(self.options).__name__}")
+        for name in self.options.filters:
             if name not in self.backends:
-                raise ValueError(f"tactic_filters: {entry!r} names backend {name!r}, which is not in backends "
+                raise ValueError(f"tactic_filters: the filter of backend {name!r} names no backend of backends "
                                  f"{list(self.backends)}")
-            if name in out:
-                raise ValueError(f"tactic_filters: backend {name!r} has two filters")
-            try:
-                re.compile(rx)
-            except re.error as e:
-                raise ValueError(f"tactic_filters: {entry!r} is not a valid regular expression ({e})") from None
-            out[name] = rx
-        return out
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """JSON-ready fields, ``options`` as a dict (:meth:`from_dict` reads it back)."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "options"}
+        return {**d, "options": self.options.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SweepSpec":
+        kw = dict(d)
+        kw["options"] = MeasureOptions.from_dict(kw.get("options", {}))
+        for name in ("models", "backends", "ep_sizes", "tokens"):
+            if kw.get(name) is not None:
+                kw[name] = tuple(kw[name])
+        return cls(**kw)
 
     def row_config(self) -> dict[str, Any]:
-        """What decides a case's rows (for resuming a run): not which models, EP sizes or tokens run."""
+        """What decides a case's rows (for resuming a run): not which models, EP sizes or tokens run.  The options
+        are recorded flat, as before they had an object of their own; the library-only ones (which no flag sets)
+        only where they differ from the default, so a run folder made before keeps its configuration hash."""
         d = self.to_dict()
-        for k in ("models", "ep_sizes", "tokens", "max_tokens", "tag", "shapes_file"):
+        for k in ("models", "ep_sizes", "tokens", "max_tokens", "tag", "shapes_file", "options"):
             d.pop(k)
+        default = MeasureOptions()
+        for k, v in self.options.to_dict().items():
+            if k not in LIBRARY_ONLY_OPTIONS or v != getattr(default, k):
+                d[k] = v
         return d
 
     def cases(self) -> list[MoECase]:
-        """The cases of this spec, in run order (a ValueError when none match)."""
+        """The cases of this spec, in run order (a ValueError when none match, or when a case's inputs would not
+        fit: :func:`check_input_sizes`)."""
         from .shapes import load_vllm_cases
 
         if self.source is not None:
@@ -154,7 +148,32 @@ class SweepSpec:
         if not cases:
             raise ValueError(f"models: no cases in {path} match models={list(self.models)} ep_sizes={self.ep_sizes} "
                              f"tokens={self.tokens} max_tokens={self.max_tokens}")
-        return [scaled_case(c, self.hidden_scale) for c in cases]
+        cases = [scaled_case(c, self.hidden_scale) for c in cases]
+        check_input_sizes(cases)
+        return cases
+
+
+#: MeasureOptions fields no CLI flag sets (recorded in a run's configuration only when not the default)
+LIBRARY_ONLY_OPTIONS = ("flush_l2", "check_correctness", "repeat_best", "commit_best")
+
+
+def check_input_sizes(cases: list[MoECase]) -> None:
+    """Refuse, before any run folder or tensor exists, a case whose inputs would not fit the allocation limit of
+    :func:`~fp4moe_diag.inputs.build_inputs`: the ValueError names ``tokens`` (or ``models``/``hidden_scale``
+    when even one token would not fit)."""
+    from .inputs import MAX_INPUT_BYTES_ENV, estimate_input_bytes, max_input_bytes
+
+    limit = max_input_bytes()
+    for c in cases:
+        need = estimate_input_bytes(c)
+        if need <= limit:
+            continue
+        gib = f"about {need / 2**30:.1f} GiB of inputs, over the limit of {limit / 2**30:.1f} GiB ({MAX_INPUT_BYTES_ENV})"
+        if estimate_input_bytes(c.with_tokens(1)) > limit:
+            raise ValueError(f"models: {c.label} (hidden_size={c.hidden_size}, intermediate_size="
+                             f"{c.intermediate_size}, local_num_experts={c.local_num_experts}) needs {gib} even for one "
+                             "token; raise hidden_scale or the limit")
+        raise ValueError(f"tokens: {c.num_tokens} tokens of {c.label} need {gib}; give fewer tokens")
 
 
 def default_out_dir(spec: SweepSpec, gpu_name: str) -> Path:
@@ -166,20 +185,23 @@ def default_out_dir(spec: SweepSpec, gpu_name: str) -> Path:
 
 def run_sweep(spec: SweepSpec, out_dir: Any = None, *, progress_bar: bool = True,
               on_case: Optional[Callable[[Any], None]] = None, log: Callable[[str], None] = print,
-              mode: str = "new", shard: Optional[tuple[int, int]] = None) -> tuple[pd.DataFrame, Path]:
-    """Run ``spec``: every case x backend x tactic through the device-safe tuner, one part file per case x
-    backend in a locked :class:`~fp4moe_diag.run_folder.RunFolder` (a kill cannot tear it; ``mode`` "new"
-    refuses an existing run, "resume" skips what is complete with the same configuration, "overwrite"
-    replaces it).  ``shard=(rank, world)`` keeps every ``world``-th case x backend from ``rank`` on (a sharded
-    sweep: :mod:`fp4moe_diag.distributed.shard`).  Returns ``(rows, run folder)``."""
+              mode: str = "new", shard: Optional[tuple[int, int]] = None, run_id: Optional[str] = None,
+              clock: Optional[Callable[[], float]] = None) -> tuple[pd.DataFrame, Path]:
+    """Run ``spec``: every case x backend x tactic through the device-safe tuner (:func:`fp4moe_diag.tune.tune_case`
+    with ``spec.options`` as they are), one part file per case x backend written as it finishes, in a locked
+    :class:`~fp4moe_diag.run_folder.RunFolder` (a kill cannot tear it; ``mode`` "new" refuses an existing run,
+    "resume" skips what is complete with the same configuration, "overwrite" replaces it).  Everything is checked
+    (device, cases, input sizes, the folder) before the folder is made, and a sweep that fails before its first
+    part removes the folder it made.  ``shard=(rank, world)`` keeps every ``world``-th case x backend from ``rank``
+    on (:mod:`fp4moe_diag.distributed.shard`); ``run_id`` (default: the folder's name) goes into every row;
+    ``clock`` times the CPU path (tests).  Returns ``(rows, run folder)``."""
     from .backends import get_backend
-    from .inputs import default_device, resolve_device
-    from .measure.ceilings import measure_ceilings
+    from .inputs import resolve_device
     from .environment import environment_info
-    from .tune import sweep
+    from .tune import SweepContext
 
-    dev = resolve_device(spec.device or default_device())
-    cases = spec.cases()  # bad specs fail here, before any kernel
+    dev = resolve_device(spec.device)
+    cases = spec.cases()  # bad specs and oversized inputs fail here, before any folder or kernel
     make_inputs = None
     if spec.source is not None:  # the user's log / dump: its cases, and a dump's recorded tensors
         from .capture.source import source_cases
@@ -190,45 +212,81 @@ def run_sweep(spec: SweepSpec, out_dir: Any = None, *, progress_bar: bool = True
     out = Path(out_dir) if out_dir is not None else default_out_dir(spec, env["gpu_name"])
     if out.exists() and not out.is_dir():
         raise ValueError(f"out_dir: {out} exists and is not a directory")
-    ceilings = None
-    if dev.type == "cuda" and spec.measure_ceilings:
-        ceilings = measure_ceilings(dev)
-        log(f"ceilings: read {ceilings.read_bytes_per_s / 1e9:.0f} GB/s, copy {ceilings.copy_bytes_per_s / 1e9:.0f} "
-            f"GB/s, bf16 {ceilings.bf16_flops_per_s / 1e12:.0f} TFLOP/s")
-    from .run_folder import RunFolder
-
     config = {**spec.row_config(), "device": str(dev), "gpu_name": env["gpu_name"],
               "flashinfer_version": env.get("flashinfer_version", ""), "triton_version": env.get("triton_version", "")}
+    items = [(c, b) for c in cases for b in backends]
+    if shard is not None:
+        items = items[shard[0]::shard[1]]
     t0 = time.perf_counter()
-    with RunFolder(out, config, mode=mode) as rf:
+    with _new_run_folder(out, config, mode) as rf:
+        ctx = SweepContext(dev, env, _ceilings(spec, dev, log), run_id or out.name, clock)
         done = rf.done_cases()
-        items = [(c, b) for c in cases for b in backends]
-        if shard is not None:
-            rank, world = shard
-            items = items[rank::world]
         todo = [(c, b) for c, b in items if case_key(c, b.name) not in done]
-        if done:
+        if len(todo) < len(items):
             log(f"resuming {out}: {len(items) - len(todo)} case x backend already complete")
-
-        def checkpoint(res: Any) -> None:  # a killed run keeps every finished case
-            rows = res.rows.copy()
-            rows["run_id"] = out.name
-            if spec.source is not None:
-                rows["input_source"] = spec.source
-            rf.append_case(case_key(res.case, res.backend), rows)
-            if on_case is not None:
-                on_case(res)
-
-        for c in dict.fromkeys(c for c, _ in todo):
-            sweep([c], [b for cc, b in todo if cc is c], dev, env=env, warmup=spec.warmup, repeats=spec.repeats,
-                  cuda_graph=spec.cuda_graph, ceilings=ceilings, progress_bar=progress_bar,
-                  max_seconds_per_tactic=spec.max_seconds_per_tactic, screen_repeats=spec.screen,
-                  screen_top=spec.screen_top, kernel_time=spec.kernel_time, on_result=checkpoint,
-                  tactic_filters=spec.filter_map(), make_inputs=make_inputs)
+        _sweep_items(todo, ctx, spec.options, rf, progress_bar, on_case, make_inputs, spec.source)
         rf.merge()
         df = rf.load()
     log(f"{len(df)} rows in {time.perf_counter() - t0:.0f} s -> {out}")
     return df, out
+
+
+def _ceilings(spec: SweepSpec, dev: Any, log: Callable[[str], None]) -> Any:
+    if dev.type != "cuda" or not spec.measure_ceilings:
+        return None
+    from .measure.ceilings import measure_ceilings
+
+    c = measure_ceilings(dev)
+    log(f"ceilings: read {c.read_bytes_per_s / 1e9:.0f} GB/s, copy {c.copy_bytes_per_s / 1e9:.0f} "
+        f"GB/s, bf16 {c.bf16_flops_per_s / 1e12:.0f} TFLOP/s")
+    return c
+
+
+def _sweep_items(todo: list, ctx: Any, options: MeasureOptions, rf: Any, progress_bar: bool,
+                 on_case: Optional[Callable[[Any], None]], make_inputs: Optional[Callable] = None,
+                 source: Optional[str] = None) -> None:
+    """The one loop: per case, inputs and reference built once (on first use) and shared by its backends; each
+    case x backend's rows written as its part file as soon as it finishes (a killed run keeps them).
+    ``make_inputs(case, device)``: a dump's recorded tensors instead of built ones; ``source`` goes into the
+    rows' ``input_source``."""
+    import torch
+    from tqdm.auto import tqdm
+
+    from .tune import CaseInputs, tune_case
+
+    bar = tqdm(total=len(todo), disable=not progress_bar, desc="sweep")
+    for case in dict.fromkeys(c for c, _ in todo):
+        data = CaseInputs(case, ctx.device, options.check_correctness, make_inputs=make_inputs)
+        for b in [b for c, b in todo if c is case]:
+            bar.set_postfix_str(f"{case.label} {b.name}")
+            res = tune_case(case, b, data, ctx, options)
+            if source is not None:
+                res.rows["input_source"] = source
+            rf.append_case(case_key(case, b.name), res.rows)
+            if on_case is not None:
+                on_case(res)
+            bar.update(1)
+        del data
+        if ctx.device.type == "cuda":
+            torch.cuda.empty_cache()
+    bar.close()
+
+
+@contextlib.contextmanager
+def _new_run_folder(out: Path, config: dict, mode: str) -> Iterator[Any]:
+    """The :class:`~fp4moe_diag.run_folder.RunFolder` at ``out``; if this call made the folder and the sweep fails
+    before its first part, the folder goes again (a refused command leaves nothing behind)."""
+    from .results import PARTS_DIR
+    from .run_folder import RunFolder
+
+    fresh = not out.exists()
+    try:
+        with RunFolder(out, config, mode=mode) as rf:
+            yield rf
+    except BaseException:
+        if fresh and out.is_dir() and not any((out / PARTS_DIR).glob("*.parquet")):
+            shutil.rmtree(out, ignore_errors=True)
+        raise
 
 
 def case_key(case: MoECase, backend: str) -> str:

@@ -25,7 +25,7 @@ from typing import Any, Optional
 import torch
 
 from .case import GatedActivation, RoutingMethod, WeightFormat
-from .inputs import MoEInputs
+from .inputs import MoEInputs, resolve_device
 from .routing import unpack_topk
 
 _FLOATS = (torch.float32, torch.bfloat16)
@@ -142,12 +142,9 @@ def validate_launch_inputs(inputs: Any, device: Any) -> None:
     docstring for the full list.  ``inputs`` is a :class:`~fp4moe_diag.inputs.MoEInputs`."""
     if not isinstance(inputs, MoEInputs):
         raise ValueError(f"inputs: expected MoEInputs, got {type(inputs).__name__}")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as e:
-        raise ValueError(f"device: expected a torch device such as 'cpu' or 'cuda:0', got {device!r}") from e
-    if dev.type == "meta":
-        raise ValueError("device: 'meta' has no data; no kernel launches on it")
+    if device is None:
+        raise ValueError("device: expected cpu, cuda or cuda:N (the device the kernels launch on), got None")
+    dev = resolve_device(device, must_exist=False)
     tensors = launch_tensors(inputs)
     for name, t in tensors.items():
         if t is None:

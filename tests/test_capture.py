@@ -11,6 +11,7 @@ import torch
 
 pytest.importorskip("flashinfer")
 
+from fp4moe_diag.measure.options import MeasureOptions  # noqa: E402
 from fp4moe_diag.capture import layouts  # noqa: E402
 from fp4moe_diag.capture.dump import read_dump  # noqa: E402
 from fp4moe_diag.capture.flashinfer_log import cases_from_log, parse_flashinfer_log  # noqa: E402
@@ -91,7 +92,7 @@ def test_a_tactic_that_disagrees_with_the_recorded_output_says_so(ev, tmp_path):
     from fp4moe_diag.runs import SweepSpec, run_sweep
 
     spec = SweepSpec(models=(), backends=("reference",), device="cpu", source=f"dump:{ev / 'dump_corrupt'}",
-                     warmup=0, repeats=1, measure_ceilings=False)
+                     options=MeasureOptions(warmup=0, repeats=1), measure_ceilings=False)
     df, _ = run_sweep(spec, tmp_path / "run", progress_bar=False, log=lambda s: None)
     assert df["correct"].all() and not df["matches_recorded"].any() and float(df["recorded_rel_l2"].iloc[0]) > 0.1
 
@@ -170,7 +171,7 @@ def test_export_fib_loads_in_flashinfer_bench(ev, tmp_path, capsys):
     from fp4moe_diag.runs import SweepSpec, run_sweep
 
     spec = SweepSpec(models=(), backends=("reference",), device="cpu", source=f"dump:{ev / 'dump_routed'}",
-                     warmup=0, repeats=2, measure_ceilings=False)
+                     options=MeasureOptions(warmup=0, repeats=2), measure_ceilings=False)
     run_sweep(spec, tmp_path / "run", progress_bar=False, log=lambda s: None)
     rc, out, err = run_cli(capsys, "export-fib", tmp_path / "run", "--out", tmp_path / "fib")
     assert rc == 0, err

@@ -317,7 +317,7 @@ SWEEP_ERRORS = {
     "bad_regex": (["--tactics", "reference=("], "not a valid regular expression"),
     "unknown_backend": (["--tactics", "nosuch=x"], "unknown backend"),
     "missing_equals": (["--tactics", "reference"], "BACKEND=REGEX"),
-    "not_in_backends": (["--backends", "reference", "--tactics", "triton=-ps"], "not in --backends"),
+    "not_in_backends": (["--backends", "reference", "--tactics", "triton=-ps"], "no backend of backends"),
     "twice": (["--tactics", "reference=a", "--tactics", "reference=b"], "two filters"),
 }
 
@@ -345,23 +345,25 @@ def test_sweep_tactics_error_from_the_command_line(tmp_path):
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2, (p.stdout, p.stderr)
     last = p.stderr.strip().splitlines()[-1]
-    assert "argument --tactics" in last and "'triton'" in last and "not in --backends" in last, p.stderr
+    assert "argument --tactics" in last and "'triton'" in last and "no backend of backends" in last, p.stderr
     assert "Traceback" not in p.stderr
 
 
 def test_sweep_spec_filter_map():
-    spec = SweepSpec(models=("gpt-oss-20b",), backends=("reference",), tactic_filters=("reference=torch",))
-    assert spec.filter_map() == {"reference": "torch"}
-    assert spec.tactic_filters == ("reference=torch",)
-    assert SweepSpec(models=("gpt-oss-20b",)).filter_map() == {}
+    from fp4moe_diag.measure.options import MeasureOptions as M
+
+    spec = SweepSpec(models=("gpt-oss-20b",), backends=("reference",), options=M(tactic_filters=("reference=torch",)))
+    assert dict(spec.options.filters) == {"reference": "torch"} and spec.options.tactic_filter("reference") == "torch"
+    assert spec.options.tactic_filters == ("reference=torch",) and spec.options.tactic_filter("triton") is None
+    assert dict(SweepSpec(models=("gpt-oss-20b",)).options.filters) == {}
     two = SweepSpec(models=("gpt-oss-20b",), backends=("reference", "triton"),
-                    tactic_filters=["triton=-ps$", "reference=fp32"])
-    assert two.filter_map() == {"triton": "-ps$", "reference": "fp32"} and two.tactic_filters == ("triton=-ps$",
-                                                                                                  "reference=fp32")
+                    options=M(tactic_filters=["triton=-ps$", "reference=fp32"]))
+    assert dict(two.options.filters) == {"triton": "-ps$", "reference": "fp32"}
+    assert two.options.tactic_filters == ("triton=-ps$", "reference=fp32")
     for bad in (("reference",), ("=torch",), ("reference=",), ("triton=-ps",), ("reference=a", "reference=b"),
                 ("reference=(",)):
         with pytest.raises(ValueError, match=r"^tactic_filters:"):
-            SweepSpec(models=("gpt-oss-20b",), backends=("reference",), tactic_filters=bad)
+            SweepSpec(models=("gpt-oss-20b",), backends=("reference",), options=M(tactic_filters=bad))
 
 
 # ================================================================== 9. tune with a tactic filter
@@ -372,7 +374,10 @@ def test_tune_filter_that_matches_nothing_is_one_unsupported_row():
     from fp4moe_diag.backends import get_backend
     from fp4moe_diag.tune import tune
 
-    res = tune(TUNE_CASE, get_backend("reference"), "cpu", warmup=0, repeats=1, tactic_filter="-ps$")
+    from fp4moe_diag.measure.options import MeasureOptions
+
+    opts = MeasureOptions(warmup=0, repeats=1, tactic_filters=("reference=-ps$",))
+    res = tune(TUNE_CASE, get_backend("reference"), "cpu", options=opts)
     df = res.rows
     assert len(df) == 1
     row = df.iloc[0]
@@ -382,10 +387,12 @@ def test_tune_filter_that_matches_nothing_is_one_unsupported_row():
 
 def test_tune_filter_that_matches_runs_the_tactic():
     from fp4moe_diag.backends import get_backend
+    from fp4moe_diag.measure.options import MeasureOptions
     from fp4moe_diag.tune import tune
 
     for rx in ("torch", "^torch fp32$", "fp3"):
-        df = tune(TUNE_CASE, get_backend("reference"), "cpu", warmup=0, repeats=1, tactic_filter=rx).rows
+        opts = MeasureOptions(warmup=0, repeats=1, tactic_filters=(f"reference={rx}", "triton=nothing-matches"))
+        df = tune(TUNE_CASE, get_backend("reference"), "cpu", options=opts).rows
         assert list(df["status"]) == ["ok"], df[["status", "stage", "error_message"]].to_dict("records")
         assert list(df["tactic_label"]) == ["torch fp32"] and list(df["tactic"]) == ["fp32"]
 

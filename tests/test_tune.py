@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from fp4moe_diag import MoECase, build_inputs
+from fp4moe_diag.measure.options import MeasureOptions
 from fp4moe_diag.tune import tune
 from fp4moe_diag.validate import validate_launch_inputs as validate_inputs
 from fp4moe_diag.backends.base import Backend, Tactic
@@ -82,7 +83,7 @@ class PackingBackend(Backend):
 
 def test_device_safe_tuner_runs_every_tactic_and_survives_failures():
     b = PackingBackend(failing={1})
-    res = tune(CASE, b, "cpu", warmup=1, repeats=3)
+    res = tune(CASE, b, "cpu", options=MeasureOptions(warmup=1, repeats=3))
     df = res.rows
     assert list(df["tactic"]) == ["0", "1", "2", "3"]
     assert list(df["status"]) == ["ok", "failed", "ok", "incorrect"]
@@ -138,11 +139,11 @@ def test_cpu_tensor_handed_to_cuda_device_is_rejected():
 
 
 def test_broken_cuda_context_aborts_remaining_tactics_cleanly(monkeypatch):
-    import fp4moe_diag.tune as at
+    import fp4moe_diag.tune_steps as at
 
     b = PackingBackend(failing={1}, fail_with=RuntimeError("CUDA error: an illegal memory access was encountered"))
     monkeypatch.setattr(at, "cuda_context_ok", lambda dev: (False, "RuntimeError: CUDA error: illegal memory access"))
-    res = tune(CASE, b, "cpu", warmup=1, repeats=2)
+    res = tune(CASE, b, "cpu", options=MeasureOptions(warmup=1, repeats=2))
     df = res.rows
     assert list(df["status"]) == ["ok", "failed", "aborted", "aborted"]
     assert not res.context_ok and "unusable after tactic t1" in res.notes[0]
@@ -193,7 +194,8 @@ class SleepyBackend(Backend):
 
 def test_screening_times_every_tactic_then_the_fastest_and_default_in_full():
     b = SleepyBackend()
-    res = tune(CASE, b, "cpu", warmup=2, repeats=5, screen_repeats=2, screen_top=2, repeat_best=False, clock=b.clock)
+    res = tune(CASE, b, "cpu", options=MeasureOptions(warmup=2, repeats=5, screen=2, screen_top=2, repeat_best=False),
+               clock=b.clock)
     df = res.rows.set_index("tactic_label")
     assert list(df.index) == [f"t{i}" for i in range(6)] and (df["status"] == "ok").all()
     # t1 (1 ms) and t3 (2 ms) are the two fastest; t0 is the default: those three are timed in full
@@ -210,20 +212,23 @@ def test_screening_times_every_tactic_then_the_fastest_and_default_in_full():
 
 def test_combined_tactic_gets_its_own_fully_timed_row():
     b = SleepyBackend(combo=True)
-    res = tune(CASE, b, "cpu", warmup=1, repeats=3, screen_repeats=1, screen_top=1, repeat_best=False, clock=b.clock)
+    res = tune(CASE, b, "cpu", options=MeasureOptions(warmup=1, repeats=3, screen=1, screen_top=1, repeat_best=False),
+               clock=b.clock)
     df = res.rows.set_index("tactic_label")
     assert "t1+t3" in df.index and df.loc["t1+t3", "timing_pass"] == "full"
     assert df.loc["t1+t3", "status"] == "ok" and df.loc["t1+t3", "time_repeats"] == 3
     assert res.best.id == 99  # 0.5 ms beats every single tactic
 
 
-def test_screen_repeats_must_be_positive():
-    with pytest.raises(ValueError, match="screen_repeats"):
-        tune(CASE, SleepyBackend(), "cpu", screen_repeats=0)
+def test_screen_must_be_positive():
+    with pytest.raises(ValueError, match="^screen: expected an int >= 1 or None, got 0"):
+        MeasureOptions(screen=0)
+    with pytest.raises(ValueError, match="^options: expected a MeasureOptions"):
+        tune(CASE, SleepyBackend(), "cpu", options={"screen": 1})
 
 
 def test_screening_keeps_failed_and_incorrect_rows():
-    res = tune(CASE, PackingBackend(failing={1}), "cpu", warmup=1, repeats=3, screen_repeats=1, screen_top=1)
+    res = tune(CASE, PackingBackend(failing={1}), "cpu", options=MeasureOptions(warmup=1, repeats=3, screen=1, screen_top=1))
     df = res.rows
     assert list(df["status"]) == ["ok", "failed", "ok", "incorrect"]
     assert df.loc[df["status"] == "failed", "timing_pass"].isna().all()
@@ -252,20 +257,40 @@ class RaisingBackend(SleepyBackend):
         return None
 
 
-def test_a_backend_whose_checks_raise_becomes_a_row_and_the_sweep_goes_on():
-    from fp4moe_diag.tune import sweep
+def test_a_backend_whose_checks_raise_becomes_a_row_and_the_sweep_goes_on(tmp_path, monkeypatch):
+    from fp4moe_diag import backends
+    from fp4moe_diag.runs import SweepSpec, run_sweep
 
-    df = sweep([CASE], [RaisingBackend("supports"), RaisingBackend("combined")], "cpu", progress_bar=False,
-               warmup=0, repeats=1)
-    first = df[df["backend"] == "raising"].iloc[0]
+    monkeypatch.setitem(backends.REGISTRY, "raising-supports", f"{__name__}:RaisingOnSupports")
+    monkeypatch.setitem(backends.REGISTRY, "raising-combined", f"{__name__}:RaisingOnCombined")
+    spec = SweepSpec(models=("gpt-oss-20b",), ep_sizes=(2,), tokens=(1,), hidden_scale=24, device="cpu",
+                     backends=("raising-supports", "raising-combined"), options=MeasureOptions(warmup=0, repeats=1))
+    df, _ = run_sweep(spec, tmp_path / "run", progress_bar=False, log=lambda _m: None)
+    assert len(df[df["backend"] == "raising-supports"]) == 1
+    first = df[df["backend"] == "raising-supports"].iloc[0]
     assert first["status"] == "failed" and first["stage"] == "support" and first["error_type"] == "RuntimeError"
-    assert (df["status"] == "ok").sum() == len(SleepyBackend.SLEEP_MS)  # the second backend ran every tactic
-    res = tune(CASE, RaisingBackend("combined"), "cpu", warmup=0, repeats=1)
+    second = df[df["backend"] == "raising-combined"]
+    assert (second["status"] == "ok").sum() == len(second) == len(SleepyBackend.SLEEP_MS)  # it ran every tactic
+    res = tune(CASE, RaisingBackend("combined"), "cpu", options=MeasureOptions(warmup=0, repeats=1))
     assert res.best is not None and any("combined_tactic failed: KeyError" in n for n in res.notes)
 
 
+class RaisingOnSupports(RaisingBackend):
+    name = "raising-supports"
+
+    def __init__(self):
+        super().__init__("supports")
+
+
+class RaisingOnCombined(RaisingBackend):
+    name = "raising-combined"
+
+    def __init__(self):
+        super().__init__("combined")
+
+
 def test_error_message_keeps_the_cause_of_a_multiline_error():
-    from fp4moe_diag.tune import _err
+    from fp4moe_diag.tune_steps import _err
 
     e = RuntimeError("at 59:20:\n    acc = _mx_dot(...)\n          ^\nNameError('Cannot access global variable _X2_ASM')")
     assert _err(e) == ("RuntimeError", "at 59:20: ... NameError('Cannot access global variable _X2_ASM')")

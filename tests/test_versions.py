@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from fp4moe_diag import MoECase
+from fp4moe_diag.measure.options import MeasureOptions
+from fp4moe_diag.results import load_run
+from fp4moe_diag.runs import SweepSpec
 from fp4moe_diag.analysis.versions import kind_rows, ratio_summary, version_ratio_table
 from fp4moe_diag.plotting.versions import version_ratio_figure
 from fp4moe_diag.versions import compare_versions
-
-CASE = MoECase(num_tokens=2, hidden_size=64, intermediate_size=32, num_experts=4, top_k=2, seed=3, model="tiny")
 
 
 def _fake_site(tmp_path, name, init):
@@ -23,17 +23,25 @@ def _fake_site(tmp_path, name, init):
 
 def test_compare_versions_runs_each_version_in_its_own_process(tmp_path):
     dirs = {"broken": _fake_site(tmp_path, "broken", "raise ImportError('no libcudart here')\n"),
-            "v063": _fake_site(tmp_path, "v063", "__version__ = '0.6.3'\n")}
+            "v063": _fake_site(tmp_path, "v063", "__version__ = '0.6.3'\n"),
+            "fake074": _fake_site(tmp_path, "fake074", "__version__ = '0.7.4'\n")}
     real = [d for d in ("/work/fi/074", "/work/fi/052") if Path(d, "flashinfer").is_dir()]
     for d in real:
         dirs[Path(d).name] = d
-    df = compare_versions([CASE], ["reference"], dirs, tmp_path / "out", device="cpu", warmup=0, repeats=1)
+    opts = MeasureOptions(warmup=0, repeats=2, screen=1, screen_top=1, tactic_filters=("reference=fp32",))
+    spec = SweepSpec(models=("gpt-oss-20b",), ep_sizes=(2,), tokens=(1,), hidden_scale=24, device="cpu", options=opts)
+    df = compare_versions(spec, dirs, tmp_path / "out")
     by = {lab: g for lab, g in df.groupby("flashinfer_label")}
     b = by["broken"].iloc[0]
     assert len(by["broken"]) == 1 and b["status"] == "unsupported" and b["stage"] == "import"
     assert "no libcudart here" in b["error_message"] and b["flashinfer_version"] == "broken"
     v = by["v063"].iloc[0]
     assert v["flashinfer_version"] == "0.6.3" and "PR #2916" in v["error_message"]
+    f = by["fake074"]  # a version that runs: its child wrote a run folder, rows like a sweep's
+    assert list(f["status"]) == ["ok"] and list(f["backend"]) == ["reference"] and list(f["flashinfer_version"]) == ["0.7.4"]
+    assert list(f["timing_pass"]) == ["full"] and list(f["time_repeats"]) == [2]  # screened, then timed in full
+    assert list(f["run_id"]) == ["run"] and (tmp_path / "out" / "fake074" / "run" / "results.parquet").is_file()
+    assert load_run(tmp_path / "out" / "fake074" / "run")["tactic_label"].tolist() == ["torch fp32"]
     for d in real:
         g = by[Path(d).name]
         assert list(g["status"]) == ["ok"] and list(g["backend"]) == ["reference"]

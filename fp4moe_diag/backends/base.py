@@ -3,13 +3,18 @@
 A backend says which devices it supports (with the reason when not), lists the real tactics of
 its kernels for a case, prepares a case's tensors once (weight re-layout, workspaces: never
 timed) and runs one tactic.  The device-safe tuner (:mod:`fp4moe_diag.tune`) drives it.
+
+What is timed is a **launcher**: :meth:`Backend.launcher` returns, per (prepared inputs, tactic), a bare callable
+with the tactic forced and every argument checked before, so a timed call is the kernel entry point and nothing of
+this suite (:meth:`Backend.run` checks and forces on every call; it is the untimed convenience).
 """
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 
@@ -41,6 +46,19 @@ def device_capability(device: Any) -> Optional[tuple[int, int]]:
     if dev.type != "cuda" or not torch.cuda.is_available():
         return None
     return torch.cuda.get_device_capability(dev)
+
+
+def launch_sequence(calls: Sequence[Callable[[], Any]], result: Any) -> Callable[[], Any]:
+    """A launcher of several bound launches (``functools.partial`` of kernel entry points): calls them in order and
+    returns ``result`` (the output they write).  Its own loop is the only Python of ours in the timed call."""
+    bound = tuple(calls)
+
+    def launch() -> Any:
+        for call in bound:
+            call()
+        return result
+
+    return launch
 
 
 class Backend(ABC):
@@ -96,6 +114,20 @@ class Backend(ABC):
     @abstractmethod
     def run(self, prepared: Any, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
         """Launch one tactic; returns the ``[T, H]`` output (bf16 for kernels)."""
+
+    def launcher(self, prepared: Any, tactic: Tactic, output: Optional[torch.Tensor] = None) -> Callable[[], Any]:
+        """A callable that launches ``tactic`` on ``prepared`` into ``output`` each time it is called and returns
+        the result (the ``[T, H]`` output, or a list/tuple whose first item it is).  Forcing the tactic and checking
+        the arguments happen here, once; the callable is what :mod:`fp4moe_diag.measure` times, so a backend should
+        return the kernel entry point itself with its arguments bound (``functools.partial``), not Python of its own.
+        It stays valid until the next :meth:`launcher` of this backend or :meth:`end_launches`.  This default wraps
+        :meth:`run` (so a backend with only ``run`` works, its checks then inside the timed window)."""
+        run = self.run
+        return functools.partial(run, prepared, tactic, output)
+
+    def end_launches(self, prepared: Any) -> None:
+        """Undo what :meth:`launcher` set up in a library's global state (a forced tactic), after the last call of
+        a launcher; the tuner calls it after each tactic's measurement.  Default: nothing to undo."""
 
     def combined_tactic(self, timings: list[tuple[Tactic, float]]) -> Optional[Tactic]:
         """A tactic assembled from the per-op winners of ``timings`` ((tactic, median us) of the correct

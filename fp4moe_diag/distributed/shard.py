@@ -48,8 +48,7 @@ def merge_ranks(out: Any, world: Optional[int] = None) -> tuple[pd.DataFrame, li
             continue  # a rank that died before its first case
         frames.append(rows.assign(rank=r, world_size=world))
     df = to_frame(pd.concat(frames, ignore_index=True).to_dict("records")) if frames else to_frame([])
-    df["run_id"] = out.name
-    save_run(df, out)
+    save_run(df, out)  # every rank's rows already carry the run id of <out> (run_sweep's run_id)
     marker = out / INCOMPLETE
     if missing:
         marker.write_text(json.dumps({"missing_ranks": missing, "world_size": world, "rows": len(df)}) + "\n")
@@ -65,7 +64,7 @@ def run_sharded_sweep(spec: Any, out: Any, rank: int, world: int, *, timeout: fl
 
     out = Path(out)
     mine = rank_dir(out, rank)
-    run_sweep(spec, mine, shard=(rank, world), log=lambda m: log(f"[rank {rank}] {m}"), **run_kwargs)
+    run_sweep(spec, mine, shard=(rank, world), run_id=out.name, log=lambda m: log(f"[rank {rank}] {m}"), **run_kwargs)
     (mine / DONE).write_text(f"{time.time()}\n")
     if rank != 0:
         return None

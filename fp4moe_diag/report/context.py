@@ -79,15 +79,9 @@ class ReportContext:
 def context(backend: Optional[str] = None, shapes_file: Any = None, device: Optional[str] = None,
             out_dir: Any = "reports", quick: bool = False) -> ReportContext:
     """Resolve the notebook parameters (device None -> cuda if present, else cpu; paths absolute)."""
-    import torch
+    from ..inputs import resolve_device
 
-    from ..inputs import default_device
-
-    if device is None or str(device).strip() in ("", "auto", "None"):
-        device = default_device()
-    device = str(device)
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device: {device!r} was asked for but torch sees no CUDA device")
+    device = str(resolve_device(device))
     sf = repo_path(shapes_file) if shapes_file else SHAPES_CSV
     od = repo_path(out_dir)
     od.mkdir(parents=True, exist_ok=True)
@@ -110,12 +104,13 @@ def environment_table(ctx: Optional[ReportContext] = None) -> pd.DataFrame:
 
 def local_run(ctx: ReportContext, *, models: Sequence[str] = ("gpt-oss-20b",), ep_sizes: Sequence[int] = (2,),
               tokens: Optional[Sequence[int]] = None, hidden_scale: Optional[int] = None,
-              warmup: Optional[int] = None, repeats: Optional[int] = None, reuse: bool = True,
-              runs_dir: Any = None) -> pd.DataFrame:
-    """A small sweep on this machine (cached under ``out_dir/_work`` unless ``runs_dir`` is given).
+              options: Optional[Any] = None, reuse: bool = True, runs_dir: Any = None) -> pd.DataFrame:
+    """A small sweep on this machine through :func:`~fp4moe_diag.runs.run_sweep` (cached under ``out_dir/_work``
+    unless ``runs_dir`` is given).
 
-    On CPU it runs the float32 reference on shapes divided by :data:`CPU_HIDDEN_SCALE`; on a GPU
-    every backend of :attr:`ReportContext.backends` on the real shapes.
+    On CPU it runs the float32 reference on shapes divided by :data:`CPU_HIDDEN_SCALE`; on a GPU every backend of
+    :attr:`ReportContext.backends` on the real shapes.  ``options`` (a
+    :class:`~fp4moe_diag.measure.options.MeasureOptions`) default to :func:`local_options`.
     """
     import warnings
 
@@ -130,11 +125,9 @@ def local_run(ctx: ReportContext, *, models: Sequence[str] = ("gpt-oss-20b",), e
     tokens = tuple(tokens or (QUICK_TOKENS if ctx.quick else LOCAL_TOKENS))
     if hidden_scale is None:
         hidden_scale = CPU_HIDDEN_SCALE if not ctx.is_gpu else 1
-    warmup = warmup if warmup is not None else (1 if ctx.quick or not ctx.is_gpu else 5)
-    repeats = repeats if repeats is not None else (3 if ctx.quick else (5 if not ctx.is_gpu else 30))
     spec = SweepSpec(models=tuple(models), backends=tuple(ctx.backends), ep_sizes=tuple(ep_sizes), tokens=tokens,
-                     hidden_scale=hidden_scale, device=ctx.device, warmup=warmup, repeats=repeats,
-                     shapes_file=str(ctx.shapes_file))
+                     hidden_scale=hidden_scale, device=ctx.device, shapes_file=str(ctx.shapes_file),
+                     options=options if options is not None else local_options(ctx))
     key = json.dumps(spec.to_dict(), sort_keys=True, default=str)
     tag = "local-quick" if ctx.quick else "local"
     if runs_dir is None:
@@ -145,6 +138,14 @@ def local_run(ctx: ReportContext, *, models: Sequence[str] = ("gpt-oss-20b",), e
         return load_runs(runs_dir.parent, pattern=f"{runs_dir.name}/results.parquet")
     df, _ = run_sweep(spec, runs_dir, progress_bar=False, log=lambda _m: None)
     return df
+
+
+def local_options(ctx: ReportContext) -> Any:
+    """The notebooks' timing: few repeats when quick or on CPU, the sweep's defaults on a GPU."""
+    from ..measure.options import MeasureOptions
+
+    return MeasureOptions(warmup=1 if ctx.quick or not ctx.is_gpu else 5,
+                          repeats=3 if ctx.quick else (5 if not ctx.is_gpu else 30))
 
 
 def load_report_data(ctx: ReportContext, runs_root: Any = None, fresh: bool = False) -> tuple[pd.DataFrame, str]:

@@ -106,6 +106,7 @@ def device_safe_tune(case: Any, ctx: ReportContext, backend: Optional[str] = Non
     case in quick mode.  Returns ``(TuneResult, note)``.
     """
     from ..backends import get_backend
+    from ..measure.options import MeasureOptions
     from ..tune import tune
 
     kernels = [b for b in ctx.backends if b != "reference"]
@@ -121,7 +122,7 @@ def device_safe_tune(case: Any, ctx: ReportContext, backend: Optional[str] = Non
         if not ctx.is_gpu:
             case = scaled_case(case, scale)
             note += f"Case scaled down for CPU: H={case.hidden_size}, I={case.intermediate_size}. "
-    res = tune(case, be, ctx.device, warmup=1 if ctx.quick else 3, repeats=3 if ctx.quick else 10)
+    res = tune(case, be, ctx.device, options=MeasureOptions(warmup=1 if ctx.quick else 3, repeats=3 if ctx.quick else 10))
     note += (f"tune({case.label}, {be.name}) on {ctx.device}: {len(res.rows)} tactic(s), "
              f"{len(res.ok_rows)} ok, best = {res.best.label if res.best else 'none'}")
     return res, note

@@ -25,6 +25,7 @@ def kernel_profile_session(ctx: ReportContext, model: str = "gpt-oss-20b", ep_si
     """
     from ..backends import get_backend
     from ..shapes import load_vllm_cases
+    from ..measure.options import MeasureOptions
     from ..tune import tune
 
     empty = pd.DataFrame()
@@ -40,7 +41,7 @@ def kernel_profile_session(ctx: ReportContext, model: str = "gpt-oss-20b", ep_si
         res["message"] = f"Live kernel profiling skipped: no shape {model} EP{ep_size} in {ctx.shapes_file}."
         return res
     case = cases[0]
-    tr = tune(case, get_backend(name), ctx.device, warmup=3, repeats=10 if ctx.quick else 30)
+    tr = tune(case, get_backend(name), ctx.device, options=MeasureOptions(warmup=3, repeats=10 if ctx.quick else 30))
     res["tune_rows"] = tr.rows
     if tr.best is None:
         res["message"] = f"Live kernel profiling skipped: {name} has no correct tactic on {case.label}."

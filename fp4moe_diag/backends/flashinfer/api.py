@@ -175,6 +175,14 @@ class FlashInferApi:
         """kwargs that force (g1, g2) through the public API, or None (then the tuner is patched)."""
         return None
 
+    def tuner_snapshot(self) -> Any:
+        """What :meth:`commit` changes in FlashInfer's AutoTuner, to give back to :meth:`tuner_restore`."""
+        raise NotImplementedError(f"flashinfer {self.version} ({self.name}): no tuner snapshot (nothing commits "
+                                  "for a launch: CUTLASS tactics are forced through profile_ids)")
+
+    def tuner_restore(self, snapshot: Any) -> None:
+        raise NotImplementedError(f"flashinfer {self.version} ({self.name}): no tuner snapshot to restore")
+
     # -- committing to FlashInfer's AutoTuner ---------------------------------------------
     def commit(self, calls_and_tactics: list[tuple[Any, Any]]) -> list:
         """Make FlashInfer's AutoTuner answer each recorded call's op and shape bucket with its tactic;

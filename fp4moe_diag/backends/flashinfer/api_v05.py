@@ -42,6 +42,19 @@ class ApiV05(FlashInferApi):
         n2 = list(gemm2_call.runners[0].get_valid_tactics(gemm2_call.inputs, None)) if gemm2_call else n1
         return n1, n2
 
+    def tuner_snapshot(self) -> dict:
+        """A copy of ``AutoTuner.profiling_cache`` (the only thing :meth:`commit` writes)."""
+        from flashinfer.autotuner import AutoTuner
+
+        return dict(AutoTuner.get().profiling_cache)
+
+    def tuner_restore(self, snapshot: dict) -> None:
+        from flashinfer.autotuner import AutoTuner
+
+        cache = AutoTuner.get().profiling_cache
+        cache.clear()
+        cache.update(snapshot)
+
     def commit(self, calls_and_tactics: list[tuple[Any, Any]]) -> list:
         from flashinfer.autotuner import AutoTuner
 

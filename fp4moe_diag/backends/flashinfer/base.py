@@ -24,6 +24,8 @@ class FlashInferPrepared:
 
     inputs: MoEInputs
     kwargs: dict
+    #: FlashInfer's AutoTuner cache before a launcher committed a tactic to it (0.5 CUTLASS), restored after
+    tuner_snapshot: Any = None
 
 
 def call_with_output(fn: Callable, prepared: FlashInferPrepared, tactics: dict[str, Any],

@@ -15,27 +15,24 @@ rows.  The ids and labels are the ones the installed FlashInfer's tuner hands th
 (:mod:`.api`): 0.5.x ``g1:a`` / ``g2:b`` with both in ``0 .. get_tactic_num()-1``; 0.7.x gemm2 ids are
 absolute (``g1count .. g1count+g2count-1``) and both lists are filtered by the runner's
 ``get_valid_tactics``; ``params["gemm2_index"]`` is the position among the gemm2 configs either way.
-A tactic is forced through ``profile_ids=[g1, g2]`` where the API has it (0.7), else through
-FlashInfer's own ``AutoTuner.choose_one`` (patched to answer it); the op's real Python runs every time.
+A tactic is forced through ``profile_ids=[g1, g2]`` where the API has it (0.7), else (0.5) by committing it to
+FlashInfer's own ``AutoTuner`` cache before the timed calls (:meth:`CutlassBackend.launcher`, restored after); the
+op's real Python runs every time, nothing of this suite does.
 """
 
 from __future__ import annotations
 
+import functools
 import os
-from typing import Optional
+from typing import Any, Callable, Optional
 
 import torch
 
 from ...case import ActivationFormat, GatedActivation, MoECase, WeightFormat
 from ...inputs import MoEInputs, build_inputs, default_device
 from ..base import Backend, Support, Tactic
-from .api import get_api
-from .base import (
-    FlashInferPrepared,
-    call_with_output,
-    capture_tuner_calls,
-    flashinfer_support,
-)
+from .api import checked_kwargs, get_api
+from .base import FlashInferPrepared, capture_tuner_calls, flashinfer_support
 
 GEMM1_OP = "trtllm::fused_moe::gemm1"
 GEMM2_OP = "trtllm::fused_moe::gemm2"
@@ -182,11 +179,33 @@ class CutlassBackend(Backend):
         ``autotune(False)`` call then runs it (:meth:`.api.FlashInferApi.commit`)."""
         return get_api().commit(self.tactic_calls(prepared, tactic))
 
-    def run(self, prepared: FlashInferPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def launcher(self, prepared: FlashInferPrepared, tactic: Tactic,
+                 output: Optional[torch.Tensor] = None) -> Callable[[], Any]:
+        """``cutlass_fused_moe`` with its arguments checked (:func:`.api.checked_kwargs`) and bound once.  0.7 forces
+        the (gemm1, gemm2) tactic through ``profile_ids`` (the tuner is not asked); 0.5 has no such argument, so the
+        tactic is committed to FlashInfer's AutoTuner cache for this shape bucket now (:meth:`commit_tactic`) and
+        FlashInfer's own lookup answers with it on every call, until :meth:`end_launches` restores the cache."""
         g1, g2 = tactic.id
-        forced = get_api().cutlass_forced_kwargs(prepared.kwargs, g1, g2)
-        if forced is not None:  # public API (profile_ids): the tuner is not asked at all
-            kw = forced if output is None else {**forced, "output": output}
-            res = _cutlass_fn()(**kw)
-            return res[0] if isinstance(res, (list, tuple)) else res
-        return call_with_output(_cutlass_fn(), prepared, {GEMM1_OP: g1, GEMM2_OP: g2}, output)
+        api = get_api()
+        fn = _cutlass_fn()
+        kw = dict(prepared.kwargs) if output is None else {**prepared.kwargs, "output": output}
+        forced = api.cutlass_forced_kwargs(kw, g1, g2)
+        if forced is None:
+            if prepared.tuner_snapshot is None:
+                prepared.tuner_snapshot = api.tuner_snapshot()
+            api.commit(self.tactic_calls(prepared, tactic))
+            forced = kw
+        return functools.partial(fn, **checked_kwargs(fn, forced))
+
+    def end_launches(self, prepared: FlashInferPrepared) -> None:
+        """0.5: FlashInfer's AutoTuner cache as it was before the first :meth:`launcher` (nothing to undo on 0.7)."""
+        if prepared.tuner_snapshot is not None:
+            snapshot, prepared.tuner_snapshot = prepared.tuner_snapshot, None
+            get_api().tuner_restore(snapshot)
+
+    def run(self, prepared: FlashInferPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
+        try:
+            res = self.launcher(prepared, tactic, output)()
+        finally:
+            self.end_launches(prepared)
+        return res[0] if isinstance(res, (list, tuple)) else res

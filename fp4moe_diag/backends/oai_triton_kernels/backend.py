@@ -24,14 +24,15 @@ per-expert values must all be equal (they are: build_inputs fills them from the 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
 from ...case import ActivationFormat, GatedActivation, MoECase, WeightFormat
 from ...inputs import MoEInputs
-from ..base import Backend, Support, Tactic
+from ..base import Backend, Support, Tactic, launch_sequence
 from . import loader
 from .layout import gemm1_rows, to_hopper
 from .routing import build_routing
@@ -150,25 +151,12 @@ class TritonKernelsBackend(Backend):
             out=torch.empty((1, t, h), dtype=torch.bfloat16, device=dev),
         )
 
-    def _launch(self, p: TKPrepared, cfg: OptFlagsConfig, out3: torch.Tensor) -> None:
-        tk = p.tk
-        of = tk.opt_flags
-        of.reset_opt_flags_constraints()
-        of.update_opt_flags_constraints(cfg.constraints())
-        try:
-            tk.matmul_ogs.matmul_ogs(
-                p.hidden, p.w13, p.b13, p.routing_data, gather_indx=p.gather_indx,
-                precision_config=p.prec13[cfg.num_warps], fused_activation=p.activation, y=p.inter,
-            )
-            c = p.inputs.case
-            tk.matmul_ogs.matmul_ogs(
-                p.inter.view(-1, c.intermediate_size), p.w2, p.b2, p.routing_data, scatter_indx=p.scatter_indx,
-                precision_config=p.prec2[cfg.num_warps], gammas=p.routing_data.gate_scal, y=out3,
-            )
-        finally:
-            of.reset_opt_flags_constraints()
-
-    def run(self, prepared: TKPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def launcher(self, prepared: TKPrepared, tactic: Tactic,
+                 output: Optional[torch.Tensor] = None) -> Callable[[], torch.Tensor]:
+        """The two ``matmul_ogs`` calls with their arguments bound; the tactic's opt_flags constraints are set now
+        (triton_kernels keeps them in a module global) and stay until :meth:`end_launches` or the next launcher.
+        Each call returns ``output`` (or the prepared ``out`` as ``[T, H]``).  Call it with the inputs' CUDA device
+        current (the tuner sets it once per case)."""
         p = prepared
         cfg = parse_config(tactic.id)
         t, h = p.hidden.shape
@@ -177,14 +165,32 @@ class TritonKernelsBackend(Backend):
                              f"on {output.device}")
         direct = output is not None and output.dtype == torch.bfloat16 and output.is_contiguous()
         out3 = output.view(1, t, h) if direct else p.out
-        ctx = torch.cuda.device(p.hidden.device)
-        with ctx:
-            self._launch(p, cfg, out3)
-        if output is None:
-            return p.out.view(t, h).clone()
-        if not direct:
-            output.copy_(p.out.view(t, h))
-        return output
+        mo = p.tk.matmul_ogs
+        calls = [
+            functools.partial(mo.matmul_ogs, p.hidden, p.w13, p.b13, p.routing_data, gather_indx=p.gather_indx,
+                              precision_config=p.prec13[cfg.num_warps], fused_activation=p.activation, y=p.inter),
+            functools.partial(mo.matmul_ogs, p.inter.view(-1, p.inputs.case.intermediate_size), p.w2, p.b2,
+                              p.routing_data, scatter_indx=p.scatter_indx, precision_config=p.prec2[cfg.num_warps],
+                              gammas=p.routing_data.gate_scal, y=out3),
+        ]
+        if output is not None and not direct:
+            calls.append(functools.partial(output.copy_, p.out.view(t, h)))
+        of = p.tk.opt_flags
+        of.reset_opt_flags_constraints()
+        of.update_opt_flags_constraints(cfg.constraints())
+        return launch_sequence(calls, output if output is not None else p.out.view(t, h))
+
+    def end_launches(self, prepared: TKPrepared) -> None:
+        prepared.tk.opt_flags.reset_opt_flags_constraints()
+
+    def run(self, prepared: TKPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
+        try:
+            launch = self.launcher(prepared, tactic, output)
+            with torch.cuda.device(prepared.hidden.device):
+                y = launch()
+        finally:
+            self.end_launches(prepared)
+        return y.clone() if output is None else y
 
     def resolved_opt_flags(self, prepared: TKPrepared, tactic: Tactic) -> list[dict]:
         """Run ``tactic`` once (untimed) and return the OptFlags ``matmul_ogs`` used for gemm1 and gemm2

@@ -14,18 +14,19 @@ was first imported.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import os
 import sys
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
 from ...case import ActivationFormat, GatedActivation, MoECase, WeightFormat
 from ...inputs import MoEInputs
-from ..base import Backend, Support, Tactic, device_capability
+from ..base import Backend, Support, Tactic, device_capability, launch_sequence
 from . import ps_layout
 from .configs import (CONFIGS, DECODE_CONFIGS, DECODE_MAX_PAIRS, DOT_SCALED_CONFIGS, PS_CONFIGS, PS_DECODE_CONFIGS,
                       PS_PDL_CONFIGS,
@@ -256,7 +257,11 @@ class TritonMXFP4Backend(Backend):
                        ps_layout.shuffle_weights(prep.w2), ps_layout.shuffle_scales(prep.w2_scale))
         return prep
 
-    def run(self, prepared: TritonPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def launcher(self, prepared: TritonPrepared, tactic: Tactic,
+                 output: Optional[torch.Tensor] = None) -> Callable[[], torch.Tensor]:
+        """The tactic's kernel launches (gemm1 [+ finalize], gemm2, the top-k sum), checked and bound once: each call
+        runs them into ``output`` (or the prepared ``out_bf16``) and returns it.  Call it with the inputs' CUDA
+        device current (the tuner sets it once per case)."""
         kern = load_kernels()
         kc = parse_config(tactic.id)
         if kc.x2_scales and prepared.x2_refusal:
@@ -265,7 +270,6 @@ class TritonMXFP4Backend(Backend):
             raise ValueError(f"tactic {kc.label}: {ps_refusal(prepared.inputs.case)}")
         bm, bn, bk, nw, ns = kc.block_m, kc.block_n, kc.block_k, kc.num_warps, kc.num_stages
         p = prepared
-        c = p.inputs.case
         x = p.hidden
         t, h = x.shape
         if output is not None and (tuple(output.shape) != (t, h) or output.device != x.device):
@@ -273,27 +277,30 @@ class TritonMXFP4Backend(Backend):
                              f"{output.device}")
         g = p.grouping(bm)
         inter = p.inter_buf[: max(g.num_padded_pairs, 1)]
-        part = p.gemm1_partials(kc.split_k, g.num_padded_pairs)
         pair_out = p.gemm2_planes(kc.gemm2_split)
-        ctx = torch.cuda.device(x.device) if x.device.type == "cuda" else contextlib.nullcontext()
         w13, w13_scale, w2, w2_scale = p.ps if kc.ps else (p.w13, p.w13_scale, p.w2, p.w2_scale)
         modes = dict(dot_scaled=kc.dot_scaled, x2=kc.x2, swap=kc.swap, ps=kc.ps, pdl=kc.pdl)
-        with ctx:
-            kern.launch_gemm1(
-                x, w13, w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
-                g.sorted_pair_ids, g.block_expert_ids, g.num_pairs, g.top_k, p.activation,
-                bm, bn, bk, nw, ns, split_k=kc.split_k, part=part, **modes,
-            )
-            kern.launch_gemm2(
-                inter, w2, w2_scale, p.w2_bias, p.topk_weights, pair_out,
-                g.sorted_pair_ids, g.block_expert_ids, g.num_pairs,
-                bm, bn, bk, nw, ns, split_k=kc.gemm2_split, **modes,
-            )
-            # one fixed-order reduction over (split planes, top_k), stored bf16: deterministic, no atomics
-            y = output if output is not None and output.dtype == torch.bfloat16 and output.stride(1) == 1 else p.out_bf16
-            kern.launch_topk_sum(pair_out, y, c.top_k, pdl=kc.pdl > 0)
-        if output is None:
-            return p.out_bf16.clone()
-        if y is not output:
-            output.copy_(y)
-        return output
+        calls = kern.gemm1_calls(
+            x, w13, w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
+            g.sorted_pair_ids, g.block_expert_ids, g.num_pairs, g.top_k, p.activation,
+            bm, bn, bk, nw, ns, split_k=kc.split_k, part=p.gemm1_partials(kc.split_k, g.num_padded_pairs), **modes,
+        )
+        calls += kern.gemm2_calls(
+            inter, w2, w2_scale, p.w2_bias, p.topk_weights, pair_out,
+            g.sorted_pair_ids, g.block_expert_ids, g.num_pairs,
+            bm, bn, bk, nw, ns, split_k=kc.gemm2_split, **modes,
+        )
+        # one fixed-order reduction over (split planes, top_k), stored bf16: deterministic, no atomics
+        direct = output is not None and output.dtype == torch.bfloat16 and output.stride(1) == 1
+        y = output if direct else p.out_bf16
+        calls += kern.topk_sum_calls(pair_out, y, p.inputs.case.top_k, pdl=kc.pdl > 0)
+        if output is not None and not direct:
+            calls.append(functools.partial(output.copy_, y))
+        return launch_sequence(calls, output if output is not None else p.out_bf16)
+
+    def run(self, prepared: TritonPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
+        launch = self.launcher(prepared, tactic, output)
+        x = prepared.hidden
+        with torch.cuda.device(x.device) if x.device.type == "cuda" else contextlib.nullcontext():
+            y = launch()
+        return y.clone() if output is None else y

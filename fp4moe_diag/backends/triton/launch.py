@@ -1,8 +1,13 @@
-"""Launchers of the kernels in :mod:`._kernels`: argument checks, grids, strides, constexpr switches."""
+"""Launchers of the kernels in :mod:`._kernels`: argument checks, grids, strides, constexpr switches.
+
+``gemm1_calls`` / ``gemm2_calls`` / ``topk_sum_calls`` check the arguments and return the kernel launches as bare
+callables (``functools.partial`` of ``kernel[grid]``: no Python of ours when called);
+``launch_gemm1`` / ``launch_gemm2`` / ``launch_topk_sum`` make them and call them at once."""
 
 from __future__ import annotations
 
-from typing import Optional
+import functools
+from typing import Callable, Optional
 
 import torch
 import triton
@@ -70,7 +75,13 @@ def _x2(requested: bool, dot_scaled: bool) -> bool:
     return bool(requested)
 
 
-def launch_gemm1(
+def launch_gemm1(*args, **kwargs) -> None:
+    """:func:`gemm1_calls`, called now."""
+    for call in gemm1_calls(*args, **kwargs):
+        call()
+
+
+def gemm1_calls(
     x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bias: Optional[torch.Tensor],
     alpha: Optional[torch.Tensor], beta: Optional[torch.Tensor], limit: Optional[torch.Tensor],
     out: torch.Tensor, sorted_pair_ids: torch.Tensor, block_expert_ids: torch.Tensor,
@@ -78,8 +89,8 @@ def launch_gemm1(
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
     split_k: int = 1, part: Optional[torch.Tensor] = None, x2: bool = False, swap: bool = False, ps: bool = False,
     pdl: int = 0,
-) -> None:
-    """Launch gemm1 on ``block_expert_ids.numel()`` M-blocks. ``w [L, 2I, H/2]`` (``ps``: the layout of
+) -> list[Callable[[], None]]:
+    """The launches of gemm1 on ``block_expert_ids.numel()`` M-blocks. ``w [L, 2I, H/2]`` (``ps``: the layout of
     :mod:`.ps_layout`, ``[L, 2I/16, H/64, 512]``), ``out [P, I]``.
     ``split_k > 1`` needs ``part``: fp32 ``[split_k, >= P, 2I]`` (then a finalize kernel runs, launched plainly).
     ``pdl`` (ps only): 1 launches it as a programmatic dependent (:func:`._kernels_ps._pdl_enter`), 2 the same."""
@@ -87,7 +98,7 @@ def launch_gemm1(
     modes = _mode_args(dot_scaled, x2, swap, ps, block_m) | _pdl_args(pdl, ps)
     num_blocks = block_expert_ids.numel()
     if num_blocks == 0:
-        return
+        return []
     ks = _check_split(hidden, block_k, split_k)
     if split_k > 1 and (part is None or part.dtype != torch.float32 or part.shape[0] < split_k
                         or part.shape[1] < num_blocks * block_m or part.shape[2] != 2 * inter):
@@ -97,7 +108,8 @@ def launch_gemm1(
     epi = [dummy if v is None else v for v in (bias, alpha, beta, limit)]  # epilogue operands
     part_arg = dummy if split_k == 1 else part
     grid = _grid(num_blocks, triton.cdiv(inter, block_n), split_k, modes.get("N_FASTEST", False))
-    (_moe_mxfp4_gemm1_ps_kernel if ps else _moe_mxfp4_gemm1_kernel)[grid](
+    calls = [functools.partial(
+        (_moe_mxfp4_gemm1_ps_kernel if ps else _moe_mxfp4_gemm1_kernel)[grid],
         x, w, w_scale, *epi, out, part_arg, sorted_pair_ids, block_expert_ids,
         num_pairs, top_k, inter,
         x.stride(0), w.stride(0), w.stride(1), w_scale.stride(0), w_scale.stride(1),
@@ -106,15 +118,17 @@ def launch_gemm1(
         K=hidden, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
         ACTIVATION=activation, HAS_BIAS=bias is not None, EVEN_K=even_k(hidden, block_k, split_k),
         DOT_F32=INTERPRETED, SPLIT_K=split_k, K_SPLIT=ks, **modes, num_warps=num_warps, num_stages=num_stages,
-    )
+    )]
     if split_k > 1:
         fin_n = 64
-        _moe_mxfp4_gemm1_finalize_kernel[(num_blocks, triton.cdiv(inter, fin_n))](
+        calls.append(functools.partial(
+            _moe_mxfp4_gemm1_finalize_kernel[(num_blocks, triton.cdiv(inter, fin_n))],
             part, *epi, out, sorted_pair_ids, block_expert_ids,
             num_pairs, inter, part.stride(0), part.stride(1), 0 if bias is None else bias.stride(0), out.stride(0),
             SPLIT_K=split_k, BLOCK_M=block_m, BLOCK_N=fin_n, ACTIVATION=activation, HAS_BIAS=bias is not None,
             num_warps=4,
-        )
+        ))
+    return calls
 
 
 def _check_split(k: int, block_k: int, split_k: int) -> int:
@@ -123,27 +137,34 @@ def _check_split(k: int, block_k: int, split_k: int) -> int:
     return k_split(k, block_k, split_k)
 
 
-def launch_gemm2(
+def launch_gemm2(*args, **kwargs) -> None:
+    """:func:`gemm2_calls`, called now."""
+    for call in gemm2_calls(*args, **kwargs):
+        call()
+
+
+def gemm2_calls(
     a: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bias: Optional[torch.Tensor],
     topk_weights: torch.Tensor, out: torch.Tensor, sorted_pair_ids: torch.Tensor,
     block_expert_ids: torch.Tensor, num_pairs: int,
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
     split_k: int = 1, x2: bool = False, swap: bool = False, ps: bool = False, pdl: int = 0,
-) -> None:
-    """Launch gemm2. ``a [P, I]`` bf16, ``w [L, H, I/2]`` (``ps``: ``[L, H/16, I/64, 512]``), ``out [T*k, H]``
+) -> list[Callable[[], None]]:
+    """The launch of gemm2. ``a [P, I]`` bf16, ``w [L, H, I/2]`` (``ps``: ``[L, H/16, I/64, 512]``), ``out [T*k, H]``
     (rows by pair index), or ``out [>= split_k, T*k, H]`` (one plane per split; the caller sums them).
     ``pdl`` (ps only): 1 programmatic dependent launch, 2 that and the L2 prefetch of its first weight chunks."""
     hidden, inter = _weight_dims(w, ps)[0], a.shape[1]
     modes = _mode_args(dot_scaled, x2, swap, ps, block_m) | _pdl_args(pdl, ps)
     num_blocks = block_expert_ids.numel()
     if num_blocks == 0:
-        return
+        return []
     ks = _check_split(inter, block_k, split_k)
     planes = out.unsqueeze(0) if out.dim() == 2 else out
     if planes.dim() != 3 or planes.shape[0] < split_k:
         raise ValueError(f"out: expected [T*k, H] or [>= {split_k}, T*k, H] (one plane per split), got {tuple(out.shape)}")
     grid = _grid(num_blocks, triton.cdiv(hidden, block_n), split_k, modes.get("N_FASTEST", False))
-    (_moe_mxfp4_gemm2_ps_kernel if ps else _moe_mxfp4_gemm2_kernel)[grid](
+    return [functools.partial(
+        (_moe_mxfp4_gemm2_ps_kernel if ps else _moe_mxfp4_gemm2_kernel)[grid],
         a, w, w_scale, w_scale if bias is None else bias, topk_weights, planes,
         sorted_pair_ids, block_expert_ids,
         num_pairs, hidden,
@@ -152,12 +173,18 @@ def launch_gemm2(
         K=inter, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
         HAS_BIAS=bias is not None, EVEN_K=even_k(inter, block_k, split_k), DOT_F32=INTERPRETED,
         SPLIT_K=split_k, K_SPLIT=ks, **modes, num_warps=num_warps, num_stages=num_stages,
-    )
+    )]
 
 
 def launch_topk_sum(planes: torch.Tensor, out: torch.Tensor, top_k: int, pdl: bool = False) -> None:
-    """``out [T, H]`` (bf16) = the sum of ``planes [S, T * top_k, H]`` (fp32) over planes and top-k slots;
-    ``pdl``: launched as a programmatic dependent of the kernel before (gemm2), which it waits for."""
+    """:func:`topk_sum_calls`, called now."""
+    for call in topk_sum_calls(planes, out, top_k, pdl):
+        call()
+
+
+def topk_sum_calls(planes: torch.Tensor, out: torch.Tensor, top_k: int, pdl: bool = False) -> list[Callable[[], None]]:
+    """The launches of ``out [T, H]`` (bf16) = the sum of ``planes [S, T * top_k, H]`` (fp32) over planes and top-k
+    slots; ``pdl``: launched as a programmatic dependent of the kernel before (gemm2), which it waits for."""
     splits, rows, hidden = planes.shape
     t = out.shape[0]
     if out.dtype != torch.bfloat16 or out.dim() != 2 or out.shape[1] != hidden or out.stride(1) != 1:
@@ -166,12 +193,14 @@ def launch_topk_sum(planes: torch.Tensor, out: torch.Tensor, top_k: int, pdl: bo
     if rows != t * top_k or planes.stride(2) != 1:
         raise ValueError(f"planes: expected [S, {t} * {top_k}, {hidden}] with unit column stride, got {tuple(planes.shape)}")
     if t == 0:
-        return
+        return []
     block_h = 256  # 8 bytes per thread and load: many programs in flight at decode sizes
     dst = torch.empty(out.shape, dtype=torch.float32, device=out.device) if INTERPRETED else out
-    _topk_sum_kernel[(t, triton.cdiv(hidden, block_h))](
+    calls = [functools.partial(
+        _topk_sum_kernel[(t, triton.cdiv(hidden, block_h))],
         planes, dst, hidden, planes.stride(0), planes.stride(1), dst.stride(0),
         TOP_K=top_k, SPLIT=splits, BLOCK_H=block_h, num_warps=1, **(_pdl_args(1, True) if pdl else {}),
-    )
+    )]
     if dst is not out:  # round to nearest even, as cvt.rn does on the GPU
-        out.copy_(dst)
+        calls.append(functools.partial(out.copy_, dst))
+    return calls
