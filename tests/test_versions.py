@@ -70,7 +70,7 @@ def frame():
 
 def test_version_ratio_table_values():
     t = version_ratio_table(frame())
-    assert t.attrs == {"base": "0.5.2", "other": "0.7.4"}
+    assert (t.attrs["base"], t.attrs["other"]) == ("0.5.2", "0.7.4") and t.attrs["refused"].empty
     assert list(t["kind"]) == ["best", "default", "tuned"] * 2 and list(t["num_tokens"]) == [1, 1, 1, 16, 16, 16]
     np.testing.assert_allclose(t["ratio"], [45 / 90, 0.5, 0.5, 95 / 390, 2.0, 95 / 390])
     # "best" is the is_best row (here the combined one); "tuned" is the g1+g2 row
@@ -100,3 +100,40 @@ def test_version_ratio_figure_has_a_panel_per_backend():
     ys = sorted(np.concatenate([ln.get_ydata() for ln in fig.axes[0].lines if ln.get_linestyle() == "None"]))
     np.testing.assert_allclose(ys, sorted([45 / 90, 95 / 390, 0.5, 2.0, 0.5, 95 / 390]))
     assert "0.7.4 / 0.5.2" in fig.axes[0].get_ylabel()
+
+
+def _with_builds(df: pd.DataFrame, builds: dict) -> pd.DataFrame:
+    df = df.copy()
+    df["flashinfer_build"] = df["flashinfer_version"].map(builds)
+    return df
+
+
+def test_a_fast_build_is_not_compared_with_a_full_one():
+    """Issue #22: 0.7.4's fast build (4 + 4 tactics) against 0.5.2's full build is a build comparison: refused,
+    naming the shapes, the builds and the tactic counts; shown only when asked, as different builds."""
+    df = frame()
+    fast = df["flashinfer_version"] == "0.7.4"
+    df = pd.concat([df[~fast], df[fast & (df["tactic_label"] != "g1:3")]], ignore_index=True)  # 0.7.4 ran fewer
+    df = _with_builds(df, {"0.5.2": "fused_moe_90_slim_full", "0.7.4": "fused_moe_90_slim074"})
+    with pytest.raises(ValueError, match=r"2 shape\(s\) were measured with different FlashInfer builds") as e:
+        version_ratio_table(df)
+    msg = str(e.value)
+    assert "fused_moe_90_slim_full (full, 3 tactics)" in msg and "fused_moe_90_slim074 (fast, 2 tactics)" in msg
+    shown = version_ratio_table(df, builds="any")
+    assert not shown["like_for_like"].any() and shown["why"].str.startswith("different builds").all()
+    with pytest.raises(ValueError, match="builds: expected one of"):
+        version_ratio_table(df, builds="some")
+
+
+def test_like_builds_are_compared_and_the_rest_listed_as_refused():
+    df = _with_builds(frame(), {"0.5.2": "fused_moe_90_slim_full", "0.7.4": "fused_moe_90_slim074_full"})
+    extra = df[(df["flashinfer_version"] == "0.7.4") & (df["num_tokens"] == 1)].assign(
+        flashinfer_build="fused_moe_90_slim074", time_median_us=1e4)  # the fast build of the same shape: ignored
+    t16 = df[(df["num_tokens"] == 16)].copy()
+    t16.loc[t16["flashinfer_version"] == "0.7.4", "flashinfer_build"] = "fused_moe_90_slim074"  # T=16: fast only
+    df = pd.concat([df[df["num_tokens"] == 1], extra, t16], ignore_index=True)
+    t = version_ratio_table(df)
+    assert list(t["num_tokens"]) == [1, 1, 1] and set(t["build_kind"]) == {"full"}
+    np.testing.assert_allclose(t["ratio"], [45 / 90, 0.5, 0.5])  # the fast rows of T=1 never enter
+    ref = t.attrs["refused"]
+    assert list(ref["num_tokens"]) == [16] and "fast" in ref["build_0.7.4"].iloc[0]

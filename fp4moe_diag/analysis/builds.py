@@ -48,7 +48,8 @@ def with_build_kind(df: pd.DataFrame) -> pd.DataFrame:
 def _single_tactic(df: pd.DataFrame) -> pd.Series:
     """Rows of one tactic of the backend's own list (not a combined ``g1:a+g2:b`` row, not an autotuner pick)."""
     label = df["tactic_label"].astype("string").fillna("")
-    return ~label.str.contains("+", regex=False) & ~label.str.startswith("fi-autotune") & df["tactic"].notna()
+    tactic = df["tactic"] if "tactic" in df.columns else df["tactic_label"]
+    return ~label.str.contains("+", regex=False) & ~label.str.startswith("fi-autotune") & tactic.notna()
 
 
 def tactic_sets(df: pd.DataFrame, backends: Sequence[str] = FLASHINFER_BACKENDS) -> pd.DataFrame:
@@ -56,6 +57,8 @@ def tactic_sets(df: pd.DataFrame, backends: Sequence[str] = FLASHINFER_BACKENDS)
     that ran: ok, incorrect or failed) and the build kind."""
     d = with_build_kind(df[df["backend"].isin(backends) & df["status"].isin(["ok", "incorrect", "failed"])])
     d = d[_single_tactic(d)]
+    if "tactic" not in d.columns:
+        d = d.assign(tactic=d["tactic_label"])
     keys = [k for k in SHAPE_KEYS if k in d.columns] + ["backend", "flashinfer_version", "flashinfer_build",
                                                          "build_kind"]
     if d.empty:
@@ -76,16 +79,18 @@ def unequal_pairs(df: pd.DataFrame, base: str, other: str) -> pd.DataFrame:
         if a.empty or b.empty:
             continue
         ka, kb = set(a["build_kind"]), set(b["build_kind"])
-        common = (ka & kb) - {"unknown"}
-        if common:
+        if (ka & kb) - {"unknown"}:
             continue
+        if ka == kb == {"unknown"} and set(a["n_tactics"]) == set(b["n_tactics"]):
+            continue  # builds not recorded: the same number of tactics on both sides is all that can be checked
         rows.append({**dict(zip(keys, key)),
                      f"build_{base}": ", ".join(f"{r.flashinfer_build or '?'} ({r.build_kind}, {r.n_tactics} tactics)"
                                                 for r in a.itertuples()),
                      f"build_{other}": ", ".join(f"{r.flashinfer_build or '?'} ({r.build_kind}, {r.n_tactics} tactics)"
                                                  for r in b.itertuples()),
                      "why": "different builds: the tactic sets differ by build, so the ratio compares builds, "
-                            "not versions" if "unknown" not in ka | kb else "a side's build is not recorded"})
+                            "not versions" if "unknown" not in ka | kb else
+                            "builds not recorded and the tactic counts differ"})
     return pd.DataFrame(rows)
 
 
@@ -94,8 +99,8 @@ def refuse_unequal(df: pd.DataFrame, base: str, other: str) -> None:
     bad = unequal_pairs(df, base, other)
     if bad.empty:
         return
-    lines = [f"  {r.backend} {r.model} EP{r.ep_size} T={r.num_tokens}: {base}: {getattr(r, 'build_' + base)}; "
-             f"{other}: {getattr(r, 'build_' + other)}" for r in bad.head(5).itertuples()]
+    lines = [f"  {r['backend']} {r['model']} EP{r['ep_size']} T={r['num_tokens']}: {base}: {r['build_' + base]}; "
+             f"{other}: {r['build_' + other]}" for r in bad.head(5).to_dict("records")]
     more = f"\n  ... and {len(bad) - 5} more" if len(bad) > 5 else ""
     raise ValueError(f"df: {len(bad)} shape(s) were measured with different FlashInfer builds under {base} and "
                      f"{other}; a ratio of them compares builds, not versions (pass builds='any' to show them as "
@@ -104,10 +109,10 @@ def refuse_unequal(df: pd.DataFrame, base: str, other: str) -> None:
 
 def flashinfer_label(df: pd.DataFrame) -> pd.Series:
     """Backend names for figures and tables: ``cutlass@0.7.4`` (full or stock build), ``cutlass@0.7.4 (fast
-    build)``, ``cutlass@0.5.2 (build not recorded)``; other backends unchanged."""
+    build)``; a build not recorded gets no suffix; other backends unchanged."""
     d = with_build_kind(df)
     fi = d["backend"].isin(FLASHINFER_BACKENDS) & d["flashinfer_version"].notna() & (d["flashinfer_version"] != "")
-    suffix = d["build_kind"].map({"fast": " (fast build)", "unknown": " (build not recorded)"}).fillna("")
+    suffix = d["build_kind"].map({"fast": " (fast build)"}).fillna("")
     out = d["backend"].astype(str).copy()
     out[fi] = d.loc[fi, "backend"].astype(str) + "@" + d.loc[fi, "flashinfer_version"].astype(str) + suffix[fi]
     return out

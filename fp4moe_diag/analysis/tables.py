@@ -8,6 +8,7 @@ from typing import Optional
 
 import pandas as pd
 
+from .builds import flashinfer_label
 from .correctness import correctness_summary
 from .shapes import CASE_COLUMNS, DECODE_MAX_TOKENS, best_per_shape, latest_per_shape
 
@@ -142,10 +143,6 @@ def summary_table(df: pd.DataFrame, max_rows: int = 150) -> str:
         return head + d[cols].to_string(index=False, float_format=lambda x: f"{x:.4g}")
 
 
-#: backends whose kernels come from FlashInfer (their version is part of what was measured)
-FLASHINFER_BACKENDS = ("cutlass", "trtllm")
-
-
 def x_of_best(df: pd.DataFrame) -> pd.DataFrame:
     """How far each backend is from the best kernel on the GPU, per shape (GPU x case x T, one run per shape).
 
@@ -153,10 +150,11 @@ def x_of_best(df: pd.DataFrame) -> pd.DataFrame:
     time, ``x_of_best`` (this backend's best time / the best of all backends; 1.0 = the fastest),
     ``frac_bw_roofline`` (weight + activation bytes over the read-only streaming ceiling), ``achieved_TFLOPs`` and
     ``frac_flops_roofline`` (of the bf16 GEMM ceiling) of that tactic, and the time method.  The reference backend is left out (it is the float32 check, not a kernel).  FlashInfer's backends
-    are told apart by version (``cutlass@0.7.4``): each FlashInfer is a kernel of its own."""
-    df = df.copy()
-    fi = df["backend"].isin(FLASHINFER_BACKENDS) & df["flashinfer_version"].notna() & (df["flashinfer_version"] != "")
-    df.loc[fi, "backend"] = df.loc[fi, "backend"].astype(str) + "@" + df.loc[fi, "flashinfer_version"].astype(str)
+    are told apart by version and build (``cutlass@0.7.4``, ``cutlass@0.7.4 (fast build)``: :func:`.builds.flashinfer_label`):
+    each FlashInfer build is a kernel of its own.  FlashInfer's autotuner picks (``cutlass_autotune``) are left out
+    (they are tactics of ``cutlass``, not a backend: :mod:`.tuner`)."""
+    df = df[df["backend"] != "cutlass_autotune"].copy()
+    df["backend"] = flashinfer_label(df)
     best = latest_per_shape(best_per_shape(df), df)
     best = best[(best["backend"] != "reference") & best["best_us"].notna()].copy()
     if best.empty:

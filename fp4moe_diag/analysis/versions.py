@@ -59,9 +59,10 @@ def version_ratio_table(df: pd.DataFrame, base: Optional[str] = None, other: Opt
     versions in ``df``.
 
     ``builds="matched"`` (default): each side's rows of the same kind of build only (full with full, fast with
-    fast); a shape whose two sides share no build is refused with a ValueError naming it (a ratio of a fast build
-    against a full one compares builds, not versions: :mod:`.builds`).  ``builds="any"``: the best of each side
-    whatever its build, with ``like_for_like`` False and ``why`` where the builds differ."""
+    fast); a shape whose two sides share no build is refused: left out, and listed with both builds, their tactic
+    counts and why in ``table.attrs["refused"]`` (a ratio of a fast build against a full one compares builds, not
+    versions: :mod:`.builds`); a ValueError naming them when no shape is left.  ``builds="any"``: the best of each
+    side whatever its build, with ``like_for_like`` False and ``why`` where the builds differ."""
     if builds not in BUILDS:
         raise ValueError(f"builds: expected one of {BUILDS}, got {builds!r}")
     if "flashinfer_version" not in df.columns:
@@ -74,8 +75,7 @@ def version_ratio_table(df: pd.DataFrame, base: Optional[str] = None, other: Opt
     bad = [k for k in kinds if k not in KINDS]
     if bad:
         raise ValueError(f"kinds: unknown {bad}; expected some of {KINDS}")
-    if builds == "matched":
-        refuse_unequal(df, base, other)
+    refused = unequal_pairs(df, base, other)
     rows = kind_rows(df)
     rows = rows[rows["kind"].isin(kinds) & rows["flashinfer_version"].astype(str).isin([base, other])]
     if builds == "any":
@@ -96,15 +96,17 @@ def version_ratio_table(df: pd.DataFrame, base: Optional[str] = None, other: Opt
     }).reset_index()
     if builds == "matched":  # a build measured under one version only is not a comparison
         out = out.dropna(subset=[f"time_{base}_us", f"time_{other}_us"], how="any").reset_index(drop=True)
+        if out.empty and len(refused):
+            refuse_unequal(df, base, other)
     else:
-        bad = unequal_pairs(df, base, other)
-        k = [c for c in SHAPE_KEYS if c in out.columns and c in bad.columns] + ["backend"]
-        out = out.merge(bad[k + ["why"]] if len(bad) else pd.DataFrame(columns=k + ["why"]), on=k, how="left")
+        k = [c for c in SHAPE_KEYS if c in out.columns and c in refused.columns] + ["backend"]
+        out = out.merge(refused[k + ["why"]] if len(refused) else pd.DataFrame(columns=k + ["why"]), on=k,
+                        how="left")
         out["like_for_like"] = out["why"].isna()
     out["kind"] = pd.Categorical(out["kind"], categories=list(KINDS), ordered=True)
     out = out.sort_values([k for k in keys if k != "kind"] + ["kind"]).reset_index(drop=True)
     out["kind"] = out["kind"].astype(str)
-    out.attrs.update(base=base, other=other)
+    out.attrs.update(base=base, other=other, refused=refused if builds == "matched" else refused.iloc[0:0])
     return out
 
 

@@ -89,6 +89,7 @@ def export_tuner_config(
             raise ValueError(f"df_or_rows: rows measured with flashinfer {other}, but {api.version} is installed; "
                              "tuner-config keys are version-specific: export under the version that ran")
     entries: dict[str, tuple[list, bool]] = {}
+    owners: dict[str, str] = {}  # file key -> the case label that wrote it
     backends: dict[str, Any] = {}
     for rec in rows.to_dict("records"):
         case = MoECase.from_record(rec)
@@ -101,8 +102,13 @@ def export_tuner_config(
             key = api.cache_key(call)
             file_key, value = api.tuner_config_entry(call, tactic)
             exact = int(key.nearest_profile[0][0]) == int(case.num_tokens)
+            if file_key in entries and exact and entries[file_key][1] and entries[file_key][0] != value:
+                raise ValueError(f"df_or_rows: {case.label} and {owners[file_key]} map to the same FlashInfer tuner "
+                                 f"key with different tactics ({value} vs {entries[file_key][0]}); FlashInfer can "
+                                 "hold one of them: export them separately")
             if file_key not in entries or (exact and not entries[file_key][1]):
                 entries[file_key] = (value, exact)
+                owners[file_key] = case.label
     meta = api.tuner_config_metadata()
     gpus = sorted({str(g) for g in rows.get("gpu_name", pd.Series(dtype=str)).dropna() if str(g) not in ("", "cpu")})
     if len(gpus) == 1:
