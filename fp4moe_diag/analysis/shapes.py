@@ -12,7 +12,7 @@ import pandas as pd
 DECODE_MAX_TOKENS = 64
 #: Columns that identify a shape apart from the token count.
 CASE_COLUMNS = ["model", "ep_size", "hidden_size", "intermediate_size", "num_experts", "local_num_experts",
-                "top_k", "weight_format"]
+                "top_k", "weight_format", "has_bias"]
 #: Columns that identify one measured shape (a row group holding the tactics of one backend).
 SHAPE_COLUMNS = ["run_id", "gpu_name", "backend", *CASE_COLUMNS, "num_tokens"]
 
