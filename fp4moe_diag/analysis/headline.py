@@ -17,7 +17,7 @@ import pandas as pd
 
 from .tables import x_of_best
 
-SHAPE = ["gpu_name", "model", "ep_size", "num_tokens"]
+SHAPE = ["gpu_name", "model", "ep_size", "has_bias", "num_tokens"]
 
 
 def headline_table(df: pd.DataFrame, backends: Optional[Sequence[str]] = None) -> pd.DataFrame:
@@ -64,7 +64,9 @@ def headline_markdown(table: pd.DataFrame, backends: Optional[Sequence[str]] = N
     head = ["model", "EP", "T", *[f"{b} us (x best, % read)" for b in backends], "fastest: TFLOP/s (% bf16)"]
     lines = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
     for _, r in table.iterrows():
-        cells = [str(r["model"]), str(r["ep_size"]), str(r["num_tokens"])]
+        model = str(r["model"]) + ("" if r.get("has_bias", True) in (True, None) or pd.isna(r.get("has_bias")) else
+                                   " (no bias)")
+        cells = [model, str(r["ep_size"]), str(r["num_tokens"])]
         for b in backends:
             us = r.get(f"{b}:us", math.nan)
             if pd.isna(us):

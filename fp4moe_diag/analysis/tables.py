@@ -168,7 +168,8 @@ def x_of_best(df: pd.DataFrame) -> pd.DataFrame:
         lambda s: ", ".join(sorted(set(s.dropna().astype(str)) - {""}))).rename("time_method").reset_index()
     out = out.merge(methods.astype({"run_id": "string", "backend": "string"}),
                     on=["run_id", "backend"], how="left")
-    cols = ["gpu_name", "model", "ep_size", "num_tokens", "backend", "best_tactic", "best_us", "best_backend",
+    cols = ["gpu_name", "model", "ep_size", "has_bias", "num_tokens", "backend", "best_tactic", "best_us", "best_backend",
             "best_of_all_us", "x_of_best", "frac_bw_roofline", "achieved_GBps", "achieved_TFLOPs",
             "frac_flops_roofline", "time_method", "run_id"]
-    return out[cols].sort_values(["gpu_name", "model", "ep_size", "num_tokens", "x_of_best"]).reset_index(drop=True)
+    return out[cols].sort_values(["gpu_name", "model", "ep_size", "has_bias", "num_tokens", "x_of_best"]
+                                 ).reset_index(drop=True)
