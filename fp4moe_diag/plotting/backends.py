@@ -159,13 +159,13 @@ def x_of_best_figure(df: pd.DataFrame, *, max_panels: int = 12) -> Figure:
     best of all backends vs tokens (1.0 = the fastest), with its read-roofline fraction on a second row."""
     table = x_of_best(df)
     ceiling = ceilings_used(df)[0]
-    cases = table[["gpu_name", "model", "ep_size"]].drop_duplicates().head(max_panels).reset_index(drop=True)
+    cases = table[["gpu_name", "model", "ep_size", "has_bias"]].drop_duplicates().head(max_panels).reset_index(drop=True)
     n = len(cases)
     fig = Figure(figsize=(5.2 * n, 7.4), layout="constrained")
     axes = fig.subplots(2, n, squeeze=False, sharex="col")
     for j, case in cases.iterrows():
         sub = table[(table["gpu_name"] == case["gpu_name"]) & (table["model"] == case["model"])
-                    & (table["ep_size"] == case["ep_size"])]
+                    & (table["ep_size"] == case["ep_size"]) & (table["has_bias"] == case["has_bias"])]
         top, bottom = axes[0][j], axes[1][j]
         for i, (be, g) in enumerate(sub.groupby("backend")):
             g = g.sort_values("num_tokens")
