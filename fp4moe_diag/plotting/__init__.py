@@ -22,7 +22,8 @@ from .backends import backend_comparison, roofline_fraction, x_of_best_figure
 from .common import case_label, save_figure
 from .errors import error_boxplot, token_error_plot
 from .tactics import best_vs_default, tactic_heatmap, time_vs_tokens
+from .tuner import tuner_regret_figure
 from .versions import version_ratio_figure
 
 __all__ = ["backend_comparison", "best_vs_default", "case_label", "error_boxplot", "roofline_fraction", "save_figure",
-           "tactic_heatmap", "time_vs_tokens", "token_error_plot", "version_ratio_figure", "x_of_best_figure"]
+           "tactic_heatmap", "time_vs_tokens", "token_error_plot", "version_ratio_figure", "x_of_best_figure", "tuner_regret_figure"]

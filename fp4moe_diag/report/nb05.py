@@ -10,6 +10,7 @@ import pandas as pd
 
 from .. import plotting as P
 from ..analysis.headline import headline_markdown, headline_table  # noqa: F401 (re-exported for the notebook)
+from ..analysis.tuner import regret_summary, tuner_regret
 from ..analysis import plot_targets, provenance, provenance_table, ratio_summary, summary_tables, version_ratio_table, x_of_best  # noqa: F401 (re-exported for the notebook)
 from .context import CPU_HIDDEN_SCALE, TUNE_COLUMNS, ReportContext, context, environment_table, load_report_data  # noqa: F401 (re-exported)
 from .display import fmt, show_figure, show_markdown, try_figure  # noqa: F401 (re-exported)
@@ -32,7 +33,8 @@ def report_header(df: pd.DataFrame, note: str) -> str:
 REPORT_FIGURES = [
     ("backend_comparison", "Backends compared (best tactic per shape; a line is one run, its commit in the legend)"),
     ("x_of_best_figure", "How far from the best kernel on this GPU"),
-    ("version_ratio_figure", "FlashInfer versions compared (version B / version A per shape)"),
+    ("version_ratio_figure", "FlashInfer versions compared (version B / version A per shape, like builds only)"),
+    ("tuner_regret_figure", "FlashInfer's own autotuner: its pick / the best tactic, per tuning setting"),
     ("best_vs_default", "Best vs default tactic"),
     ("roofline_fraction", "Memory-bandwidth roofline fraction"),
     ("error_boxplot", "Correctness: error per tactic"),
@@ -74,17 +76,21 @@ def comparison_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The report's comparison tables, each empty with the reason in ``notes`` when the data cannot make it:
     ``headline`` (one line per shape, a column group per backend: the README's table; render it with
     :func:`headline_markdown`), ``x_of_best`` (every backend's best against the best of all, and the roofline) and ``versions``
-    (FlashInfer version B / A per shape for the best, default and tuned tactic) with its ``versions_summary``."""
+    (FlashInfer version B / A per shape for the best, default and tuned tactic, like builds only) with its
+    ``versions_summary`` and ``versions_refused`` (shapes whose two versions ran different builds: left out, why),
+    ``tuner_regret`` (FlashInfer's autotuner pick per shape and setting against the best tactic) and its summary."""
     out: dict[str, pd.DataFrame] = {}
     notes: list[str] = []
     for name, make in (("headline", lambda: headline_table(df)), ("x_of_best", lambda: x_of_best(df)),
-                       ("versions", lambda: version_ratio_table(df))):
+                       ("versions", lambda: version_ratio_table(df)), ("tuner_regret", lambda: tuner_regret(df))):
         try:
             out[name] = make()
         except ValueError as e:
             out[name] = pd.DataFrame()
             notes.append(f"{name}: {e}")
     out["versions_summary"] = ratio_summary(out["versions"]) if len(out["versions"]) else pd.DataFrame()
+    out["versions_refused"] = out["versions"].attrs.get("refused", pd.DataFrame())
+    out["tuner_regret_summary"] = regret_summary(out["tuner_regret"]) if len(out["tuner_regret"]) else pd.DataFrame()
     out["notes"] = pd.DataFrame({"note": notes})
     return out
 
