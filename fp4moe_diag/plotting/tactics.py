@@ -85,6 +85,18 @@ def tactic_heatmap(df: pd.DataFrame, backend: str, model: str, ep_size: int, *, 
                   "default at that T · grey: no correct timing")
     if annotate is None:
         annotate = n_rows * n_cols <= 600
+    _mark_cells(ax, ratio, status, norm, order, tokens, default_at, annotate)
+    _heatmap_colorbar(fig, ax, im, norm, n_cols)
+    shape = sub.iloc[0]
+    _title(fig, f"{backend} tactics: {model} EP{ep_size} (H{str_or_empty(shape['hidden_size'])}, "
+                f"I{str_or_empty(shape['intermediate_size'])}, E{str_or_empty(shape['num_experts'])}, top-{str_or_empty(shape['top_k'])})", sub)
+    return fig
+
+
+def _mark_cells(ax, ratio: pd.DataFrame, status: pd.DataFrame, norm, order: list, tokens: list, default_at: dict,
+                annotate: bool) -> None:
+    """The heatmap's cell texts, the fastest cell's box and the default's dashed box per row."""
+    n_rows, n_cols = ratio.shape
     short_status = {"failed": "fail", "incorrect": "wrong", "unsupported": "n/a", "aborted": "abort"}
     for i in range(n_rows):
         row = ratio.iloc[i]
@@ -108,6 +120,9 @@ def tactic_heatmap(df: pd.DataFrame, backend: str, model: str, ep_size: int, *, 
             j = order.index(d)
             ax.add_patch(Rectangle((j - 0.42, i - 0.42), 0.84, 0.84, fill=False, edgecolor="#d62728",
                                    linewidth=1.4, linestyle="--"))
+
+
+def _heatmap_colorbar(fig, ax, im, norm, n_cols: int) -> None:
     cbar = fig.colorbar(im, ax=ax, pad=0.01, fraction=0.05 if n_cols > 8 else 0.08)
     ticks = [t for t in (1, 1.25, 1.5, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000) if t <= norm.vmax]
     if norm.vmax > ticks[-1] * 1.15:
@@ -116,10 +131,6 @@ def tactic_heatmap(df: pd.DataFrame, backend: str, model: str, ep_size: int, *, 
     cbar.set_ticklabels([f"{t:g}×" for t in ticks])
     cbar.ax.yaxis.set_minor_formatter(NullFormatter())
     cbar.set_label("time ÷ row's best (×, log)")
-    shape = sub.iloc[0]
-    _title(fig, f"{backend} tactics: {model} EP{ep_size} (H{str_or_empty(shape['hidden_size'])}, "
-                f"I{str_or_empty(shape['intermediate_size'])}, E{str_or_empty(shape['num_experts'])}, top-{str_or_empty(shape['top_k'])})", sub)
-    return fig
 
 
 # --------------------------------------------------------------------------- 2. time vs tokens
