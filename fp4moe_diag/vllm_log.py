@@ -65,6 +65,19 @@ _TENSOR = re.compile(
 _ENUM = re.compile(r"^<[\w.]+:\s*(?P<int>-?\d+)>$")
 _INT = re.compile(r"^[+-]?\d+$")
 _FLOAT = re.compile(r"^[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?$|^[+-]?(?:inf|nan)$")
+NOT_PLAIN = object()  #: what plain_scalar returns for a text that is no None / bool / int / float
+
+def plain_scalar(text: str) -> Any:
+    """``None``, ``True``/``False``, an int or a float written as Python prints them; else :data:`NOT_PLAIN`."""
+    if text == "None":
+        return None
+    if text in ("True", "False"):
+        return text == "True"
+    if _INT.match(text):
+        return int(text)
+    if _FLOAT.match(text):
+        return float(text)
+    return NOT_PLAIN
 
 _PACKED_FP4 = ("torch.uint8", "torch.float4_e2m1fn_x2")
 
@@ -86,14 +99,9 @@ def _parse_value(text: str) -> Optional[LogValue]:
     m = _TENSOR.match(text)
     if m:
         return TensorDesc(m["dtype"], _ints(m["shape"]), _ints(m["stride"]), m["device"])
-    if text == "None":
-        return None
-    if text in ("True", "False"):
-        return text == "True"
-    if _INT.match(text):
-        return int(text)
-    if _FLOAT.match(text):
-        return float(text)
+    plain = plain_scalar(text)
+    if plain is not NOT_PLAIN:
+        return plain
     m = _ENUM.match(text)
     if m:
         return int(m["int"])
@@ -334,7 +342,7 @@ def parse_vllm_kwargs_log(text: str, *, model: str = "", process: Any = None) ->
     if out is not None:
         _check("output", out, (tokens, hidden))
 
-    w1, w2 = _tensor(kw, "gemm1_weights"), _tensor(kw, "gemm2_weights")
+    w1 = _tensor(kw, "gemm1_weights")
     default_local = w1.shape[0] if w1 is not None and w1.shape else num_experts
     local = _int_field(kw, "local_num_experts", default_local)
     offset = _int_field(kw, "local_expert_offset", 0)

@@ -218,15 +218,21 @@ def _bias(a: _Args, names: tuple, shapes: tuple, src: dict) -> bool:
     return b1 is not None
 
 
+def _activations(a: _Args, name: str, src: dict) -> tuple[int, int, Any]:
+    """``(tokens, hidden, activation format)`` of the ``[tokens, hidden]`` activation argument ``name``, with the
+    sources of ``num_tokens``, ``hidden_size`` and ``activation_format`` written into ``src``."""
+    x = a.tensor(name, required=True)
+    if len(x.shape) != 2:
+        raise a.err(name, f"expected [tokens, hidden], got {list(x.shape)}")
+    act_fmt = _activation_format(a, name, x)
+    src["num_tokens"] = src["hidden_size"] = f"{a.src(name)}: {name} shape {list(x.shape)}"
+    src["activation_format"] = f"{a.src(name)}: {name} dtype {x.dtype}"
+    return x.shape[0], x.shape[1], act_fmt
+
+
 def _trtllm(a: _Args) -> tuple[dict, dict]:
     src: dict = {}
-    hs = a.tensor("hidden_states", required=True)
-    if len(hs.shape) != 2:
-        raise a.err("hidden_states", f"expected [tokens, hidden], got {list(hs.shape)}")
-    act_fmt = _activation_format(a, "hidden_states", hs)
-    tokens, hidden = hs.shape
-    src["num_tokens"] = src["hidden_size"] = f"{a.src('hidden_states')}: hidden_states shape {list(hs.shape)}"
-    src["activation_format"] = f"{a.src('hidden_states')}: hidden_states dtype {hs.dtype}"
+    tokens, hidden, act_fmt = _activations(a, "hidden_states", src)
     e = a.int("num_experts", required=True)
     k = a.int("top_k", required=True)
     inter = a.int("intermediate_size", required=True)
@@ -303,13 +309,7 @@ def _cutlass(a: _Args) -> tuple[dict, dict]:
     for n in ("tp_size", "cluster_size"):
         if a.int(n, default=1) != 1:
             raise a.err(n, f"{a.int(n)}: tensor/cluster parallelism is not modelled by a case (expected 1)")
-    x = a.tensor("input", required=True)
-    if len(x.shape) != 2:
-        raise a.err("input", f"expected [tokens, hidden], got {list(x.shape)}")
-    act_fmt = _activation_format(a, "input", x)
-    tokens, hidden = x.shape
-    src["num_tokens"] = src["hidden_size"] = f"{a.src('input')}: input shape {list(x.shape)}"
-    src["activation_format"] = f"{a.src('input')}: input dtype {x.dtype}"
+    tokens, hidden, act_fmt = _activations(a, "input", src)
     ids = a.tensor("token_selected_experts", required=True)
     if len(ids.shape) != 2 or ids.shape[0] != tokens:
         raise a.err("token_selected_experts", f"expected [{tokens}, top_k], got {list(ids.shape)}")

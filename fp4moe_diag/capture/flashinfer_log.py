@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from ..vllm_log import NOT_PLAIN, plain_scalar
 from .derive import ENTRY_POINTS, UNIFIED, Arg, EnumArg, RawArg, SourcedCase, TensorArg, case_from_args
 
 #: the longest line read (a tensor field line is ~60 characters)
@@ -42,8 +43,6 @@ _SECTIONS = ("Positional input arguments:", "Keyword input arguments:",
              "Default parameters (not explicitly provided):", "(No explicit arguments)")
 _ARG = re.compile(r"^  (?:arg\[(?P<pos>\d+)\]:|(?P<kw>[A-Za-z_]\w*)=(?P<dflt> \[DEFAULT\])?)$")
 _ENUM = re.compile(r"^(?P<name>[A-Za-z_][\w]*\.[A-Za-z_]\w*) \(value=(?P<v>-?\d+)\)$")
-_INT = re.compile(r"^[+-]?\d+$")
-_FLOAT = re.compile(r"^[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?$|^[+-]?(?:inf|nan)$")
 _TUPLE = re.compile(r"^\(([\d, ]*)\)$")
 _STAT_KEYS = ("min", "max", "mean", "nan_count", "inf_count")
 #: positional parameter names of the entry points (FlashInfer 0.5 - 0.7 keep the leading order)
@@ -101,14 +100,9 @@ def _err(lineno: int, what: str) -> ValueError:
 
 def _scalar(text: str) -> Any:
     """A one-line value; a repr the parser does not know is kept as :class:`RawArg`."""
-    if text == "None":
-        return None
-    if text in ("True", "False"):
-        return text == "True"
-    if _INT.match(text):
-        return int(text)
-    if _FLOAT.match(text):
-        return float(text)
+    plain = plain_scalar(text)
+    if plain is not NOT_PLAIN:
+        return plain
     m = _ENUM.match(text)
     if m:
         return EnumArg(m["name"], int(m["v"]))
