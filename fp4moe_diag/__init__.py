@@ -1,8 +1,8 @@
 """fp4moe-diag: profiling and diagnostics for FlashInfer's FP4 fused-MoE kernels."""
 
-from .case import ActivationFormat, GatedActivation, MoECase, RoutingMethod, WeightFormat
-from .inputs import MoEInputs, build_inputs
-from .routing import pack_topk, route, unpack_topk
+from .problem.case import ActivationFormat, GatedActivation, MoECase, RoutingMethod, WeightFormat
+from .problem.inputs import MoEInputs, build_inputs
+from .problem.routing import pack_topk, route, unpack_topk
 
 __version__ = "0.1.0"
 

@@ -8,7 +8,7 @@ Two levels:
   ``not-applicable`` (why).  Anything else that goes wrong is ``inconclusive``.
 * :func:`static_meta_check` -- on any machine (H200, CPU): the same call with FlashInfer's
   trtllm-gen JIT module replaced by a TVM-FFI packing stub
-  (:class:`fp4moe_diag.backends.flashinfer.hooks.TvmFfiPackingStub`), recording what the stock
+  (:class:`fp4moe_diag.backends.flashinfer.stubs.TvmFfiPackingStub`), recording what the stock
   ``AutoTuner.choose_one`` receives.  It shows *which* argument is on ``meta`` and whether the
   stock profiling path dies on it in TVM-FFI's own packer.
 """
@@ -24,17 +24,11 @@ from typing import Any, Optional
 
 import torch
 
-from .case import MoECase
-from .backends.flashinfer.hooks import (
-    TRTLLM_FP4_OP,
-    call_with_supported_kwargs,
-    find_meta_tensors,
-    flashinfer_status,
-    intercept_choose_one,
-    routed_moe_function,
-    stub_trtllm_gen_module,
-)
-from .inputs import build_inputs, default_device
+from .problem.case import MoECase
+from .backends.flashinfer.hooks import TRTLLM_FP4_OP, call_with_supported_kwargs, find_meta_tensors, intercept_choose_one, routed_moe_function
+from .backends.flashinfer.status import flashinfer_status
+from .backends.flashinfer.stubs import stub_trtllm_gen_module
+from .problem.inputs import build_inputs, default_device
 from .paths import subprocess_env
 
 META_ERROR = "Cannot pack tensors on meta"

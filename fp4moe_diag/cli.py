@@ -62,7 +62,7 @@ def split_labels(text: Optional[str]) -> list[str]:
 def cmd_profile(args: argparse.Namespace) -> int:
     """Nsight Compute (through nsight-python) per-kernel metrics of chosen tactics of one shape."""
     from .profiling.session import nsight_status, profile_kernels
-    from .shapes import load_vllm_cases
+    from .problem.shapes import load_vllm_cases
 
     device = args.device or "cuda"
     ok, why = nsight_status(device)
@@ -192,7 +192,7 @@ def cmd_compare_versions(args: argparse.Namespace) -> int:
 
 
 def cmd_shapes(args: argparse.Namespace) -> int:
-    from .shapes import load_shape_table
+    from .problem.shapes import load_shape_table
 
     df = load_shape_table()
     if args.model:

@@ -132,7 +132,7 @@ def tactic_filter(text: str) -> str:
 
 
 def _table_models() -> list[str]:
-    from .shapes import load_shape_table  # noqa: PLC0415
+    from .problem.shapes import load_shape_table  # noqa: PLC0415
 
     return sorted(set(load_shape_table()["model"].astype(str)))
 
@@ -181,8 +181,8 @@ def backend_names(text: str) -> tuple[str, ...]:
 
 
 def device(text: str) -> str:
-    """``cpu``, ``cuda`` or ``cuda:N`` of a GPU this machine has (:func:`fp4moe_diag.inputs.resolve_device`)."""
-    from .inputs import resolve_device  # noqa: PLC0415
+    """``cpu``, ``cuda`` or ``cuda:N`` of a GPU this machine has (:func:`fp4moe_diag.problem.inputs.resolve_device`)."""
+    from .problem.inputs import resolve_device  # noqa: PLC0415
 
     t = str(text).strip()
     try:
@@ -324,7 +324,7 @@ def check_sweep_args(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     ``--models``, ``--resume`` xor ``--overwrite``, and an existing run at ``--out`` needs one of them.  What the
     spec itself checks (``--tactics`` against ``--backends``, input sizes) is :func:`checked_spec`'s."""
     from .results import is_run_folder  # noqa: PLC0415
-    from .shapes import load_shape_table  # noqa: PLC0415
+    from .problem.shapes import load_shape_table  # noqa: PLC0415
 
     eps = getattr(args, "ep", None)
     models = getattr(args, "models", None)
@@ -368,10 +368,10 @@ def checked_spec(parser: argparse.ArgumentParser, build: Callable[[], Any]) -> A
 
 def check_reproduce_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Optional[Any]:
     """Parse ``reproduce --log`` (with ``--process`` when the parser has it); a bad log is ``argument --log:``.
-    Returns the :class:`~fp4moe_diag.case.MoECase`, or None without ``--log``."""
+    Returns the :class:`~fp4moe_diag.problem.case.MoECase`, or None without ``--log``."""
     if not getattr(args, "log", None):
         return None
-    from .vllm_log import parse_vllm_kwargs_log  # noqa: PLC0415
+    from .problem.vllm_log import parse_vllm_kwargs_log  # noqa: PLC0415
 
     try:
         case = parse_vllm_kwargs_log(Path(args.log).read_text(encoding="utf-8"), process=getattr(args, "process", None))

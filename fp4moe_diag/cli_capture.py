@@ -26,7 +26,7 @@ def log_file_any(text: str) -> Path:
 
 def case_json(text: str) -> Any:
     """``--case '{"num_tokens": 16, ...}'``: MoECase fields as JSON (a file path holding it works too)."""
-    from .case import MoECase  # noqa: PLC0415
+    from .problem.case import MoECase  # noqa: PLC0415
 
     p = Path(text).expanduser()
     raw = p.read_text(encoding="utf-8") if len(text) < 4096 and p.is_file() else text

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from .inputs import resolve_device
+from .problem.inputs import resolve_device
 from .paths import REPO_ROOT
 
 

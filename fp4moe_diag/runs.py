@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import pandas as pd
 
-from .case import MoECase
+from .problem.case import MoECase
 from .measure.options import MeasureOptions
 from .paths import RUNS_ROOT, SHAPES_CSV, repo_path
 
@@ -125,7 +125,7 @@ class SweepSpec:
     def cases(self) -> list[MoECase]:
         """The cases of this spec, in run order (a ValueError when none match, or when a case's inputs would not
         fit: :func:`check_input_sizes`)."""
-        from .shapes import load_vllm_cases
+        from .problem.shapes import load_vllm_cases
 
         if self.source is not None:
             from .capture.source import source_cases
@@ -159,9 +159,9 @@ LIBRARY_ONLY_OPTIONS = ("flush_l2", "check_correctness", "repeat_best", "commit_
 
 def check_input_sizes(cases: list[MoECase]) -> None:
     """Refuse, before any run folder or tensor exists, a case whose inputs would not fit the allocation limit of
-    :func:`~fp4moe_diag.inputs.build_inputs`: the ValueError names ``tokens`` (or ``models``/``hidden_scale``
+    :func:`~fp4moe_diag.problem.inputs.build_inputs`: the ValueError names ``tokens`` (or ``models``/``hidden_scale``
     when even one token would not fit)."""
-    from .inputs import MAX_INPUT_BYTES_ENV, estimate_input_bytes, max_input_bytes
+    from .problem.inputs import MAX_INPUT_BYTES_ENV, estimate_input_bytes, max_input_bytes
 
     limit = max_input_bytes()
     for c in cases:
@@ -196,7 +196,7 @@ def run_sweep(spec: SweepSpec, out_dir: Any = None, *, progress_bar: bool = True
     on (:mod:`fp4moe_diag.distributed.shard`); ``run_id`` (default: the folder's name) goes into every row;
     ``clock`` times the CPU path (tests).  Returns ``(rows, run folder)``."""
     from .backends import get_backend
-    from .inputs import resolve_device
+    from .problem.inputs import resolve_device
     from .environment import environment_info
     from .tune import SweepContext
 

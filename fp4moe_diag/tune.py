@@ -25,11 +25,11 @@ from typing import Any, Callable, Optional
 import torch
 
 from .backends.base import Backend
-from .case import MoECase
-from .inputs import MoEInputs, build_inputs, fresh_activations, resolve_device
+from .problem.case import MoECase
+from .problem.inputs import MoEInputs, build_inputs, fresh_activations, resolve_device
 from .measure.ceilings import Ceilings, moe_work
 from .measure.options import MeasureOptions
-from .reference import reference_moe
+from .problem.reference import reference_moe
 from .environment import environment_info
 from .results import to_frame
 from .tune_steps import (SweepContext, TuneResult, TuneState, base_row, combined_step, commit_step, measure_tactic,

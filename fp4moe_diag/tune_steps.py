@@ -13,8 +13,8 @@ import pandas as pd
 import torch
 
 from .backends.base import Backend, Tactic
-from .case import MoECase
-from .inputs import MoEInputs
+from .problem.case import MoECase
+from .problem.inputs import MoEInputs
 from .measure.ceilings import Ceilings, roofline_fields
 from .measure.correctness import error_metrics, poison_
 from .measure.options import MeasureOptions

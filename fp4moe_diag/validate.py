@@ -1,6 +1,6 @@
 """The one check every backend's inputs pass right before launch: :func:`validate_launch_inputs`.
 
-It covers every tensor of :class:`~fp4moe_diag.inputs.MoEInputs` (what the backends hand the kernels):
+It covers every tensor of :class:`~fp4moe_diag.problem.inputs.MoEInputs` (what the backends hand the kernels):
 
 * every tensor is a real tensor on the launch device (never ``meta``, never another device);
 * dtypes and shapes follow the case: hidden states, ids, routing weights, FP4 weights and their block scales
@@ -9,7 +9,7 @@ It covers every tensor of :class:`~fp4moe_diag.inputs.MoEInputs` (what the backe
   alpha/beta/limit (``[L]`` iff swiglu_oai), the DeepSeekV3 routing bias (``[E]``);
 * values: ``topk_ids`` in ``[0, num_experts)``; routing weights, biases, SwiGLU constants and global scales
   finite (global scales and limits > 0);
-* ``packed_topk_ids`` is vLLM's ``(expert_id << 16) | bf16_bits(weight)`` (:mod:`fp4moe_diag.routing`): the
+* ``packed_topk_ids`` is vLLM's ``(expert_id << 16) | bf16_bits(weight)`` (:mod:`fp4moe_diag.problem.routing`): the
   decoded ids equal ``topk_ids`` (so they are in range too) and the decoded bf16 weights equal ``topk_weights``
   rounded to bf16.  The seed script's unmasked packing (a negative weight sign-extends into the id, which then
   reads 65535) is named as such.
@@ -24,9 +24,9 @@ from typing import Any, Optional
 
 import torch
 
-from .case import GatedActivation, RoutingMethod, WeightFormat
-from .inputs import MoEInputs, resolve_device
-from .routing import unpack_topk
+from .problem.case import GatedActivation, RoutingMethod, WeightFormat
+from .problem.inputs import MoEInputs, resolve_device
+from .problem.routing import unpack_topk
 
 _FLOATS = (torch.float32, torch.bfloat16)
 
@@ -139,7 +139,7 @@ def _check_packed(inputs: Any, num_experts: int) -> None:
 
 def validate_launch_inputs(inputs: Any, device: Any) -> None:
     """Reject what no kernel may receive, right before launch (``ValueError`` naming the tensor); see the module
-    docstring for the full list.  ``inputs`` is a :class:`~fp4moe_diag.inputs.MoEInputs`."""
+    docstring for the full list.  ``inputs`` is a :class:`~fp4moe_diag.problem.inputs.MoEInputs`."""
     if not isinstance(inputs, MoEInputs):
         raise ValueError(f"inputs: expected MoEInputs, got {type(inputs).__name__}")
     if device is None:

@@ -18,7 +18,7 @@ from typing import Any, Optional
 import torch
 
 from fp4moe_diag.backends.base import Backend, Tactic
-from fp4moe_diag.reference import reference_moe
+from fp4moe_diag.problem.reference import reference_moe
 
 RECORD_ENV = "FP4MOE_TEST_RECORD"
 

@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import torch
 
-from fp4moe_diag.case import MoECase
+from fp4moe_diag.problem.case import MoECase
 
 B = dict(num_tokens=8, hidden_size=64, intermediate_size=64, num_experts=8, top_k=2)
 HERE = Path(__file__).resolve().parent
@@ -146,7 +146,7 @@ def test_family1_run_folders(case, tmp_path):
 # ================================================================ family 2: the pre-launch input check
 @pytest.fixture(scope="module")
 def inp():
-    from fp4moe_diag.inputs import build_inputs
+    from fp4moe_diag.problem.inputs import build_inputs
 
     return {"mx": build_inputs(MoECase(**B)), "nv": build_inputs(MoECase(**B, weight_format="nvfp4")),
             "plain": build_inputs(MoECase(**B, activation="swiglu", has_bias=False)),
@@ -154,7 +154,7 @@ def inp():
 
 
 def _neg_weight_naive(i):
-    from fp4moe_diag.routing import naive_pack_topk
+    from fp4moe_diag.problem.routing import naive_pack_topk
 
     w = i.topk_weights.clone()
     w[0, 0] = -0.25
@@ -334,7 +334,7 @@ def _assert(cond):
 
 
 def _build(case, **kw):
-    from fp4moe_diag.inputs import build_inputs
+    from fp4moe_diag.problem.inputs import build_inputs
 
     return build_inputs(case, "cpu", **kw)
 
@@ -362,7 +362,7 @@ def test_family4_case_values(name):
 
 
 def test_family4_estimate_says_what_build_inputs_allocates():
-    from fp4moe_diag.inputs import estimate_input_bytes
+    from fp4moe_diag.problem.inputs import estimate_input_bytes
 
     c = MoECase(**B)
     assert 0 < estimate_input_bytes(c) < estimate_input_bytes(c.with_tokens(10**6))
@@ -382,7 +382,7 @@ def _dp1(text: str) -> str:
 
 
 def _parse(text, **kw):
-    from fp4moe_diag.vllm_log import parse_vllm_kwargs_log
+    from fp4moe_diag.problem.vllm_log import parse_vllm_kwargs_log
 
     return parse_vllm_kwargs_log(text, **kw)
 
@@ -424,7 +424,7 @@ def test_family5_whitespace_lines_are_linear():
     """Interior whitespace made the old ``.*?\\s*$`` quadratic (32 KB: seconds).  2000 lines of 4 KB each would take
     minutes if quadratic (~16M steps per line), and take well under a second when linear: the 60 s bound holds on
     any loaded machine and still catches a quadratic parser."""
-    from fp4moe_diag.vllm_log import MAX_LINE_CHARS, parse_vllm_kwargs_lines
+    from fp4moe_diag.problem.vllm_log import MAX_LINE_CHARS, parse_vllm_kwargs_lines
 
     pad = MAX_LINE_CHARS - 12
     lines = [f"x{i} : 1{' ' * pad}2" for i in range(2000)]
@@ -439,7 +439,7 @@ def test_family5_whitespace_lines_are_linear():
 
 # ================================================================ family 6: quantizers fail loosely at the edges
 def _q():
-    import fp4moe_diag.quant as Q
+    import fp4moe_diag.problem.quant as Q
 
     return Q
 

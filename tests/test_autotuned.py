@@ -12,7 +12,7 @@ from fp4moe_diag.backends import get_backend  # noqa: E402
 from fp4moe_diag.backends.flashinfer.api import get_api  # noqa: E402
 from fp4moe_diag.backends.flashinfer.autotuned import CutlassAutotuneBackend, parse_settings  # noqa: E402
 from fp4moe_diag.backends.flashinfer.stubs import stub_cutlass_module  # noqa: E402
-from fp4moe_diag.inputs import build_inputs  # noqa: E402
+from fp4moe_diag.problem.inputs import build_inputs  # noqa: E402
 
 API = get_api()
 BASE = MoECase(num_tokens=4, hidden_size=256, intermediate_size=256, num_experts=8, top_k=2,

@@ -29,7 +29,7 @@ from fp4moe_diag.backends.oai_triton_kernels.layout import (deinterleave_gate_li
 from fp4moe_diag.backends.oai_triton_kernels.routing import as_uint32, pack_bitmatrix, routing_tensors, \
     vllm_routing_inputs
 from fp4moe_diag.backends.oai_triton_kernels.tactics import OptFlagsConfig, default_block_m, parse_config
-from fp4moe_diag.reference import gated_activation, reference_moe
+from fp4moe_diag.problem.reference import gated_activation, reference_moe
 
 ROOT = Path(__file__).resolve().parents[1]
 CARRY = ROOT / ".carry" / "triton_kernels"
@@ -178,7 +178,7 @@ def test_interleaved_rows_with_tk_swiglu_equal_reference_activation():
     case = small_case()
     inp = build_inputs(case)
     d13, s13, b13 = gemm1_rows(inp)
-    from fp4moe_diag.quant import FP4Tensor
+    from fp4moe_diag.problem.quant import FP4Tensor
     w_ours = inp.w13.dequantize(torch.float64)
     w_int = FP4Tensor(d13, s13, 32).dequantize(torch.float64)
     x = inp.hidden_states.double()
@@ -240,7 +240,7 @@ def test_routing_no_local_pairs():
 
 def _emulate_matmul_ogs(inp) -> torch.Tensor:
     """The two matmul_ogs calls on the converted rows and routing tensors, float64 (what the kernels compute)."""
-    from fp4moe_diag.quant import FP4Tensor
+    from fp4moe_diag.problem.quant import FP4Tensor
     c = inp.case
     d13, s13, b13 = gemm1_rows(inp)
     w13 = FP4Tensor(d13, s13, 32).dequantize(torch.float64)

@@ -7,17 +7,12 @@ pytest.importorskip("flashinfer")
 
 from fp4moe_diag import MoECase  # noqa: E402
 from fp4moe_diag.bugrepro import SEED_CASE, reproduce_meta_bug, static_meta_check  # noqa: E402
-from fp4moe_diag.backends.flashinfer.hooks import (  # noqa: E402
-    TRTLLM_FP4_OP,
-    find_meta_tensors,
-    flashinfer_status,
-    intercept_choose_one,
-    routed_moe_function,
-    stub_trtllm_gen_module,
-)
+from fp4moe_diag.backends.flashinfer.hooks import TRTLLM_FP4_OP, find_meta_tensors, intercept_choose_one, routed_moe_function
+from fp4moe_diag.backends.flashinfer.status import flashinfer_status
+from fp4moe_diag.backends.flashinfer.stubs import stub_trtllm_gen_module
 from fp4moe_diag.backends.flashinfer.api import get_api  # noqa: E402
 from fp4moe_diag.backends.flashinfer.trtllm import routed_kwargs  # noqa: E402
-from fp4moe_diag.inputs import build_inputs  # noqa: E402
+from fp4moe_diag.problem.inputs import build_inputs  # noqa: E402
 
 API = get_api().name  # "v05": the bug's API (meta placeholder); "v07": fixed upstream (PR #2916, 0.6.8)
 

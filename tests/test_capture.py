@@ -102,7 +102,7 @@ def test_cutlass_dump_case_and_sm90_inverse(ev):
     assert dc.function == "cutlass_fused_moe"
     assert (dc.case.num_experts, dc.case.local_num_experts, dc.case.local_expert_offset) == (8, 4, 4)
     from fp4moe_diag.capture.replay import inputs_from_dump
-    from fp4moe_diag.reference import reference_moe
+    from fp4moe_diag.problem.reference import reference_moe
 
     inp = inputs_from_dump(dc)
     ref = reference_moe(inp, torch.float32).to(torch.bfloat16)
@@ -158,7 +158,7 @@ def test_bundle_script_reproduces_the_stated_verdict_over_the_stub(ev, tmp_path,
     stated = json.loads((b / "verdict.json").read_text())["status"]
     assert stated in ("reproduced", "fixed-upstream")
     assert (b / "dump" / "inputs.pt").is_file() and "fp4moe_diag" not in (b / "repro.py").read_text()
-    from fp4moe_diag.backends.flashinfer.hooks import stub_trtllm_gen_module
+    from fp4moe_diag.backends.flashinfer.stubs import stub_trtllm_gen_module
 
     ns = runpy.run_path(str(b / "repro.py"), run_name="repro")
     with stub_trtllm_gen_module():
@@ -270,7 +270,7 @@ def test_bundle_from_a_case_builds_its_tensors_from_the_seed(tmp_path, capsys):
     b = tmp_path / "x" / "bundle"
     stated = json.loads((b / "verdict.json").read_text())["status"]
     assert json.loads((b / "case.json").read_text())["case"]["seed"] == 3
-    from fp4moe_diag.backends.flashinfer.hooks import stub_trtllm_gen_module
+    from fp4moe_diag.backends.flashinfer.stubs import stub_trtllm_gen_module
 
     ns = runpy.run_path(str(b / "repro.py"), run_name="repro")
     assert ns["DUMP"] is None and ns["SEED"] == 3

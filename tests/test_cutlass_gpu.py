@@ -14,8 +14,8 @@ pytest.importorskip("flashinfer")
 from fp4moe_diag import MoECase  # noqa: E402
 from fp4moe_diag.backends.base import Tactic  # noqa: E402
 from fp4moe_diag.backends.flashinfer.cutlass import GEMM1_OP, GEMM2_OP, CutlassBackend, _cutlass_fn  # noqa: E402
-from fp4moe_diag.inputs import build_inputs  # noqa: E402
-from fp4moe_diag.reference import reference_moe  # noqa: E402
+from fp4moe_diag.problem.inputs import build_inputs  # noqa: E402
+from fp4moe_diag.problem.reference import reference_moe  # noqa: E402
 
 pytestmark = [
     pytest.mark.gpu,

@@ -12,7 +12,7 @@ from fp4moe_diag.backends.base import Tactic  # noqa: E402
 from fp4moe_diag.backends.flashinfer import api  # noqa: E402
 from fp4moe_diag.backends.flashinfer.cutlass import CutlassBackend, _cutlass_fn  # noqa: E402
 from fp4moe_diag.backends.flashinfer.stubs import stub_cutlass_module  # noqa: E402
-from fp4moe_diag.inputs import build_inputs  # noqa: E402
+from fp4moe_diag.problem.inputs import build_inputs  # noqa: E402
 
 API = api.get_api()
 CASE = MoECase(num_tokens=4, hidden_size=256, intermediate_size=256, num_experts=8, top_k=2,

@@ -17,7 +17,7 @@ from fp4moe_diag import MoECase
 from fp4moe_diag.backends.base import Backend, Tactic, launch_sequence
 from fp4moe_diag.measure.options import MeasureOptions
 from fp4moe_diag.measure.timing import time_fn
-from fp4moe_diag.reference import reference_moe
+from fp4moe_diag.problem.reference import reference_moe
 from fp4moe_diag.tune import tune
 
 PKG = str(Path(fp4moe_diag.__file__).resolve().parent)
@@ -121,7 +121,7 @@ def cutlass():
     from fp4moe_diag.backends.flashinfer import api
     from fp4moe_diag.backends.flashinfer.cutlass import CutlassBackend
     from fp4moe_diag.backends.flashinfer.stubs import stub_cutlass_module
-    from fp4moe_diag.inputs import build_inputs
+    from fp4moe_diag.problem.inputs import build_inputs
 
     case = MoECase(num_tokens=4, hidden_size=256, intermediate_size=256, num_experts=8, top_k=2,
                    local_num_experts=8, model="small")

@@ -265,7 +265,7 @@ def test_figures_on_a_cpu_run(cpu_run, tmp_path):
 
 
 def test_commit_label_is_short_and_names_every_commit():
-    from fp4moe_diag.analysis.shapes import commit_label
+    from fp4moe_diag.analysis.per_shape import commit_label
 
     rows = pd.DataFrame({"git_commit": ["5e627f9c0ffee1234", "5e627f9c0ffee1234", "83adb3b99", None]})
     assert commit_label(rows) == "5e627f9/83adb3b"

@@ -5,7 +5,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fp4moe_diag.quant import (
+from fp4moe_diag.problem.quant import (
     E2M1_VALUES,
     FP4Tensor,
     dequantize_mxfp4,

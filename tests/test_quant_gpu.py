@@ -16,7 +16,7 @@ phase ``gputests``); ``FP4MOE_FP4QUANT_MODULE`` may point at a prebuilt ``fp4_qu
 import pytest
 import torch
 
-from fp4moe_diag.quant import dequantize_mxfp4, dequantize_nvfp4, quantize_mxfp4, quantize_nvfp4
+from fp4moe_diag.problem.quant import dequantize_mxfp4, dequantize_nvfp4, quantize_mxfp4, quantize_nvfp4
 
 pytestmark = [
     pytest.mark.gpu,

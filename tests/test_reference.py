@@ -2,9 +2,9 @@ import pytest
 import torch
 
 from fp4moe_diag import MoECase, build_inputs
-from fp4moe_diag.inputs import fresh_activations
-from fp4moe_diag.reference import gated_activation, naive_reference_moe, reference_moe
-from fp4moe_diag.routing import unpack_topk
+from fp4moe_diag.problem.inputs import fresh_activations
+from fp4moe_diag.problem.reference import gated_activation, naive_reference_moe, reference_moe
+from fp4moe_diag.problem.routing import unpack_topk
 
 
 def small(**kw):
@@ -44,7 +44,7 @@ def test_expert_parallel_ranks_sum_to_the_full_layer():
         sl = slice(r.local_expert_offset, r.local_expert_offset + r.local_num_experts)
         from dataclasses import replace
 
-        from fp4moe_diag.quant import FP4Tensor
+        from fp4moe_diag.problem.quant import FP4Tensor
 
         inp = replace(
             inp,
@@ -108,7 +108,7 @@ def test_build_inputs_rejects_bad_device_and_case():
 def test_reference_dequantizes_each_active_expert_once_at_gpt_oss_shape(monkeypatch):
     """The reference is vectorised per expert (one dequantized weight per GEMM and active expert), not per
     token: counted, so the verdict does not depend on the machine's speed."""
-    import fp4moe_diag.reference as ref
+    import fp4moe_diag.problem.reference as ref
 
     c = MoECase(num_tokens=256, hidden_size=3072, intermediate_size=3072, num_experts=32, top_k=4,
                 local_num_experts=4, local_expert_offset=0, model="gpt-oss-20b")

@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fp4moe_diag import MoECase, RoutingMethod
-from fp4moe_diag.routing import naive_pack_topk, pack_topk, route, unpack_topk
+from fp4moe_diag.problem.routing import naive_pack_topk, pack_topk, route, unpack_topk
 
 
 @settings(max_examples=200, deadline=None)

@@ -1,4 +1,4 @@
-"""Tests for fp4moe_diag.shapes and data/vllm_shapes.csv."""
+"""Tests for fp4moe_diag.problem.shapes and data/vllm_shapes.csv."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fp4moe_diag.case import GatedActivation, MoECase, RoutingMethod, WeightFormat
-from fp4moe_diag.shapes import (
+from fp4moe_diag.problem.case import GatedActivation, MoECase, RoutingMethod, WeightFormat
+from fp4moe_diag.problem.shapes import (
     REQUIRED_COLUMNS,
     TOKEN_COUNTS,
     default_case,

@@ -340,7 +340,7 @@ def test_prepare_rejects_bad_case():
 _INTERP_SCRIPT = r"""
 import dataclasses, json, sys, torch
 from fp4moe_diag import MoECase, build_inputs
-from fp4moe_diag.reference import reference_moe
+from fp4moe_diag.problem.reference import reference_moe
 from fp4moe_diag.backends.base import Tactic
 from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend, kernels_interpreted
 
@@ -491,7 +491,7 @@ def test_gpu_gpt_oss_like(num_tokens: int, ep: bool, activation: str, has_bias: 
     ep_kw = dict(local_num_experts=16, local_expert_offset=16) if ep else {}
     case = MoECase(num_tokens=num_tokens, hidden_size=hidden, intermediate_size=hidden, num_experts=32, top_k=4,
                    activation=activation, has_bias=has_bias, model="gpt-oss-20b-like", **ep_kw)
-    from fp4moe_diag.reference import reference_moe
+    from fp4moe_diag.problem.reference import reference_moe
 
     inp = build_inputs(case, "cuda")
     ref = reference_moe(inp)

@@ -73,7 +73,7 @@ def test_pdl_launch_switches():
 _INTERP_SCRIPT = r"""
 import json, torch
 from fp4moe_diag import MoECase, build_inputs
-from fp4moe_diag.reference import reference_moe
+from fp4moe_diag.problem.reference import reference_moe
 from fp4moe_diag.backends.base import Tactic
 from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend, kernels_interpreted
 

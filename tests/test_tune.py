@@ -10,7 +10,7 @@ from fp4moe_diag.measure.options import MeasureOptions
 from fp4moe_diag.tune import tune
 from fp4moe_diag.validate import validate_launch_inputs as validate_inputs
 from fp4moe_diag.backends.base import Backend, Tactic
-from fp4moe_diag.reference import reference_moe
+from fp4moe_diag.problem.reference import reference_moe
 
 tvm_ffi = pytest.importorskip("tvm_ffi")
 autotuner = pytest.importorskip("flashinfer.autotuner")
@@ -45,7 +45,7 @@ def test_stock_autotuner_fails_on_a_meta_placeholder():
     cfg = autotuner.TuningConfig(dynamic_tensor_specs=(spec,))
     tuner = autotuner.AutoTuner.get()
     tuner.clear_cache()
-    from fp4moe_diag.backends.flashinfer.hooks import cpu_safe_cuda_queries
+    from fp4moe_diag.backends.flashinfer.stubs import cpu_safe_cuda_queries
 
     with cpu_safe_cuda_queries(), autotuner.autotune(True):  # 0.7 asks is_current_stream_capturing()
         with pytest.raises(RuntimeError, match="Cannot pack tensors on meta"):

@@ -14,7 +14,7 @@ from fp4moe_diag.backends.flashinfer.cutlass import _cutlass_fn  # noqa: E402
 from fp4moe_diag.backends.flashinfer.stubs import stub_cutlass_module  # noqa: E402
 from fp4moe_diag.backends.flashinfer.tuner_config import export_tuner_config  # noqa: E402
 from fp4moe_diag.backends.flashinfer.cutlass import CutlassBackend  # noqa: E402
-from fp4moe_diag.inputs import build_inputs  # noqa: E402
+from fp4moe_diag.problem.inputs import build_inputs  # noqa: E402
 
 API = get_api()
 BASE = MoECase(num_tokens=4, hidden_size=256, intermediate_size=256, num_experts=8, top_k=2,

@@ -38,7 +38,7 @@ def test_what_a_runner_cannot_take_is_said(name):
     ep = b.check_case(CASE.replace(local_num_experts=4))
     assert not ep.ok and "expert parallelism" in ep.reason
     with pytest.raises(ValueError, match="biases"):
-        b.prepare(__import__("fp4moe_diag.inputs", fromlist=["build_inputs"]).build_inputs(CASE.replace(has_bias=True)))
+        b.prepare(__import__("fp4moe_diag.problem.inputs", fromlist=["build_inputs"]).build_inputs(CASE.replace(has_bias=True)))
 
 
 @v07

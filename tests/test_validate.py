@@ -9,9 +9,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fp4moe_diag.case import MoECase
-from fp4moe_diag.inputs import build_inputs
-from fp4moe_diag.routing import naive_pack_topk, pack_topk
+from fp4moe_diag.problem.case import MoECase
+from fp4moe_diag.problem.inputs import build_inputs
+from fp4moe_diag.problem.routing import naive_pack_topk, pack_topk
 from fp4moe_diag.validate import launch_tensors, validate_launch_inputs
 
 cases = st.builds(

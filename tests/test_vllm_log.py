@@ -1,4 +1,4 @@
-"""Tests for fp4moe_diag.vllm_log: parse vLLM's logged routed-MoE kwargs into a MoECase."""
+"""Tests for fp4moe_diag.problem.vllm_log: parse vLLM's logged routed-MoE kwargs into a MoECase."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fp4moe_diag.case import ActivationFormat, GatedActivation, MoECase, RoutingMethod, WeightFormat
-from fp4moe_diag.shapes import load_vllm_cases
-from fp4moe_diag.vllm_log import TensorDesc, parse_vllm_kwargs_lines, parse_vllm_kwargs_log
+from fp4moe_diag.problem.case import ActivationFormat, GatedActivation, MoECase, RoutingMethod, WeightFormat
+from fp4moe_diag.problem.shapes import load_vllm_cases
+from fp4moe_diag.problem.vllm_log import TensorDesc, parse_vllm_kwargs_lines, parse_vllm_kwargs_log
 
 SEED_FILE = Path(__file__).resolve().parents[2] / "shared" / "seeds" / "flashinfer-routed-moe-autotune-bug.txt"
 
@@ -349,7 +349,7 @@ def test_unknown_routing_method_type_raises() -> None:
 
 
 def test_an_error_line_with_a_colon_is_not_a_kwarg_line() -> None:
-    from fp4moe_diag.vllm_log import extract_kwargs_log, is_kwarg_line
+    from fp4moe_diag.problem.vllm_log import extract_kwargs_log, is_kwarg_line
 
     err = "(EngineCore_DP0 pid=121033) ERROR 11-01 12:49:12 [core.py:800] RuntimeError: Cannot pack tensors on meta"
     assert not is_kwarg_line(err)

@@ -3,7 +3,7 @@ shape, one run per shape, provenance), :mod:`.tables` (report tables, how far fr
 :mod:`.correctness` (correctness tables)."""
 
 from .correctness import correctness_summary, correctness_table, worst_tokens
-from .shapes import (CASE_COLUMNS, DECODE_MAX_TOKENS, SHAPE_COLUMNS, best_per_shape, default_by_tokens,
+from .per_shape import (CASE_COLUMNS, DECODE_MAX_TOKENS, SHAPE_COLUMNS, best_per_shape, default_by_tokens,
                      describe_defaults, latest_per_shape, provenance, select_run)
 from .versions import ratio_summary, version_ratio_table
 from .tables import (plot_targets, provenance_table, run_overview, summary_table, summary_tables, worst_measurement,

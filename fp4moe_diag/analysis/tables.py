@@ -10,7 +10,7 @@ import pandas as pd
 
 from .builds import flashinfer_label
 from .correctness import correctness_summary
-from .shapes import CASE_COLUMNS, DECODE_MAX_TOKENS, best_per_shape, latest_per_shape
+from .per_shape import CASE_COLUMNS, DECODE_MAX_TOKENS, best_per_shape, latest_per_shape
 
 
 def summary_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:

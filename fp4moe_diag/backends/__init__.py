@@ -4,7 +4,7 @@ flashinfer and no triton).
 ========================  ==================================================  ===========================
 name                      what                                                module
 ========================  ==================================================  ===========================
-``reference``             float32 torch reference of the same quantized MoE   :mod:`.reference`
+``reference``             float32 torch reference of the same quantized MoE   :mod:`.torch_reference`
 ``cutlass``               FlashInfer ``cutlass_fused_moe`` (SM90 / SM100)     :mod:`.flashinfer.cutlass`
 ``cutlass_autotune``      the tactic FlashInfer's own AutoTuner picks there   :mod:`.flashinfer.autotuned`
 ``cutlass_w4a16``         FlashInfer 0.7 unified ``CutlassW4A16Runner`` (SM90) :mod:`.flashinfer.unified`
@@ -26,7 +26,7 @@ from .base import Backend, Support, Tactic
 
 #: backend name -> "module:Class" (relative to this package)
 REGISTRY: dict[str, str] = {
-    "reference": ".reference:ReferenceBackend",
+    "reference": ".torch_reference:ReferenceBackend",
     "cutlass": ".flashinfer.cutlass:CutlassBackend",
     "cutlass_autotune": ".flashinfer.autotuned:CutlassAutotuneBackend",
     "cutlass_w4a16": ".flashinfer.unified:CutlassW4A16Backend",

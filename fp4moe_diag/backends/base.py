@@ -18,8 +18,8 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from ..case import MoECase
-from ..inputs import MoEInputs
+from ..problem.case import MoECase
+from ..problem.inputs import MoEInputs
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..case import MoECase
+from ..problem.case import MoECase
 from .derive import ROUTED, SourcedCase
 
 #: a dump bigger than this is not packed into a bundle (a small routed call is a few MB)

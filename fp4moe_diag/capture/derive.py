@@ -1,4 +1,4 @@
-"""One FlashInfer MoE call's arguments -> a :class:`~fp4moe_diag.case.MoECase`, with where each field came from.
+"""One FlashInfer MoE call's arguments -> a :class:`~fp4moe_diag.problem.case.MoECase`, with where each field came from.
 
 Shared by the log parser (:mod:`.flashinfer_log`: an argument's source is its log line) and the dump reader
 (:mod:`.dump`: its source is ``metadata.jsonl`` or ``inputs.pt[key]``).  Entry points:
@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ..case import ActivationFormat, GatedActivation, MoECase, RoutingMethod, WeightFormat
+from ..problem.case import ActivationFormat, GatedActivation, MoECase, RoutingMethod, WeightFormat
 
 ROUTED = "trtllm_fp4_block_scale_routed_moe"
 LOGITS = "trtllm_fp4_block_scale_moe"
@@ -357,7 +357,7 @@ def _cutlass(a: _Args) -> tuple[dict, dict]:
 
 def model_of(fields: dict) -> tuple[str, str]:
     """The model of data/vllm_shapes.csv with these sizes (H, I, E, top_k, format), or '' (and why)."""
-    from ..shapes import load_shape_table  # noqa: PLC0415
+    from ..problem.shapes import load_shape_table  # noqa: PLC0415
 
     t = load_shape_table()
     m = t[(t["hidden_size"] == fields["hidden_size"]) & (t["intermediate_size"] == fields["intermediate_size"])

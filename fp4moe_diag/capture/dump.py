@@ -4,7 +4,7 @@ A dump root holds ``session.jsonl`` and one folder per call, ``<ts>_pid<N>_<func
 ``metadata.jsonl`` (its last line is the most complete record: ``inputs_saved``, then ``completed``),
 ``inputs.pt`` or ``inputs.safetensors`` and, when the call returned, ``outputs.pt``/``.safetensors``.
 :func:`read_dump` takes the root or one call folder; :func:`inputs_from_dump` makes the suite's
-:class:`~fp4moe_diag.inputs.MoEInputs` from the recorded tensors, weights mapped back to the canonical layout
+:class:`~fp4moe_diag.problem.inputs.MoEInputs` from the recorded tensors, weights mapped back to the canonical layout
 (:mod:`.layouts`).  Refused with a ``ValueError`` naming the file or tensor: a missing ``metadata.jsonl`` or
 tensor file, a tensor the metadata lists but the file lacks, a shape or dtype other than the metadata's, a
 tensor on ``meta``, a graph-capture dump never flushed, and weights in a layout that cannot be inverted.

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ..vllm_log import NOT_PLAIN, plain_scalar
+from ..problem.vllm_log import NOT_PLAIN, plain_scalar
 from .derive import ENTRY_POINTS, UNIFIED, Arg, EnumArg, RawArg, SourcedCase, TensorArg, case_from_args
 
 #: the longest line read (a tensor field line is ~60 characters)

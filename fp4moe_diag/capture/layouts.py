@@ -1,6 +1,6 @@
 """Weights as an entry point took them -> the suite's canonical layout (the inverse of FlashInfer's preparation).
 
-Canonical (:mod:`fp4moe_diag.inputs`): ``w13 [L, 2I, H/2]`` packed e2m1 with rows ``[0, I)`` up and ``[I, 2I)``
+Canonical (:mod:`fp4moe_diag.problem.inputs`): ``w13 [L, 2I, H/2]`` packed e2m1 with rows ``[0, I)`` up and ``[I, 2I)``
 gate, ``w2 [L, H, I/2]``, ue8m0 scale bytes ``[L, rows, K/32]``.
 
 * trtllm-gen (``trtllm_fp4_block_scale_*_moe``, FlashInfer's own preparation as in its tests and

@@ -5,7 +5,7 @@ FlashInfer's ``@flashinfer_api`` reads ``FLASHINFER_LOGLEVEL``/``FLASHINFER_LOGD
 The call is the suite's case through FlashInfer's own entry point with the weights prepared as that entry point's
 kernel takes them.  On a GPU it is the real call (``cutlass_fused_moe`` on SM90, with
 ``FP4MOE_CUTLASS_MODULE`` for the prebuilt module); on a CPU machine it runs FlashInfer's real Python over the
-suite's stubs (:mod:`fp4moe_diag.backends.flashinfer.stubs`, :func:`~..hooks.stub_trtllm_gen_module`), whose
+suite's stubs (:mod:`fp4moe_diag.backends.flashinfer.stubs`, :func:`~..stubs.stub_trtllm_gen_module`), whose
 "kernel" writes ``--output`` (the float32 reference, a corrupted one, or nothing) into the output tensor, so
 the dump's ``outputs.pt`` is known.  ``--no-stub`` on CPU: the call fails for lack of a GPU after FlashInfer
 logged / dumped its inputs (a dump without outputs).
@@ -28,8 +28,8 @@ ENTRY = {"routed": "trtllm_fp4_block_scale_routed_moe", "logits": "trtllm_fp4_bl
 
 
 def _case(args: argparse.Namespace):
-    from ..case import MoECase  # noqa: PLC0415
-    from ..shapes import load_vllm_cases  # noqa: PLC0415
+    from ..problem.case import MoECase  # noqa: PLC0415
+    from ..problem.shapes import load_vllm_cases  # noqa: PLC0415
 
     if args.model:
         cases = load_vllm_cases(models=[args.model], ep_sizes=[args.ep], token_counts=[args.tokens])
@@ -46,7 +46,7 @@ def _case(args: argparse.Namespace):
 def _output(inputs: Any, mode: str) -> Optional[torch.Tensor]:
     if mode == "none":
         return None
-    from ..reference import reference_moe  # noqa: PLC0415
+    from ..problem.reference import reference_moe  # noqa: PLC0415
 
     ref = reference_moe(inputs, torch.float32).to(torch.bfloat16)
     return ref if mode == "reference" else ref + 1.0
@@ -99,7 +99,7 @@ def _cutlass_kwargs(inputs: Any, out: torch.Tensor) -> dict:
 def _stubs(entry: str, out: torch.Tensor, value: Optional[torch.Tensor]):
     """FlashInfer's Python over the suite's stubs; the stub kernel writes ``value`` into ``out``."""
     from ..backends.flashinfer import stubs  # noqa: PLC0415
-    from ..backends.flashinfer.hooks import TvmFfiPackingStub, stub_trtllm_gen_module  # noqa: PLC0415
+    from ..backends.flashinfer.stubs import TvmFfiPackingStub, stub_trtllm_gen_module
 
     def fill(*a: Any) -> None:
         if value is not None:
@@ -131,7 +131,7 @@ def _stubs(entry: str, out: torch.Tensor, value: Optional[torch.Tensor]):
 
 def table_cases(tokens: int) -> list:
     """Every MXFP4 row of data/vllm_shapes.csv at ``tokens``, on its last EP rank."""
-    from ..shapes import load_vllm_cases  # noqa: PLC0415
+    from ..problem.shapes import load_vllm_cases  # noqa: PLC0415
 
     cases = [c for c in load_vllm_cases(token_counts=[tokens]) if c.weight_format.value == "mxfp4"]
     return [c.replace(local_expert_offset=c.num_experts - c.local_num_experts) for c in cases]
@@ -170,7 +170,7 @@ def run_meta_calls(cases: Sequence[Any]) -> None:
 def run_call(args: argparse.Namespace) -> None:
     import flashinfer.fused_moe as fm  # noqa: PLC0415  (after the FLASHINFER_* variables are set)
 
-    from ..inputs import build_inputs  # noqa: PLC0415
+    from ..problem.inputs import build_inputs  # noqa: PLC0415
 
     if args.meta:
         return run_meta_calls(table_cases(args.tokens) if args.model == "all-mxfp4" else [_case(args)])

@@ -1,4 +1,4 @@
-"""A dumped call's tensors -> :class:`~fp4moe_diag.inputs.MoEInputs` (the recorded data, canonical layout).
+"""A dumped call's tensors -> :class:`~fp4moe_diag.problem.inputs.MoEInputs` (the recorded data, canonical layout).
 
 Routing comes from the call: the routed entry point's packed ``topk_ids`` (or its ``(ids, weights)`` pair),
 ``cutlass_fused_moe``'s ``token_selected_experts``/``token_final_scales``, or the logits entry point's
@@ -12,10 +12,10 @@ from typing import Any, Optional
 
 import torch
 
-from ..case import ActivationFormat, GatedActivation, RoutingMethod
-from ..inputs import MoEInputs, resolve_device
-from ..quant import FP4Tensor
-from ..routing import pack_topk, route, unpack_topk
+from ..problem.case import ActivationFormat, GatedActivation, RoutingMethod
+from ..problem.inputs import MoEInputs, resolve_device
+from ..problem.quant import FP4Tensor
+from ..problem.routing import pack_topk, route, unpack_topk
 from . import layouts
 from .derive import CUTLASS, LOGITS, ROUTED
 from .dump import LAYOUTS, DumpedCall

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ..case import MoECase
+from ..problem.case import MoECase
 from .derive import SourcedCase
 
 #: a log longer than this is no single run's API log (the CLI reads logs up to this size)
@@ -72,7 +72,7 @@ def read_log_text(path: Path) -> str:
 def detect_log_format(text: str, origin: str = "log") -> str:
     """``"flashinfer"`` (FlashInfer API log records) or ``"vllm"`` (vLLM kwarg lines); a text with both or
     neither is refused, naming both formats."""
-    from ..vllm_log import is_kwarg_line  # noqa: PLC0415
+    from ..problem.vllm_log import is_kwarg_line  # noqa: PLC0415
     from .flashinfer_log import is_flashinfer_log  # noqa: PLC0415
 
     fi = is_flashinfer_log(text)
@@ -95,12 +95,12 @@ def log_cases(src: CaptureSource, model: Optional[str] = None) -> list[SourcedCa
         return cases_from_log(text, str(src.path), process=src.process, call=src.call, model=model)
     if src.call is not None:
         raise ValueError("source: call= applies to FlashInfer logs; a vLLM kwargs log holds one call")
-    from ..vllm_log import parse_vllm_kwargs_log  # noqa: PLC0415
+    from ..problem.vllm_log import parse_vllm_kwargs_log  # noqa: PLC0415
 
     case = parse_vllm_kwargs_log(text, model=model or "", process=src.process)
     import dataclasses  # noqa: PLC0415
 
-    srcs = {f.name: "vLLM kwargs log (see fp4moe_diag.vllm_log for how each field is read)"
+    srcs = {f.name: "vLLM kwargs log (see fp4moe_diag.problem.vllm_log for how each field is read)"
             for f in dataclasses.fields(MoECase)}
     return [SourcedCase(case, "trtllm_fp4_block_scale_routed_moe (vLLM's kwargs)", None, srcs, str(src.path))]
 

@@ -27,11 +27,11 @@ from typing import Any, Optional
 
 import torch
 
-from ..case import MoECase
-from ..inputs import MoEInputs, build_inputs
+from ..problem.case import MoECase
+from ..problem.inputs import MoEInputs, build_inputs
 from ..measure.correctness import error_metrics
-from ..reference import reference_moe
-from ..routing import pack_topk
+from ..problem.reference import reference_moe
+from ..problem.routing import pack_topk
 from .env import Dist, finish, init
 
 
@@ -163,7 +163,7 @@ def ep_layer(case: MoECase, backend_name: str, d: Dist, device: Any) -> dict[str
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    from ..shapes import load_vllm_cases
+    from ..problem.shapes import load_vllm_cases
 
     ap = argparse.ArgumentParser(prog="fp4moe-diag ep-layer", description="one EP layer over the ranks of torchrun")
     ap.add_argument("--model", default="gpt-oss-20b")

@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 import torch
 
-from ..case import MoECase
+from ..problem.case import MoECase
 from .timing import TimingStats, time_fn
 
 

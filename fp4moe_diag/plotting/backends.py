@@ -10,7 +10,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from ..analysis.shapes import (CASE_COLUMNS, DECODE_MAX_TOKENS, SHAPE_COLUMNS, best_per_shape, commit_label,
+from ..analysis.per_shape import (CASE_COLUMNS, DECODE_MAX_TOKENS, SHAPE_COLUMNS, best_per_shape, commit_label,
                                latest_per_shape, one_run_per_line, require_frame)
 from ..analysis.tables import x_of_best
 from .common import (ROOFLINE_GOAL, _CASE_MARKERS, _CASE_STYLES, _backend_color, _case_frame,

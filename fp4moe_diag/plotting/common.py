@@ -10,7 +10,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter, NullLocator
 
-from ..analysis.shapes import (CASE_COLUMNS, fmt_tokens, provenance, str_or_empty)
+from ..analysis.per_shape import (CASE_COLUMNS, fmt_tokens, provenance, str_or_empty)
 
 #: The bandwidth goal drawn in :func:`roofline_fraction` (fraction of the measured read-only streaming ceiling).
 ROOFLINE_GOAL = 0.6

@@ -11,7 +11,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..measure.correctness import REL_L2_TOL
-from ..analysis.shapes import (provenance, require_frame)
+from ..analysis.per_shape import (provenance, require_frame)
 from .common import (_backend_color, _short, _title)
 
 

@@ -13,7 +13,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from ..analysis.shapes import (CASE_COLUMNS, SHAPE_COLUMNS, best_per_shape, default_by_tokens,
+from ..analysis.per_shape import (CASE_COLUMNS, SHAPE_COLUMNS, best_per_shape, default_by_tokens,
                                describe_defaults, fmt_tokens, latest_per_shape, ok_rows, require_frame,
                                select_run, str_or_empty)
 from .common import (_CYCLE, _NAMED, _case_frame,

@@ -23,8 +23,8 @@ def main(spec_path: str) -> None:  # pragma: no cover - needs a GPU, ncu and nsi
     import nsight
 
     from ..backends import get_backend
-    from ..case import MoECase
-    from ..inputs import build_inputs
+    from ..problem.case import MoECase
+    from ..problem.inputs import build_inputs
 
     spec = json.loads(Path(spec_path).read_text())
     case = MoECase.from_record(spec["case"])

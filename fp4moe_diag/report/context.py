@@ -79,7 +79,7 @@ class ReportContext:
 def context(backend: Optional[str] = None, shapes_file: Any = None, device: Optional[str] = None,
             out_dir: Any = "reports", quick: bool = False) -> ReportContext:
     """Resolve the notebook parameters (device None -> cuda if present, else cpu; paths absolute)."""
-    from ..inputs import resolve_device
+    from ..problem.inputs import resolve_device
 
     device = str(resolve_device(device))
     sf = repo_path(shapes_file) if shapes_file else SHAPES_CSV

@@ -14,7 +14,7 @@ import pandas as pd
 from ..bugrepro import reproduce_meta_bug  # noqa: F401 (re-exported for the notebook)
 from ..paths import REPO_ROOT, RUNS_ROOT, SEED_FILE, VERSION_MATRIX_CSV, repo_path
 from ..runs import scaled_case
-from ..vllm_log import extract_kwargs_log
+from ..problem.vllm_log import extract_kwargs_log
 from .context import CPU_HIDDEN_SCALE, TUNE_COLUMNS, ReportContext, context, environment_table, load_report_data  # noqa: F401 (re-exported)
 from .display import fmt, show_figure, show_markdown, try_figure  # noqa: F401 (re-exported)
 
@@ -26,7 +26,7 @@ def seed_case(seed_file: Any = None) -> tuple[Any, str]:
     report's minimal repro size (T=16) via ``case.with_tokens``.
     """
     from ..bugrepro import SEED_CASE
-    from ..vllm_log import parse_vllm_kwargs_log
+    from ..problem.vllm_log import parse_vllm_kwargs_log
 
     path = Path(seed_file) if seed_file else SEED_FILE
     if path.is_file():
@@ -130,7 +130,7 @@ def device_safe_tune(case: Any, ctx: ReportContext, backend: Optional[str] = Non
 
 def installed_version_row(verdict: Any = None) -> pd.DataFrame:
     """The version-matrix row of the flashinfer importable here (no subprocess; uses ``verdict`` if given)."""
-    from ..backends.flashinfer.hooks import flashinfer_status
+    from ..backends.flashinfer.status import flashinfer_status
 
     st = flashinfer_status()
     row: dict[str, Any] = {"path": "(installed)", "version": st.version}

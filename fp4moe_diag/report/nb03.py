@@ -32,8 +32,8 @@ def style_pass_fail(df: pd.DataFrame) -> Any:
 
 def case_from_row(row: Any, shapes_file: Any = None) -> "Any":
     """Rebuild the :class:`MoECase` of a results row (shape-table row for routing details, sizes from the row)."""
-    from ..case import MoECase
-    from ..shapes import load_vllm_cases
+    from ..problem.case import MoECase
+    from ..problem.shapes import load_vllm_cases
 
     get = row.get if hasattr(row, "get") else (lambda k, d=None: getattr(row, k, d))
     rec = {k: (None if (v is pd.NA or (isinstance(v, float) and math.isnan(v))) else v) for k, v in dict(row).items()}
@@ -53,9 +53,9 @@ def token_errors(case: Any, backend: str, device: str, tactic_label: Optional[st
     import torch
 
     from ..backends import get_backend
-    from ..inputs import build_inputs
+    from ..problem.inputs import build_inputs
     from ..measure.correctness import per_token_errors, poison_
-    from ..reference import reference_moe
+    from ..problem.reference import reference_moe
     from ..tune import correctness_inputs
 
     be = get_backend(backend)

@@ -24,7 +24,7 @@ def kernel_profile_session(ctx: ReportContext, model: str = "gpt-oss-20b", ep_si
     and ``tune_rows`` are DataFrames (empty when skipped); ``csv`` is where the kernel table went.
     """
     from ..backends import get_backend
-    from ..shapes import load_vllm_cases
+    from ..problem.shapes import load_vllm_cases
     from ..measure.options import MeasureOptions
     from ..tune import tune
 

@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Optional
 
-from ...case import MoECase
+from ...problem.case import MoECase
 from ..base import Tactic
 from .base import FlashInferPrepared
 from .cutlass import GEMM1_OP, GEMM2_OP, CutlassBackend, _cutlass_fn

@@ -7,14 +7,9 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from .hooks import (
-    ChooseOneCall,
-    TunerCallStopped,
-    call_with_supported_kwargs,
-    flashinfer_status,
-    intercept_choose_one,
-)
-from ...inputs import MoEInputs
+from .hooks import ChooseOneCall, TunerCallStopped, call_with_supported_kwargs, intercept_choose_one
+from .status import flashinfer_status
+from ...problem.inputs import MoEInputs
 from ..base import Support
 
 

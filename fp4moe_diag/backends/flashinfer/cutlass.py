@@ -28,8 +28,8 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ...case import ActivationFormat, GatedActivation, MoECase, WeightFormat
-from ...inputs import MoEInputs, build_inputs, default_device
+from ...problem.case import ActivationFormat, GatedActivation, MoECase, WeightFormat
+from ...problem.inputs import MoEInputs, build_inputs, default_device
 from ..base import Backend, Support, Tactic
 from .api import checked_kwargs, get_api
 from .base import FlashInferPrepared, capture_tuner_calls, flashinfer_support

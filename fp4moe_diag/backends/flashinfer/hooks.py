@@ -1,10 +1,10 @@
 """Hooks into FlashInfer's Python layer: see what its AutoTuner would hand a kernel.
 
-* :func:`flashinfer_status` -- is flashinfer importable, which version, which MoE APIs.
+* (:func:`.status.flashinfer_status`: is flashinfer importable, which version, which MoE APIs.)
 * :func:`intercept_choose_one` -- patch ``flashinfer.autotuner.AutoTuner.choose_one`` to record
   every call (op name, runners, the input tensors and their devices) and, on request, stop before
   any kernel runs, or force a tactic without profiling.
-* :func:`stub_trtllm_gen_module` -- run the *real* Python of the trtllm-gen MoE ops on a machine
+* (:func:`.stubs.stub_trtllm_gen_module`, beside the CUTLASS stub) -- run the *real* Python of the trtllm-gen MoE ops on a machine
   without Blackwell (H200, CPU): the JIT module is replaced by a stand-in whose entry points pack
   their arguments through TVM-FFI's own argument packer (``testing.nop``) and do nothing else.
   So the stock op, the stock AutoTuner and the stock TVM-FFI argument setter all run; only the
@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
-import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Optional, Sequence
 
@@ -53,48 +52,6 @@ def input_names_for(custom_op: str) -> list[str]:
 
 
 TRTLLM_FP4_OP = "flashinfer::trtllm_fp4_block_scale_moe"
-
-
-@dataclass(frozen=True)
-class FlashInferStatus:
-    importable: bool
-    version: Optional[str]
-    reason: str = ""
-    has_routed_moe: bool = False
-    has_cutlass_fused_moe: bool = False
-    has_sm90_interleave: bool = False
-    routed_signature: Optional[str] = None
-
-
-def flashinfer_status() -> FlashInferStatus:
-    """Import flashinfer lazily and describe what it offers; never raises."""
-    try:
-        fi = importlib.import_module("flashinfer")
-    except Exception as e:  # ImportError, or a CUDA/torch mismatch at import
-        return FlashInferStatus(False, None, f"flashinfer not importable: {type(e).__name__}: {e}")
-    version = getattr(fi, "__version__", None)
-    try:
-        fm = importlib.import_module("flashinfer.fused_moe")
-    except Exception as e:
-        return FlashInferStatus(True, version, f"flashinfer.fused_moe not importable: {e}")
-    routed = getattr(fm, "trtllm_fp4_block_scale_routed_moe", None) or getattr(
-        fi, "trtllm_fp4_block_scale_routed_moe", None
-    )
-    sig = None
-    if routed is not None:
-        try:
-            sig = str(inspect.signature(routed))
-        except (TypeError, ValueError):
-            sig = None
-    return FlashInferStatus(
-        True,
-        version,
-        "",
-        has_routed_moe=routed is not None,
-        has_cutlass_fused_moe=hasattr(fm, "cutlass_fused_moe"),
-        has_sm90_interleave=hasattr(fm, "interleave_moe_weights_for_sm90_mixed_gemm"),
-        routed_signature=sig,
-    )
 
 
 # --------------------------------------------------------------------------- recording
@@ -240,125 +197,6 @@ def _same_device(a: Optional[str], b: str) -> bool:
         ib = db.index if db.index is not None else torch.cuda.current_device()
         return ia == ib
     return True
-
-
-# --------------------------------------------------------------------------- stub module
-class TvmFfiPackingStub:
-    """Stands in for FlashInfer's trtllm-gen JIT module on machines without SM100.
-
-    Every entry point passes all its arguments through TVM-FFI's real argument packer
-    (``tvm_ffi.get_global_func("testing.nop")``), so tensors are converted exactly as for the
-    real kernel (DLPack exchange): meta tensors fail with TVM-FFI's own error.  Nothing is
-    computed; calls are recorded in ``self.calls`` as ``(name, [InputInfo...])``.
-    """
-
-    #: tactics reported by the stub's ``trtllm_get_valid_moe_configs``: [tile_tokens_dim, config]
-    STUB_TACTICS = [[8, 0], [16, 0], [32, 0], [64, 0]]
-
-    def __init__(self) -> None:
-        import tvm_ffi
-
-        self._nop: Callable = tvm_ffi.get_global_func("testing.nop")
-        self.calls: list[tuple[str, list[InputInfo]]] = []
-        #: the non-tensor argument values of each call (tensors as None), e.g. the tactic
-        self.scalars: list[tuple[str, list]] = []
-
-    def _pack(self, name: str, args: tuple) -> None:
-        self.calls.append((name, [_describe(i, f"arg{i}", a) for i, a in enumerate(args)]))
-        self.scalars.append((name, [None if isinstance(a, torch.Tensor) else a for a in args]))
-        self._nop(*args)
-
-    def kernel_tactics(self, name: str = "trtllm_fp4_block_scale_moe") -> list[Optional[list]]:
-        """The ``[tile_tokens_dim, config]`` tactic argument of every ``name`` call, in order (its position
-        in the argument list differs between FlashInfer versions: it is the only 2-int list)."""
-        out = []
-        for n, vals in self.scalars:
-            if n == name:
-                pair = next((list(v) for v in vals if isinstance(v, (list, tuple)) and len(v) == 2
-                             and all(isinstance(x, int) for x in v)), None)
-                out.append(pair)
-        return out
-
-    def trtllm_get_valid_moe_configs(self, *args: Any) -> list:
-        self.calls.append(("trtllm_get_valid_moe_configs", [_describe(i, f"arg{i}", a) for i, a in enumerate(args)]))
-        return [list(t) for t in self.STUB_TACTICS]
-
-    def __getattr__(self, name: str) -> Callable:
-        if name.startswith("_"):
-            raise AttributeError(name)
-
-        def entry(*args: Any) -> None:
-            self._pack(name, args)
-            return None
-
-        return entry
-
-
-class _StubSpec:
-    def __init__(self, module: TvmFfiPackingStub):
-        self._module = module
-
-    def build_and_load(self) -> TvmFfiPackingStub:
-        return self._module
-
-    def get_library_path(self) -> str:
-        return "<fp4moe_diag stub: no trtllm-gen library>"
-
-    def get_library_paths(self) -> list:  # flashinfer >= 0.7
-        return []
-
-
-def _clear_module_caches(core: Any) -> None:
-    for name in ("get_trtllm_moe_sm100_module", "_get_trtllm_moe_sm100_module_impl"):
-        fn = getattr(core, name, None)
-        if hasattr(fn, "cache_clear"):
-            fn.cache_clear()
-
-
-@contextlib.contextmanager
-def cpu_safe_cuda_queries() -> Iterator[None]:
-    """On a machine without CUDA, ``torch.cuda.is_current_stream_capturing()`` answers False instead of
-    raising (FlashInfer 0.7's ``AutoTuner.choose_one`` asks it in tuning mode).  No-op with CUDA."""
-    if torch.cuda.is_available():
-        yield
-        return
-    saved = torch.cuda.is_current_stream_capturing
-    torch.cuda.is_current_stream_capturing = lambda: False
-    try:
-        yield
-    finally:
-        torch.cuda.is_current_stream_capturing = saved
-
-
-@contextlib.contextmanager
-def stub_trtllm_gen_module() -> Iterator[TvmFfiPackingStub]:
-    """Run FlashInfer's trtllm-gen MoE Python with :class:`TvmFfiPackingStub` as its module.
-
-    Works across FlashInfer 0.5 - 0.7: the JIT spec generator is replaced (0.5: cached
-    ``get_trtllm_moe_sm100_module``; 0.7: cached ``_get_trtllm_moe_sm100_module_impl``, and the
-    uncached getter that queries the current CUDA device is pointed at the impl so it also runs
-    on machines without CUDA).
-    """
-    core = importlib.import_module("flashinfer.fused_moe.core")
-    stub = TvmFfiPackingStub()
-    names = ("gen_trtllm_gen_fused_moe_sm100_module", "setup_cubin_loader", "get_trtllm_moe_sm100_module")
-    saved = {n: getattr(core, n) for n in names if hasattr(core, n)}
-    if "gen_trtllm_gen_fused_moe_sm100_module" not in saved:
-        raise RuntimeError("this flashinfer has no gen_trtllm_gen_fused_moe_sm100_module to stub")
-    _clear_module_caches(core)
-    core.gen_trtllm_gen_fused_moe_sm100_module = lambda *a, **k: _StubSpec(stub)
-    if "setup_cubin_loader" in saved:
-        core.setup_cubin_loader = lambda *a, **k: None
-    impl = getattr(core, "_get_trtllm_moe_sm100_module_impl", None)
-    if impl is not None:
-        core.get_trtllm_moe_sm100_module = lambda: impl(False)
-    try:
-        with cpu_safe_cuda_queries():
-            yield stub
-    finally:
-        for n, v in saved.items():
-            setattr(core, n, v)
-        _clear_module_caches(core)  # never leave the stub cached for a real call
 
 
 def routed_moe_function() -> Callable:

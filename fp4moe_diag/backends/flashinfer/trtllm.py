@@ -19,9 +19,9 @@ from typing import Any, Optional
 
 import torch
 
-from ...case import ActivationFormat, MoECase
+from ...problem.case import ActivationFormat, MoECase
 from .hooks import TRTLLM_FP4_OP, routed_moe_function
-from ...inputs import MoEInputs, build_inputs
+from ...problem.inputs import MoEInputs, build_inputs
 from ..base import Backend, Support, Tactic
 from .base import (
     FlashInferPrepared,

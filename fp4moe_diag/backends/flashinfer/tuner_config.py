@@ -23,8 +23,8 @@ from typing import Any, Callable, Optional
 
 import pandas as pd
 
-from ...case import MoECase
-from ...inputs import build_inputs
+from ...problem.case import MoECase
+from ...problem.inputs import build_inputs
 from ..base import Tactic
 from .api import get_api
 

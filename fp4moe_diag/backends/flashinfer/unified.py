@@ -33,9 +33,9 @@ from typing import Any, Optional
 
 import torch
 
-from ...case import ActivationFormat, GatedActivation, MoECase, WeightFormat
-from ...inputs import MoEInputs
-from ...quant import dequantize_mxfp4
+from ...problem.case import ActivationFormat, GatedActivation, MoECase, WeightFormat
+from ...problem.inputs import MoEInputs
+from ...problem.quant import dequantize_mxfp4
 from ..base import Backend, Support, Tactic
 from .base import flashinfer_support
 from .cutlass import GEMM1_OP, GEMM2_OP, _cutlass_fn, load_slim_module_if_configured

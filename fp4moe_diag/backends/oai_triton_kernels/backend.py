@@ -30,8 +30,8 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ...case import ActivationFormat, GatedActivation, MoECase, WeightFormat
-from ...inputs import MoEInputs
+from ...problem.case import ActivationFormat, GatedActivation, MoECase, WeightFormat
+from ...problem.inputs import MoEInputs
 from ..base import Backend, Support, Tactic, launch_sequence
 from . import loader
 from .layout import gemm1_rows, to_hopper

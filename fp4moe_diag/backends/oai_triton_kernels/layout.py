@@ -1,7 +1,7 @@
 """Our quantized weights -> vLLM's gpt-oss layout for triton_kernels on Hopper (pure torch).
 
 Our canonical ``w13 [L, 2I, H/2]`` (packed e2m1, element 2i in the low nibble) has rows ``[0, I)``
-linear ("up") and ``[I, 2I)`` gate (:mod:`fp4moe_diag.inputs`, :func:`fp4moe_diag.reference.gated_activation`).
+linear ("up") and ``[I, 2I)`` gate (:mod:`fp4moe_diag.problem.inputs`, :func:`fp4moe_diag.problem.reference.gated_activation`).
 vLLM's gpt-oss checkpoint interleaves them (row ``2j`` gate ``j``, row ``2j + 1`` linear ``j``), which
 is what triton_kernels' ``swiglu_fn`` reads (``gelu, linear = split(reshape(x, (M, N // 2, 2)))``).
 So gemm1's rows, ue8m0 scales and bias are interleaved; the packed bytes are *moved*, never

@@ -24,8 +24,8 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ...case import ActivationFormat, GatedActivation, MoECase, WeightFormat
-from ...inputs import MoEInputs
+from ...problem.case import ActivationFormat, GatedActivation, MoECase, WeightFormat
+from ...problem.inputs import MoEInputs
 from ..base import Backend, Support, Tactic, device_capability, launch_sequence
 from . import ps_layout
 from .configs import (CONFIGS, DECODE_CONFIGS, DECODE_MAX_PAIRS, DOT_SCALED_CONFIGS, PS_CONFIGS, PS_DECODE_CONFIGS,

@@ -3,14 +3,14 @@
 A :class:`MoECase` holds everything `flashinfer.trtllm_fp4_block_scale_routed_moe`
 and `flashinfer.fused_moe.cutlass_fused_moe` need to know about the problem
 (sizes, routing, expert parallelism, quantization formats, SwiGLU variant),
-but no tensors.  Tensors are made from a case by :mod:`fp4moe_diag.inputs`.
+but no tensors.  Tensors are made from a case by :mod:`fp4moe_diag.problem.inputs`.
 Every field is validated in ``__post_init__``; a bad field raises a
 ``ValueError`` that names it and says what was expected.  Types are strict: int fields take ints
 (``numbers.Integral``, not bools), float fields finite real numbers (not bools, not strings), bool
 fields only ``True``/``False``; :meth:`MoECase.from_record` additionally reads the strings of a CSV
 (``'true'``/``'false'``, ``'2'``, ``'1.5'``).  Sizes are bounded by what the kernels can index
 (:data:`MAX_DIM`); how much memory a case's tensors take is checked by
-:func:`fp4moe_diag.inputs.build_inputs` (``FP4MOE_MAX_INPUT_BYTES``).
+:func:`fp4moe_diag.problem.inputs.build_inputs` (``FP4MOE_MAX_INPUT_BYTES``).
 """
 
 from __future__ import annotations

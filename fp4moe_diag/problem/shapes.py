@@ -17,7 +17,7 @@ from typing import Any, Optional, Union
 import pandas as pd
 
 from .case import MoECase
-from .paths import SHAPES_CSV
+from ..paths import SHAPES_CSV
 
 #: Token counts swept by default: powers of two 1 .. 16384.
 TOKEN_COUNTS: list[int] = [2**i for i in range(15)]

@@ -6,9 +6,9 @@ from typing import Optional
 
 import torch
 
-from ..case import MoECase
-from ..inputs import MoEInputs
-from ..reference import reference_moe
+from ..problem.case import MoECase
+from ..problem.inputs import MoEInputs
+from ..problem.reference import reference_moe
 from .base import Backend, Tactic
 
 
