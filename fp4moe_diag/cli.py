@@ -171,7 +171,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 def cmd_compare_versions(args: argparse.Namespace) -> int:
     from .analysis import ratio_summary, version_ratio_table
-    from .versions import compare_versions
+    from .compare_versions import compare_versions
 
     dirs = dict(args.flashinfer)
     if len(dirs) < 2:
@@ -227,7 +227,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
 
 def cmd_headline(args: argparse.Namespace) -> int:
     from .analysis.headline import headline_markdown, headline_table
-    from .results import load_runs
+    from .run_folder import load_runs
 
     df = pd.concat([load_runs(d) for d in args.runs], ignore_index=True)
     table = headline_table(df, backends=args.backends)

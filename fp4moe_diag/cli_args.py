@@ -323,7 +323,7 @@ def check_sweep_args(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     """Cross-flag checks of ``sweep`` (call right after ``parse_args``): ``--ep`` sizes in the table for the
     ``--models``, ``--resume`` xor ``--overwrite``, and an existing run at ``--out`` needs one of them.  What the
     spec itself checks (``--tactics`` against ``--backends``, input sizes) is :func:`checked_spec`'s."""
-    from .results import is_run_folder  # noqa: PLC0415
+    from .run_folder import is_run_folder  # noqa: PLC0415
     from .problem.shapes import load_shape_table  # noqa: PLC0415
 
     eps = getattr(args, "ep", None)

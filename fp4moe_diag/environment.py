@@ -12,6 +12,7 @@ import torch
 
 from .problem.inputs import resolve_device
 from .paths import REPO_ROOT
+from . import settings
 
 
 def _git_commit() -> str:
@@ -45,7 +46,7 @@ def environment_info(device: Any = None) -> dict[str, str]:
     """GPU, driver and library versions for every row of a run."""
     dev = resolve_device(device, must_exist=False)
     info = {
-        "git_commit": os.environ.get("FP4MOE_GIT_COMMIT") or _git_commit(),
+        "git_commit": settings.read(settings.GIT_COMMIT) or _git_commit(),
         "torch_version": torch.__version__,
         "cuda_version": str(torch.version.cuda or ""),
         "gpu_name": "cpu",
@@ -64,7 +65,7 @@ def environment_info(device: Any = None) -> dict[str, str]:
         import flashinfer  # noqa: PLC0415
 
         info["flashinfer_version"] = str(getattr(flashinfer, "__version__", ""))
-        info["flashinfer_build"] = flashinfer_build_name(os.environ.get("FP4MOE_CUTLASS_MODULE", ""))
+        info["flashinfer_build"] = flashinfer_build_name(settings.read(settings.CUTLASS_MODULE))
     except Exception:  # noqa: BLE001
         pass
     try:

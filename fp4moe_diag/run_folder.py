@@ -24,11 +24,13 @@
 from __future__ import annotations
 
 import datetime
+import datetime as _dt
 import errno
 import fcntl
 import hashlib
 import json
 import os
+import re
 import socket
 import urllib.parse
 from pathlib import Path
@@ -36,8 +38,130 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from .results import (LOCK, MANIFEST, PARTS_DIR, RUN_JSON, TMP_PREFIX, atomic_write, coerce, is_run_folder,
-                      load_run, load_runs, part_files, read_parts, save_run, validate_frame)
+from .atomic_io import TMP_PREFIX, atomic_write, sha256_file
+from .paths import RUNS_ROOT
+from .results import coerce, read_results_file, to_frame, validate_frame
+
+def run_dir_name(gpu_name: str, date: Optional[str] = None, tag: str = "") -> str:
+    date = date or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
+    gpu = re.sub(r"[^A-Za-z0-9]+", "-", gpu_name).strip("-").lower() or "cpu"
+    return f"{date}-{gpu}" + (f"-{tag}" if tag else "")
+
+
+#: a run folder's files (see :mod:`fp4moe_diag.run_folder`)
+PARTS_DIR, MANIFEST, RUN_JSON, LOCK = "parts", "manifest.json", "run.json", ".lock"
+MANIFEST_FORMAT = 1
+
+
+def save_run(df: pd.DataFrame, out_dir: Any, name: str = "results", extra: Optional[dict] = None) -> dict[str, Path]:
+    """Write ``<out_dir>/<name>.parquet`` and ``.csv`` (each atomically), then ``manifest.json`` naming both with
+    the row count and sha256.  A kill in between leaves an old manifest that no longer matches: :func:`load_run`
+    then trusts the parts (or refuses), never a torn pair."""
+    validate_frame(df)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"out_dir: {out} exists and is not a directory")
+    pq, csv = out / f"{name}.parquet", out / f"{name}.csv"
+    atomic_write(pq, lambda f: df.to_parquet(f, index=False))
+    atomic_write(csv, lambda f: f.write(df.to_csv(index=False).encode()))
+    manifest = {"format": MANIFEST_FORMAT, "rows": int(len(df)), **(extra or {}),
+                "files": {p.name: {"sha256": sha256_file(p), "bytes": p.stat().st_size} for p in (pq, csv)}}
+    atomic_write(out / MANIFEST, lambda f: f.write(json.dumps(manifest, indent=1, sort_keys=True).encode()))
+    return {"parquet": pq, "csv": csv, "manifest": out / MANIFEST}
+
+
+def default_runs_root() -> Path:
+    return RUNS_ROOT
+
+
+def part_files(run_dir: Path, config_hash: Optional[str] = None) -> list[Path]:
+    """The per-case part files of a run folder (those of ``config_hash`` only, when given), oldest first."""
+    d = Path(run_dir) / PARTS_DIR
+    if not d.is_dir():
+        return []
+    parts = [p for p in d.glob("*.parquet") if not p.name.startswith(TMP_PREFIX)]
+    if config_hash is not None:
+        parts = [p for p in parts if p.stem.rpartition("@")[2] == config_hash]
+    return sorted(parts, key=lambda p: (p.stat().st_mtime_ns, p.name))
+
+
+def _run_config_hash(run_dir: Path) -> Optional[str]:
+    try:
+        return json.loads((run_dir / RUN_JSON).read_text()).get("config_hash")
+    except (OSError, ValueError):
+        return None
+
+
+def read_parts(run_dir: Path, config_hash: Optional[str] = None) -> pd.DataFrame:
+    frames = [read_results_file(p) for p in part_files(run_dir, config_hash)]
+    return coerce(pd.concat(frames, ignore_index=True)) if frames else to_frame([])
+
+
+def load_run(path: Any) -> pd.DataFrame:
+    """One run folder -> its rows.  Trusts, in this order: the per-case parts (``parts/``, those of the run's
+    current configuration); else ``manifest.json`` (the parquet, or the CSV, whose sha256 and row count match
+    it); else a run without a manifest (older runs): parquet and CSV must agree in row count, and a CSV-only
+    run is read from the CSV.  A missing path, a folder with no results or a torn pair -> ValueError."""
+    d = Path(path)
+    if not d.is_dir():
+        raise ValueError(f"path: {d} is not a run folder (it does not exist or is not a directory)")
+    if part_files(d):
+        df = read_parts(d, _run_config_hash(d))
+    elif (d / MANIFEST).is_file():
+        man = json.loads((d / MANIFEST).read_text())
+        df = None
+        for name, info in sorted(man.get("files", {}).items(), key=lambda kv: not kv[0].endswith(".parquet")):
+            p = d / name
+            if p.is_file() and sha256_file(p) == info.get("sha256"):
+                df = read_results_file(p)
+                break
+        if df is None or len(df) != man.get("rows"):
+            raise ValueError(f"path: {d}: no results file matches {MANIFEST} (a write was interrupted and there are "
+                             "no parts to rebuild from)")
+    else:
+        pq, csv = d / "results.parquet", d / "results.csv"
+        if pq.is_file():
+            df = read_results_file(pq)
+            if csv.is_file():
+                n_csv = len(pd.read_csv(csv, usecols=[0]))
+                if n_csv != len(df):
+                    raise ValueError(f"path: {d}: results.parquet ({len(df)} rows) and results.csv ({n_csv} rows) "
+                                     "disagree and there is no manifest to say which is whole")
+        elif csv.is_file():
+            df = read_results_file(csv)
+        else:
+            raise ValueError(f"path: {d} has no results (no parts/, results.parquet or results.csv)")
+    if "run_id" not in df or df["run_id"].isna().all():
+        df["run_id"] = d.name
+    return coerce(df)
+
+
+def is_run_folder(d: Path) -> bool:
+    return d.is_dir() and any((d / n).exists() for n in (PARTS_DIR, MANIFEST, "results.parquet", "results.csv"))
+
+
+def load_runs(root: Any = None, pattern: Optional[str] = None, *, allow_empty: bool = False) -> pd.DataFrame:
+    """Concatenate the runs under ``root`` (default ``data/runs``): every sub-folder that is a run (CSV-only runs
+    included), or the folders holding the files ``pattern`` matches (e.g. ``"*/results.parquet"``); ``root``
+    itself when it is a run.  A missing ``root`` -> ValueError; no runs -> ValueError naming ``root``, or an empty
+    frame when ``allow_empty`` (the notebooks, which then make a local run).  The one loader of many runs
+    (:mod:`fp4moe_diag.run_folder` exports this same function)."""
+    root = Path(root) if root is not None else default_runs_root()
+    if not root.is_dir():
+        raise ValueError(f"root: {root} does not exist or is not a directory")
+    if pattern is not None:
+        dirs = sorted({p.parent for p in root.glob(pattern)})
+    elif is_run_folder(root) and not any(is_run_folder(c) for c in root.iterdir()):
+        dirs = [root]
+    else:
+        dirs = sorted(c for c in root.iterdir() if is_run_folder(c))
+    frames = [load_run(d) for d in dirs]
+    if not frames:
+        if not allow_empty:
+            raise ValueError(f"root: no run folders under {root}" + (f" matching {pattern!r}" if pattern else ""))
+        return to_frame([])
+    return coerce(pd.concat(frames, ignore_index=True))
+
 
 MODES = ("new", "resume", "overwrite")
 _RUN_FILES = (RUN_JSON, MANIFEST, "results.parquet", "results.csv")

@@ -178,7 +178,7 @@ def check_input_sizes(cases: list[MoECase]) -> None:
 
 def default_out_dir(spec: SweepSpec, gpu_name: str) -> Path:
     """``data/runs/<date>-<gpu>[-tag]`` under the repository (not the working directory)."""
-    from .results import run_dir_name
+    from .run_folder import run_dir_name
 
     return RUNS_ROOT / run_dir_name(gpu_name, tag=spec.tag)
 
@@ -276,7 +276,7 @@ def _sweep_items(todo: list, ctx: Any, options: MeasureOptions, rf: Any, progres
 def _new_run_folder(out: Path, config: dict, mode: str) -> Iterator[Any]:
     """The :class:`~fp4moe_diag.run_folder.RunFolder` at ``out``; if this call made the folder and the sweep fails
     before its first part, the folder goes again (a refused command leaves nothing behind)."""
-    from .results import PARTS_DIR
+    from .run_folder import PARTS_DIR
     from .run_folder import RunFolder
 
     fresh = not out.exists()

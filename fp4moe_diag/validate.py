@@ -25,21 +25,10 @@ from typing import Any, Optional
 import torch
 
 from .problem.case import GatedActivation, RoutingMethod, WeightFormat
-from .problem.inputs import MoEInputs, resolve_device
+from .problem.inputs import MoEInputs, resolve_device, same_device
 from .problem.routing import unpack_topk
 
 _FLOATS = (torch.float32, torch.bfloat16)
-
-
-def _same_device(t: torch.Tensor, dev: torch.device) -> bool:
-    if t.device.type != dev.type:
-        return False
-    if dev.type == "cuda":
-        current = torch.cuda.current_device()
-        ia = t.device.index if t.device.index is not None else current
-        ib = dev.index if dev.index is not None else current
-        return ia == ib
-    return True
 
 
 def launch_tensors(inputs: Any) -> dict[str, Optional[torch.Tensor]]:
@@ -154,7 +143,7 @@ def validate_launch_inputs(inputs: Any, device: Any) -> None:
         if t.is_meta:
             raise ValueError(f"{name}: expected a tensor on {dev} (the case's device), got one on meta (a meta "
                              "tensor has no data and cannot be handed to a kernel)")
-        if not _same_device(t, dev):
+        if not same_device(t.device, dev):
             raise ValueError(f"{name}: expected a tensor on {dev} (the case's device), got one on {t.device}")
 
     c = inputs.case

@@ -50,7 +50,7 @@ def f1_three_token_runs_with_resume_keep_all(tmp):
         with _rf(tmp / "r", "resume") as rf:
             rf.append_case(f"T{t}", _rows(t))
             rf.merge()
-    from fp4moe_diag.results import load_run
+    from fp4moe_diag.run_folder import load_run
 
     assert sorted(load_run(tmp / "r")["num_tokens"].unique()) == [1, 2, 3]
 
@@ -62,7 +62,7 @@ def f1_two_writers_at_once_refused(tmp):
 
 
 def f1_save_run_files_are_0644(tmp):
-    from fp4moe_diag.results import save_run
+    from fp4moe_diag.run_folder import save_run
 
     old = os.umask(0o022)
     try:
@@ -75,7 +75,8 @@ def f1_save_run_files_are_0644(tmp):
 def f1_save_run_writes_a_manifest_naming_both(tmp):
     import json
 
-    from fp4moe_diag.results import save_run, sha256_file
+    from fp4moe_diag.run_folder import save_run
+    from fp4moe_diag.atomic_io import sha256_file
 
     save_run(_rows(1, 3), tmp / "r")
     man = json.loads((tmp / "r" / "manifest.json").read_text())
@@ -84,7 +85,7 @@ def f1_save_run_writes_a_manifest_naming_both(tmp):
 
 
 def f1_torn_pair_detected(tmp):
-    from fp4moe_diag.results import load_runs, save_run
+    from fp4moe_diag.run_folder import load_runs, save_run
 
     save_run(_rows(1, 1), tmp / "r")
     _rows(1, 6).to_csv(tmp / "r" / "results.csv", index=False)  # what a kill between the two writes left
@@ -94,14 +95,14 @@ def f1_torn_pair_detected(tmp):
 
 
 def f1_load_runs_missing_path_raises(tmp):
-    from fp4moe_diag.results import load_runs
+    from fp4moe_diag.run_folder import load_runs
 
     with pytest.raises(ValueError, match="does not exist"):
         load_runs(tmp / "nope")
 
 
 def f1_csv_only_run_visible(tmp):
-    from fp4moe_diag.results import load_runs
+    from fp4moe_diag.run_folder import load_runs
 
     (tmp / "r").mkdir()
     _rows(4).to_csv(tmp / "r" / "results.csv", index=False)
@@ -285,7 +286,7 @@ def test_family3_cli_error_is_one_line_naming_the_flag(name, capsys):
 
 def test_family3_cross_flag_checks(tmp_path, capsys):
     from fp4moe_diag import cli_args as A
-    from fp4moe_diag.results import save_run
+    from fp4moe_diag.run_folder import save_run
 
     save_run(_rows(1), tmp_path / "run")
     p = _parser()

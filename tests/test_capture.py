@@ -80,7 +80,7 @@ def test_dump_replays_through_the_reference_with_correct_rows(ev, tmp_path, caps
                            "cpu", "--warmup", "0", "--repeats", "1", "--no-ceilings", "--no-progress", "--out",
                            tmp_path / "run")
     assert rc == 0, err
-    from fp4moe_diag.results import load_runs
+    from fp4moe_diag.run_folder import load_runs
 
     df = load_runs(tmp_path / "run", allow_empty=False)
     assert list(df["status"]) == ["ok"] and df["correct"].all()

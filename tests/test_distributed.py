@@ -15,7 +15,7 @@ import pytest
 
 from fp4moe_diag.distributed.ep_layer import token_slice
 from fp4moe_diag.distributed.shard import INCOMPLETE, merge_ranks, rank_dir
-from fp4moe_diag.results import load_runs, part_files
+from fp4moe_diag.run_folder import load_runs, part_files
 
 ROOT = Path(__file__).resolve().parent.parent
 SWEEP = ["-m", "fp4moe_diag", "sweep", "--models", "gpt-oss-20b", "--ep", "2", "--hidden-scale", "24",

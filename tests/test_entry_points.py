@@ -92,7 +92,7 @@ def _wrapper_python(tmp_path: Path) -> str:
 
 
 def test_compare_versions_children(record, tmp_path):
-    from fp4moe_diag.versions import compare_versions
+    from fp4moe_diag.compare_versions import compare_versions
 
     site = tmp_path / "fake" / "flashinfer"
     site.mkdir(parents=True)

@@ -11,7 +11,8 @@ import pytest
 
 from fp4moe_diag.analysis import x_of_best
 from fp4moe_diag.analysis.headline import headline_markdown, headline_table
-from fp4moe_diag.results import save_run, to_frame
+from fp4moe_diag.run_folder import save_run
+from fp4moe_diag.results import to_frame
 from frames import _row
 
 REPO = Path(__file__).resolve().parent.parent

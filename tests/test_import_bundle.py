@@ -1,4 +1,4 @@
-"""tools/import_gpu_bundle.py: a partial.tgz of a call cut off mid-sweep keeps its finished cases; an existing
+"""tools/device/import_gpu_bundle.py: a partial.tgz of a call cut off mid-sweep keeps its finished cases; an existing
 run folder is never written over."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from fp4moe_diag.results import save_run, to_frame
+from fp4moe_diag.run_folder import save_run
+from fp4moe_diag.results import to_frame
 from fp4moe_diag.run_folder import RunFolder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,7 +24,7 @@ def rows(case: int, n: int = 2) -> pd.DataFrame:
 
 
 def importer(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "tools" / "import_gpu_bundle.py"), *args], cwd=ROOT,
+    return subprocess.run([sys.executable, str(ROOT / "tools" / "device" / "import_gpu_bundle.py"), *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
 
 

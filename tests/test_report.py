@@ -104,7 +104,7 @@ def test_notebook_02_reads_committed_runs_on_a_gpu_unless_asked(tmp_path, monkey
     import nbformat
 
     from fp4moe_diag.report import context as C
-    from fp4moe_diag.results import save_run
+    from fp4moe_diag.run_folder import save_run
     from frames import synthetic_frame
 
     nb = nbformat.read(str(REPO / "notebooks" / "02_tactic_sweep.ipynb"), as_version=4)
@@ -134,7 +134,7 @@ def test_notebook_05_provenance_table_is_under_its_heading():
 
 def test_figures_on_committed_runs(tmp_path):
     """Every report figure over whatever is committed under data/runs (skipped while it is empty)."""
-    from fp4moe_diag.results import load_runs
+    from fp4moe_diag.run_folder import load_runs
 
     committed = load_runs()
     if committed.empty:

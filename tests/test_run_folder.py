@@ -17,7 +17,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fp4moe_diag.results import load_run, to_frame
+from fp4moe_diag.run_folder import load_run
+from fp4moe_diag.results import to_frame
 from fp4moe_diag.run_folder import RunFolder, load_runs
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fp4moe_diag.cli import main
-from fp4moe_diag.results import load_runs
+from fp4moe_diag.run_folder import load_runs
 from fp4moe_diag.measure.options import MeasureOptions
 from fp4moe_diag.runs import SweepSpec, run_sweep, scaled_case
 

@@ -1,4 +1,4 @@
-"""tools/cutlass_slim_common.verify: weak undefined symbols (libstdc++'s transactional-memory clones
+"""tools/cutlass_slim/cutlass_slim_common.verify: weak undefined symbols (libstdc++'s transactional-memory clones
 ``_ZGTtnam`` / ``_ZGTtdlPv``, which a libstdc++ without TM support lacks) are allowed; a strong undefined
 symbol that no library provides is an error (issue #22: the H200 build was refused for the weak ones)."""
 
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(shutil.which("cc") is None or shutil.which("nm")
 
 
 def _common():
-    spec = importlib.util.spec_from_file_location("cutlass_slim_common", ROOT / "tools" / "cutlass_slim_common.py")
+    spec = importlib.util.spec_from_file_location("cutlass_slim_common", ROOT / "tools" / "cutlass_slim" / "cutlass_slim_common.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

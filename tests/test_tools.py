@@ -1,17 +1,17 @@
 """tools/: no sys.path inserts or hard-coded /tmp paths in the Python kit, every helper a script calls on a sibling
-module exists, and tools/gpu_session.sh runs only files that are there."""
+module exists, and tools/device/gpu_session.sh runs only files that are there."""
 
 from __future__ import annotations
 
 import ast
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
 TOOLS = Path(__file__).resolve().parent.parent / "tools"
-SCRIPTS = sorted(TOOLS.glob("*.py"))
+KITS = (TOOLS / "cutlass_slim", TOOLS / "device")  # the slim-build kit; the device-session kit
+SCRIPTS = sorted(p for kit in KITS for p in kit.glob("*.py"))
 
 
 def top_level_names(path: Path) -> set[str]:
@@ -29,8 +29,9 @@ def top_level_names(path: Path) -> set[str]:
 def missing_sibling_attributes(path: Path) -> list[str]:
     """``alias.name`` uses of a sibling tools module (``import cutlass_slim_common as common``) that it lacks."""
     tree = ast.parse(path.read_text())
-    aliases = {(a.asname or a.name): TOOLS / f"{a.name}.py" for n in ast.walk(tree) if isinstance(n, ast.Import)
-               for a in n.names if (TOOLS / f"{a.name}.py").is_file()}
+    kit = path.parent
+    aliases = {(a.asname or a.name): kit / f"{a.name}.py" for n in ast.walk(tree) if isinstance(n, ast.Import)
+               for a in n.names if (kit / f"{a.name}.py").is_file()}
     bad = []
     for n in ast.walk(tree):
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in aliases:
@@ -52,14 +53,17 @@ def test_helpers_called_on_sibling_modules_exist(path: Path):
 
 
 def test_the_sibling_checker_finds_a_missing_helper(tmp_path, monkeypatch):
-    monkeypatch.setattr(sys.modules[__name__], "TOOLS", tmp_path)
     (tmp_path / "kit.py").write_text("def setup_env(args):\n    pass\n")
     (tmp_path / "script.py").write_text("import kit as k\nk.setup_env(1)\nk._setup_env(1)\n")
     assert missing_sibling_attributes(tmp_path / "script.py") == ["script.py:3: kit has no _setup_env"]
 
 
 def test_gpu_session_runs_only_files_that_exist():
-    text = (TOOLS / "gpu_session.sh").read_text()
-    used = set(re.findall(r"tools/([\w.]+\.(?:py|sh))", text))
+    text = (TOOLS / "device" / "gpu_session.sh").read_text()
+    used = set(re.findall(r"tools/([\w./]+\.(?:py|sh))", text))
     assert used and sorted(u for u in used if not (TOOLS / u).is_file()) == []
     assert "debug_cutlass" not in text and not (TOOLS / "debug_cutlass.py").exists()
+
+
+def test_tools_is_two_kits():
+    assert sorted(p.name for p in TOOLS.iterdir()) == ["cutlass_slim", "device"]

@@ -7,11 +7,11 @@ import pandas as pd
 import pytest
 
 from fp4moe_diag.measure.options import MeasureOptions
-from fp4moe_diag.results import load_run
+from fp4moe_diag.run_folder import load_run
 from fp4moe_diag.runs import SweepSpec
 from fp4moe_diag.analysis.versions import kind_rows, ratio_summary, version_ratio_table
 from fp4moe_diag.plotting.versions import version_ratio_figure
-from fp4moe_diag.versions import compare_versions
+from fp4moe_diag.compare_versions import compare_versions
 
 
 def _fake_site(tmp_path, name, init):

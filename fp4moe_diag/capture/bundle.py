@@ -148,7 +148,7 @@ def _evidence(source: Optional[str], case: Optional[MoECase]) -> tuple[SourcedCa
 def _rows(runs: Sequence[Any], case: MoECase) -> Any:
     import pandas as pd  # noqa: PLC0415
 
-    from ..results import load_runs  # noqa: PLC0415
+    from ..run_folder import load_runs  # noqa: PLC0415
 
     if not runs:
         return pd.DataFrame()

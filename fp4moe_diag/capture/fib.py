@@ -176,7 +176,7 @@ def export_fib(runs: Sequence[Any], out: Any) -> ExportReport:
     import pandas as pd  # noqa: PLC0415
     from flashinfer_bench.data import Definition, Solution, Trace, TraceSet, Workload  # noqa: PLC0415
 
-    from ..results import load_runs  # noqa: PLC0415
+    from ..run_folder import load_runs  # noqa: PLC0415
 
     df = pd.concat([load_runs(r, allow_empty=False) for r in runs], ignore_index=True)
     df = df.astype(object).where(df.notna(), None)

@@ -30,7 +30,8 @@ def rank_dir(out: Path, rank: int) -> Path:
 def merge_ranks(out: Any, world: Optional[int] = None) -> tuple[pd.DataFrame, list[int]]:
     """Merge ``<out>/ranks/rank*/`` into ``<out>``; returns ``(rows, missing ranks)`` and writes ``INCOMPLETE``
     (with the missing ranks) when a rank has no ``DONE``."""
-    from ..results import load_run, save_run, to_frame
+    from ..run_folder import load_run, save_run
+    from ..results import to_frame
 
     out = Path(out)
     found = sorted(int(p.name[4:]) for p in (out / "ranks").glob("rank*") if p.name[4:].isdigit())

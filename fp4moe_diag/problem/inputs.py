@@ -19,7 +19,6 @@ variable ``FP4MOE_MAX_INPUT_BYTES`` (bytes, or with a K/M/G/T suffix, powers of 
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Optional
 
@@ -28,6 +27,7 @@ import torch
 from .case import ActivationFormat, GatedActivation, MoECase, RoutingMethod
 from .quant import FP4Tensor, quantize_fp4
 from .routing import pack_topk, route
+from .. import settings
 
 
 @dataclass
@@ -120,6 +120,20 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def same_device(a: Any, b: Any) -> bool:
+    """Whether two devices (``torch.device``, strings, or None for "none") are the same one; a CUDA device without
+    an index is the current one."""
+    if a is None or b is None:
+        return False
+    da, db = torch.device(a), torch.device(b)
+    if da.type != db.type:
+        return False
+    if da.type == "cuda":
+        cur = torch.cuda.current_device()
+        return (da.index if da.index is not None else cur) == (db.index if db.index is not None else cur)
+    return True
+
+
 def resolve_device(device: Any = None, must_exist: bool = True) -> torch.device:
     """The one device check of the suite: ``None`` (or ``""``/``"auto"``) -> :func:`default_device`; otherwise
     ``cpu``, ``cuda`` or ``cuda:N`` of a GPU this machine has (a ValueError naming ``device`` otherwise).
@@ -145,7 +159,7 @@ def resolve_device(device: Any = None, must_exist: bool = True) -> torch.device:
 
 #: what build_inputs refuses past unless told otherwise (bytes)
 DEFAULT_MAX_INPUT_BYTES = 64 * 2**30
-MAX_INPUT_BYTES_ENV = "FP4MOE_MAX_INPUT_BYTES"
+MAX_INPUT_BYTES_ENV = settings.MAX_INPUT_BYTES
 _SUFFIX = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
@@ -169,7 +183,7 @@ def max_input_bytes(max_bytes: Any = None) -> int:
     """The allocation limit: ``max_bytes``, else ``$FP4MOE_MAX_INPUT_BYTES``, else 64 GiB."""
     if max_bytes is not None:
         return parse_bytes(max_bytes, "max_bytes")
-    env = os.environ.get(MAX_INPUT_BYTES_ENV)
+    env = settings.read(MAX_INPUT_BYTES_ENV)
     return parse_bytes(env) if env else DEFAULT_MAX_INPUT_BYTES
 
 

@@ -119,7 +119,7 @@ def local_run(ctx: ReportContext, *, models: Sequence[str] = ("gpt-oss-20b",), e
         import tqdm.auto  # noqa: F401
 
     from ..environment import environment_info
-    from ..results import load_runs, run_dir_name
+    from ..run_folder import load_runs, run_dir_name
     from ..runs import SweepSpec, run_sweep
 
     tokens = tuple(tokens or (QUICK_TOKENS if ctx.quick else LOCAL_TOKENS))
@@ -154,7 +154,7 @@ def load_report_data(ctx: ReportContext, runs_root: Any = None, fresh: bool = Fa
     Returns ``(df, note)``; the note says where the rows come from.  A fresh sweep (minutes on a GPU) runs only
     when asked (``fresh=True``), never because the machine has a GPU.
     """
-    from ..results import load_runs
+    from ..run_folder import load_runs
 
     if not isinstance(fresh, bool):
         raise ValueError(f"fresh: expected True (a fresh sweep on this machine) or False (the committed runs), "

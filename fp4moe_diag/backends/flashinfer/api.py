@@ -22,9 +22,10 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
-import os
 import re
 from typing import Any, Callable, Iterable, Optional
+
+from ... import settings
 
 #: adapter name -> (lowest version, first version not covered, "module:Class")
 ADAPTERS: dict[str, tuple[tuple[int, int, int], tuple[int, int, int], str]] = {
@@ -32,7 +33,7 @@ ADAPTERS: dict[str, tuple[tuple[int, int, int], tuple[int, int, int], str]] = {
     "v07": ((0, 7, 0), (0, 8, 0), ".api_v07:ApiV07"),
 }
 
-ENV_FORCE = "FP4MOE_FLASHINFER_API"
+ENV_FORCE = settings.FLASHINFER_API
 
 
 class UnsupportedFlashInferVersion(RuntimeError):
@@ -54,7 +55,7 @@ def covered_versions() -> str:
 
 def adapter_name_for(version: str) -> str:
     """The adapter covering ``version``; :class:`UnsupportedFlashInferVersion` (with why) otherwise."""
-    forced = os.environ.get(ENV_FORCE)
+    forced = settings.read(ENV_FORCE)
     if forced:
         if forced not in ADAPTERS:
             raise UnsupportedFlashInferVersion(f"{ENV_FORCE}={forced!r}: expected one of {sorted(ADAPTERS)}")
@@ -91,7 +92,7 @@ def installed_version() -> str:
 
 def get_api() -> "FlashInferApi":
     """The adapter of the installed flashinfer (raises :class:`UnsupportedFlashInferVersion`)."""
-    return _api_for(installed_version(), os.environ.get(ENV_FORCE))
+    return _api_for(installed_version(), settings.read(ENV_FORCE) or None)
 
 
 def api_support_reason() -> str:

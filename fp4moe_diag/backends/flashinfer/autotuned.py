@@ -35,8 +35,9 @@ from ..base import Tactic
 from .base import FlashInferPrepared
 from .cutlass import GEMM1_OP, GEMM2_OP, CutlassBackend, _cutlass_fn
 from .hooks import call_with_supported_kwargs
+from ... import settings as fp4moe_settings
 
-ENV_SETTINGS = "FP4MOE_TUNE_SETTINGS"
+ENV_SETTINGS = fp4moe_settings.TUNE_SETTINGS
 DEFAULT_SETTINGS = ("max=8192", "max=1")
 
 
@@ -102,7 +103,7 @@ class CutlassAutotuneBackend(CutlassBackend):
 
     def __init__(self, scale_layout: str = "auto", settings: Optional[tuple[str, ...]] = None):
         super().__init__(scale_layout=scale_layout)
-        env = os.environ.get(ENV_SETTINGS)
+        env = fp4moe_settings.read(ENV_SETTINGS)
         self.settings = parse_settings(",".join(settings)) if settings else (
             parse_settings(env) if env else DEFAULT_SETTINGS)
         self._tuned: dict = {}  # (weight-shape key, setting) -> (winner-cache snapshot, tuning seconds)

@@ -23,7 +23,6 @@ op's real Python runs every time, nothing of this suite does.
 from __future__ import annotations
 
 import functools
-import os
 from typing import Any, Callable, Optional
 
 import torch
@@ -33,6 +32,7 @@ from ...problem.inputs import MoEInputs, build_inputs, default_device
 from ..base import Backend, Support, Tactic
 from .api import checked_kwargs, get_api
 from .base import FlashInferPrepared, capture_tuner_calls, flashinfer_support
+from ... import settings
 
 GEMM1_OP = "trtllm::fused_moe::gemm1"
 GEMM2_OP = "trtllm::fused_moe::gemm2"
@@ -57,7 +57,7 @@ def _cutlass_fn():
 
 def load_slim_module_if_configured() -> Optional[str]:
     """If ``FP4MOE_CUTLASS_MODULE`` names a prebuilt slim SM90 module, make FlashInfer use it."""
-    path = os.environ.get("FP4MOE_CUTLASS_MODULE")
+    path = settings.read(settings.CUTLASS_MODULE)
     if not path:
         return None
     from . import prebuilt  # noqa: PLC0415

@@ -23,6 +23,8 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
+from ...problem.inputs import same_device
+
 #: Names of the AutoTuner input list for the ops we know (FlashInfer 0.5.x order; the adapter of the
 #: installed version, :mod:`.api`, has the authoritative list).
 INPUT_NAMES: dict[str, list[str]] = {
@@ -181,22 +183,9 @@ def find_meta_tensors(call_or_inputs: Any, expected_device: Optional[Any] = None
             continue
         if info.is_meta:
             bad.append(info)
-        elif exp is not None and not _same_device(info.device, exp):
+        elif exp is not None and not same_device(info.device, exp):
             bad.append(info)
     return bad
-
-
-def _same_device(a: Optional[str], b: str) -> bool:
-    if a is None:
-        return False
-    da, db = torch.device(a), torch.device(b)
-    if da.type != db.type:
-        return False
-    if da.type == "cuda":
-        ia = da.index if da.index is not None else torch.cuda.current_device()
-        ib = db.index if db.index is not None else torch.cuda.current_device()
-        return ia == ib
-    return True
 
 
 def routed_moe_function() -> Callable:

@@ -5,10 +5,10 @@ device time the measurements need (the stock SM90 ``fused_moe_90`` is 158 nvcc o
 18 minutes), so we build on a CPU host with nvcc and carry the ``.so`` (or ``.so.xz``):
 
 * ``cutlass_fused_moe_sm90``: the slim bf16 x MXFP4 build of
-  ``tools/build_cutlass_sm90_slim.py`` (``FP4MOE_CUTLASS_MODULE``).  Other dtypes on this
+  ``tools/cutlass_slim/build_cutlass_sm90_slim.py`` (``FP4MOE_CUTLASS_MODULE``).  Other dtypes on this
   module raise "not compiled in this slim build" (a Python RuntimeError).
 * ``fp4_quantization_sm90``: FlashInfer's own unmodified ``fp4_quantization_90`` module
-  (``flashinfer.fp4_quantize`` on SM90), built by ``tools/build_fp4_quant_sm90.py``
+  (``flashinfer.fp4_quantize`` on SM90), built by ``tools/cutlass_slim/build_fp4_quant_sm90.py``
   (``FP4MOE_FP4QUANT_MODULE``).
 
 :func:`install` replaces the module-global ``gen_*_module`` factory that FlashInfer's cached
@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ... import settings
+
 
 @dataclass(frozen=True)
 class PrebuiltTarget:
@@ -52,11 +54,11 @@ class PrebuiltTarget:
 TARGETS: dict[str, PrebuiltTarget] = {
     "cutlass_fused_moe_sm90": PrebuiltTarget(
         ("flashinfer.fused_moe.core",), "gen_cutlass_fused_moe_sm90_module", "get_cutlass_fused_moe_module",
-        "FP4MOE_CUTLASS_MODULE", takes_fast_build=True,
+        settings.CUTLASS_MODULE, takes_fast_build=True,
     ),
     "fp4_quantization_sm90": PrebuiltTarget(
         ("flashinfer.quantization.fp4_quantization", "flashinfer.fp4_quantization"), "gen_fp4_quantization_sm90_module", "get_fp4_quantization_module",
-        "FP4MOE_FP4QUANT_MODULE",
+        settings.FP4QUANT_MODULE,
     ),
 }
 
@@ -98,8 +100,8 @@ def check_cutlass_module(mod: Any, path: Any) -> None:
         what = f"lacks {missing}" if missing else f"exports {foreign}"
         raise ValueError(
             f"{path}: this CUTLASS module {what}, so it was not built from flashinfer {api.version}'s sources "
-            f"(adapter {api.name}: {api.versions}); build it with the matching tools/build_cutlass_sm90_slim*.py "
-            "(0.7.x: tools/build_cutlass_sm90_slim_074.py) or unset FP4MOE_CUTLASS_MODULE"
+            f"(adapter {api.name}: {api.versions}); build it with the matching tools/cutlass_slim/build_cutlass_sm90_slim*.py "
+            "(0.7.x: tools/cutlass_slim/build_cutlass_sm90_slim_074.py) or unset FP4MOE_CUTLASS_MODULE"
         )
 
 
@@ -159,7 +161,7 @@ def install_from_env() -> dict[str, str]:
     """:func:`install` every target whose environment variable is set; returns target -> path."""
     done = {}
     for target, spec_of in TARGETS.items():
-        path = os.environ.get(spec_of.env)
+        path = settings.read(spec_of.env)
         if path:
             install(target, path)
             done[target] = path

@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Optional
 
-ENV_DIR = "FP4MOE_TRITON_KERNELS_DIR"
+from ... import settings
+
+ENV_DIR = settings.TRITON_KERNELS_DIR
 SUPPORTED_GENERATION = "3.5.1"
 
 HOW_TO_GET = (
@@ -77,7 +78,7 @@ def _find_package() -> tuple[ModuleType, str]:
     if "triton_kernels" in sys.modules:
         mod = sys.modules["triton_kernels"]
         return mod, f"{getattr(mod, '__file__', '?')} (already imported)"
-    env = os.environ.get(ENV_DIR, "").strip()
+    env = settings.read(ENV_DIR)
     if env:
         return _load_from_dir(env), f"{env} ({ENV_DIR})"
     if importlib.util.find_spec("triton_kernels") is not None:

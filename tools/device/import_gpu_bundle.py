@@ -1,7 +1,7 @@
-"""Unpack a ``bundle.tgz`` from ``tools/gpu_session.sh`` into ``data/runs/<run_id>/`` with provenance.
+"""Unpack a ``bundle.tgz`` from ``tools/device/gpu_session.sh`` into ``data/runs/<run_id>/`` with provenance.
 
-    python tools/import_gpu_bundle.py /work/.device/12/bundle.tgz 2026-12-02-nvidia-h200 \
-        --command "PHASES=... tools/gpu_session.sh" --note "first run"
+    python tools/device/import_gpu_bundle.py /work/.device/12/bundle.tgz 2026-12-02-nvidia-h200 \
+        --command "PHASES=... tools/device/gpu_session.sh" --note "first run"
 
 Copies results.{parquet,csv} (the sweeps of the bundle concatenated), env.txt, reproduce/verdict, version matrix, logs and executed
 notebooks/HTML, and writes PROVENANCE.md (GPU, driver, torch, flashinfer, triton, commit, command).
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from fp4moe_diag.results import load_run, part_files, save_run
+from fp4moe_diag.run_folder import load_run, part_files, save_run
 
 KEEP = ("env.txt", "reproduce.txt", "verdict_h200.json", "version_matrix.csv", "debug_cutlass.txt",
         "sweep.txt", "cutlass_build.txt", "gputests.txt")
@@ -35,7 +35,7 @@ def main() -> None:
     ap.add_argument("--command", default="")
     ap.add_argument("--note", default="")
     ap.add_argument("--overwrite", action="store_true", help="replace an existing data/runs/<run_id>")
-    ap.add_argument("--runs-root", type=Path, default=Path(__file__).resolve().parent.parent / "data" / "runs")
+    ap.add_argument("--runs-root", type=Path, default=Path(__file__).resolve().parents[2] / "data" / "runs")
     args = ap.parse_args()
     dst = args.runs_root / args.run_id
     if dst.exists() and not args.overwrite:
@@ -81,7 +81,7 @@ def main() -> None:
         lines.append(f"- ceilings measured in the run: read {r.get('ceiling_read_GBps', float('nan')):.0f} GB/s, "
                      f"copy {r.get('ceiling_copy_GBps', float('nan')):.0f} GB/s, "
                      f"bf16 GEMM {r.get('ceiling_bf16_TFLOPs', float('nan')):.0f} TFLOP/s")
-    lines += ["", "Produced on the lent H200 by `tools/gpu_session.sh`"
+    lines += ["", "Produced on the lent H200 by `tools/device/gpu_session.sh`"
               + (f":\n\n```\n{args.command}\n```" if args.command else "."), ""]
     if partial:
         lines += ["**Partial run**: the device call ended (time limit) before these sweeps finished; only the "

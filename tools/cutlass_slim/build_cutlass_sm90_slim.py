@@ -35,11 +35,11 @@ resolved by a generated stub TU (``cutlass_slim_common.write_stubs``): each miss
 
 Usage (CPU build host, no GPU needed)::
 
-    python tools/build_cutlass_sm90_slim.py --only-generate      # ninja file + object count
-    python tools/build_cutlass_sm90_slim.py --build -j 2         # compile + link + verify
+    python tools/cutlass_slim/build_cutlass_sm90_slim.py --only-generate      # ninja file + object count
+    python tools/cutlass_slim/build_cutlass_sm90_slim.py --build -j 2         # compile + link + verify
 
-GPU host: see ``use_slim_module`` / ``--install-aot`` and tools/README_cutlass_slim.md.
-The FlashInfer 0.7.4 variant is ``tools/build_cutlass_sm90_slim_074.py``.
+GPU host: see ``use_slim_module`` / ``--install-aot`` and tools/cutlass_slim/README.md.
+The FlashInfer 0.7.4 variant is ``tools/cutlass_slim/build_cutlass_sm90_slim_074.py``.
 """
 
 from __future__ import annotations

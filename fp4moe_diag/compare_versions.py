@@ -1,6 +1,6 @@
 """Run one sweep under several FlashInfer installs, one subprocess each.
 
-:func:`compare_versions` starts ``python -m fp4moe_diag.versions`` once per version with that version's site
+:func:`compare_versions` starts ``python -m fp4moe_diag.compare_versions`` once per version with that version's site
 directory first on ``PYTHONPATH``; the child imports that FlashInfer, checks its API adapter and runs
 :func:`fp4moe_diag.runs.run_sweep` on the same :class:`~fp4moe_diag.runs.SweepSpec` into the run folder
 ``<out>/<name>/run`` (ceilings, kernel time, screening, tactic filters: the rows of a ``sweep``).  The rows are
@@ -43,7 +43,7 @@ def _child_env(site: Any, module: Any) -> dict:
 
 def _version_rows(label: str, vdir: Path, cp: Any) -> pd.DataFrame:
     """The child's run folder as rows, or the one reason row it (or its exit) left."""
-    from .results import load_run
+    from .run_folder import load_run
 
     info = json.loads((vdir / CHILD_JSON).read_text()) if (vdir / CHILD_JSON).is_file() else {}
     if info.get("reason"):
@@ -85,7 +85,7 @@ def compare_versions(spec: Any, version_dirs: Mapping[str, str | os.PathLike], o
         (vdir / CHILD_JSON).unlink(missing_ok=True)
         env = _child_env(site, (cutlass_modules or {}).get(label))
         try:
-            cp = subprocess.run([python, "-m", "fp4moe_diag.versions", str(vdir / "spec.json"), str(vdir / "run")],
+            cp = subprocess.run([python, "-m", "fp4moe_diag.compare_versions", str(vdir / "spec.json"), str(vdir / "run")],
                                 capture_output=True, text=True, timeout=timeout, env=env)
             (vdir / "log.txt").write_text(cp.stdout[-20000:] + "\n--- stderr ---\n" + cp.stderr[-20000:])
             df = _version_rows(label, vdir, cp)

@@ -1,7 +1,7 @@
 """Shared helpers of the slim FlashInfer SM90 CUTLASS fused-MoE builds (bf16 x MXFP4 only).
 
-Used by ``tools/build_cutlass_sm90_slim.py`` (FlashInfer 0.5.2) and
-``tools/build_cutlass_sm90_slim_074.py`` (FlashInfer 0.7.4).  Everything here drives the
+Used by ``tools/cutlass_slim/build_cutlass_sm90_slim.py`` (FlashInfer 0.5.2) and
+``tools/cutlass_slim/build_cutlass_sm90_slim_074.py`` (FlashInfer 0.7.4).  Everything here drives the
 *installed* flashinfer (its JitSpec/ninja writer, nvcc flags, kernel generator) and writes only
 under ``--out``; no FlashInfer source is copied.
 

@@ -6,7 +6,7 @@
 # nsight-python's own 'ncu-report' dependency is not on PyPI: it comes from ncu's extras/python on
 # the device (gpu_session.sh puts it on PYTHONPATH). Total ~40 MB (the carry limit is 64 MiB).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 DEST=${1:-.whl}
 mkdir -p "$DEST"
 grep -qxF "/.whl/" .git/info/exclude 2>/dev/null || { mkdir -p .git/info; printf '/.whl/\n/.carry/\n/.git_commit\n' >> .git/info/exclude; }

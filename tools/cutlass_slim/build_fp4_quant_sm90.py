@@ -8,7 +8,7 @@ installed flashinfer's unmodified ``gen_fp4_quantization_sm90_module`` spec with
 makes :mod:`fp4moe_diag.backends.flashinfer.prebuilt` load it instead of compiling (``tests/test_quant_gpu.py``
 does so).  Measured here: 7 objects, about 1 minute on 2 cores.
 
-    python tools/build_fp4_quant_sm90.py [--out /work/fp4q] [--fetch-deps]
+    python tools/cutlass_slim/build_fp4_quant_sm90.py [--out /work/fp4q] [--fetch-deps]
 """
 
 from __future__ import annotations

@@ -5,11 +5,11 @@
 # execute the notebooks, then pack everything into $OUT/bundle.tgz (+ $OUT/log.txt); a second invocation with
 # the same $OUT packs into bundle-2.tgz, bundle-3.tgz, ... (never over an earlier bundle).
 #
-#   OUT=/tmp/out PHASES="env reproduce sweep" tools/gpu_session.sh
+#   OUT=/tmp/out PHASES="env reproduce sweep" tools/device/gpu_session.sh
 #
 # Phases (default: all but 'cutlass-build', 'fi074-*' and 'profile'): env reproduce versions sweep notebooks
 # cutlass-build profile; fi074-build (the slim SM90 CUTLASS module of FlashInfer 0.7.4, built here in the
-# background from .carry/fi074_{py,data}.tar.xz with tools/build_cutlass_sm90_slim_074.py: 116 kernels, all
+# background from .carry/fi074_{py,data}.tar.xz with tools/cutlass_slim/build_cutlass_sm90_slim_074.py: 116 kernels, all
 # cores; FI074_TACTICS=fast builds the 4-tactic fast build instead) and fi074-wait (waits for it, copies the .so.xz
 # to $OUT).  A sweep entry's 6th field 'fi074' ('fi074fast': the fast build) runs it
 # under FlashInfer 0.7.4 (/tmp/fi074 first on PYTHONPATH, FP4MOE_CUTLASS_MODULE = that build). (PROFILES="backend|model|ep|tokens|tactic labels;...": Nsight Compute tables)
@@ -68,7 +68,7 @@ export PATH=$PATH:$(dirname "$(ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null |
 
 # SNAPSHOT_S=N: every N s the run folders (/tmp/r, one atomic part file per finished case) and the bundle so far
 # are packed into $OUT/partial.tgz (written beside, then renamed), so a call cut off at its time limit still
-# brings back every finished case (tools/import_gpu_bundle.py imports it, marked partial).
+# brings back every finished case (tools/device/import_gpu_bundle.py imports it, marked partial).
 if [ -n "${SNAPSHOT_S:-}" ]; then
   mkdir -p /tmp/r
   ( while sleep "$SNAPSHOT_S"; do
@@ -116,14 +116,14 @@ if has fi074-build; then
     unpack_fi074 || { log "cannot unpack the FlashInfer 0.7.4 kit"; exit 4; }
     log "building FlashInfer 0.7.4's slim SM90 CUTLASS module (--tactics ${FI074_TACTICS:-full}) in the background (-j ${FI074_JOBS:-12})"
     setsid nohup nice -n 10 env PYTHONPATH="$FI074:${PYTHONPATH:-}" FI_SLIM_OUT="$FI074_OUT" python3 \
-      tools/build_cutlass_sm90_slim_074.py --build --tactics "${FI074_TACTICS:-full}" -j "${FI074_JOBS:-12}" --out "$FI074_OUT" \
+      tools/cutlass_slim/build_cutlass_sm90_slim_074.py --build --tactics "${FI074_TACTICS:-full}" -j "${FI074_JOBS:-12}" --out "$FI074_OUT" \
       > "$OUT/fi074_build.log" 2>&1 < /dev/null &
   fi
 fi
 
 if has cutlass-build; then
   log "slim CUTLASS SM90 build"
-  python3 tools/build_cutlass_sm90_slim.py --build 2>&1 | tail -40 | tee "$B/cutlass_build.txt"
+  python3 tools/cutlass_slim/build_cutlass_sm90_slim.py --build 2>&1 | tail -40 | tee "$B/cutlass_build.txt"
 fi
 
 if has reproduce; then

@@ -36,10 +36,10 @@ Kept (everything else is resolved by the generated throwing stubs, see cutlass_s
 
 Usage (CPU build host)::
 
-    PYTHONPATH=/work/fi/074 python tools/build_cutlass_sm90_slim_074.py --only-generate
-    PYTHONPATH=/work/fi/074 python tools/build_cutlass_sm90_slim_074.py --build [--tactics full]
+    PYTHONPATH=/work/fi/074 python tools/cutlass_slim/build_cutlass_sm90_slim_074.py --only-generate
+    PYTHONPATH=/work/fi/074 python tools/cutlass_slim/build_cutlass_sm90_slim_074.py --build [--tactics full]
 
-GPU host: :func:`use_slim_module` or ``--install-aot``; see tools/README_cutlass_slim.md.
+GPU host: :func:`use_slim_module` or ``--install-aot``; see tools/cutlass_slim/README.md.
 """
 
 from __future__ import annotations
