@@ -51,3 +51,34 @@ def test_on_cpu_each_runner_is_an_unsupported_row(tmp_path):
     assert (df["status"] == "unsupported").all()
     assert df["error_message"].str.contains("cuda", case=False).all()
     assert (~df["has_bias"].astype(bool)).all()
+
+
+def test_the_launcher_is_flashinfers_forward_with_everything_bound():
+    """What is timed is the runner's own ``forward``: no frame of ours between the call and FlashInfer's, the
+    tuner's poisoned output in the runner's output slot, the tactic and launch arguments bound once."""
+    import functools
+
+    import torch
+
+    from fp4moe_diag.backends.base import Tactic
+    from fp4moe_diag.backends.flashinfer.unified import UnifiedPrepared
+
+    class FakeRunner:
+        calls = []
+
+        def forward(self, inputs, tactic=-1, **kw):
+            self.calls.append((inputs, tactic, kw))
+            inputs[0].fill_(1.0)
+            return inputs[0]
+
+    own, x, out = torch.zeros(2, 4), torch.ones(2, 4), torch.full((2, 4), float("nan"))
+    r = FakeRunner()
+    prep = UnifiedPrepared(inputs=None, runner=r, packed=[own, x], launch_kwargs={"enable_pdl": False})
+    b = get_backend("cutlass_w4a16")
+    launch = b.launcher(prep, Tactic(id=(3, -1), label="g1:3"), out)
+    assert isinstance(launch, functools.partial) and launch.func == r.forward
+    y = launch()
+    assert y is out and torch.equal(out, torch.ones(2, 4)) and not own.any()
+    (inputs, tactic, kw), = r.calls
+    assert inputs[1] is x and tactic == (3, -1) and kw == {"enable_pdl": False}
+    assert b.run(prep, Tactic(id=-1, label="default(-1)")) is own  # no output given: the runner's own buffer

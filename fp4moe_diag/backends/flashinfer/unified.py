@@ -28,8 +28,9 @@ as ``data/shapes/gpt-oss-nobias.csv``), expert parallelism (``supports_expert_pa
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -188,11 +189,15 @@ class UnifiedRunnerBackend(Backend):
             out += _cutile_stage_tactics(prepared)
         return out
 
+    def launcher(self, prepared: UnifiedPrepared, tactic: Tactic,
+                 output: Optional[torch.Tensor] = None) -> Callable[[], Any]:
+        """FlashInfer's own ``runner.forward`` with the packed inputs and the tactic bound (the runner writes, and
+        returns, its first input: the tuner's poisoned ``output`` when given)."""
+        packed = prepared.packed if output is None else [output, *prepared.packed[1:]]
+        return functools.partial(prepared.runner.forward, packed, tactic=tactic.id, **prepared.launch_kwargs)
+
     def run(self, prepared: UnifiedPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
-        packed = prepared.packed
-        if output is not None:  # the tuner's poisoned buffer is the one the runner writes
-            packed = [output, *packed[1:]]
-        res = prepared.runner.forward(packed, tactic=tactic.id, **prepared.launch_kwargs)
+        res = self.launcher(prepared, tactic, output)()
         return res[0] if isinstance(res, (list, tuple)) else res
 
 
