@@ -82,3 +82,14 @@ def test_the_launcher_is_flashinfers_forward_with_everything_bound():
     (inputs, tactic, kw), = r.calls
     assert inputs[1] is x and tactic == (3, -1) and kw == {"enable_pdl": False}
     assert b.run(prep, Tactic(id=-1, label="default(-1)")) is own  # no output given: the runner's own buffer
+
+
+def test_the_cutlass_runners_get_the_combined_tactic_like_the_flat_path():
+    from fp4moe_diag.backends.base import Tactic
+
+    b = get_backend("cutlass_w4a16")
+    t = lambda i, us: (Tactic(id=i, label=str(i)), us)  # noqa: E731
+    combo = b.combined_tactic([t(-1, 300.0), t((57, -1), 258.0), t((3, -1), 280.0), t((-1, 169), 278.0)])
+    assert combo.id == (57, 169) and combo.label == "g1:57+g2:169"
+    assert b.combined_tactic([t(-1, 250.0), t((57, -1), 258.0), t((-1, 169), 240.0)]) is None  # gemm1 loses
+    assert get_backend("cutile_mxfp4").combined_tactic([t(-1, 1.0)]) is None

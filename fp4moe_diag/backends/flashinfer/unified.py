@@ -189,6 +189,23 @@ class UnifiedRunnerBackend(Backend):
             out += _cutile_stage_tactics(prepared)
         return out
 
+    def combined_tactic(self, timings: list[tuple[Tactic, float]]) -> Optional[Tactic]:
+        """The CUTLASS runners: (fastest gemm1 tactic, fastest gemm2 tactic), as :class:`.cutlass.CutlassBackend`
+        builds it (the unified runner takes the pair as one tactic); None when either does not beat the default."""
+        if self.spec.tactics != "cutlass":
+            return None
+        dflt = [us for t, us in timings if t.id == -1]
+
+        def fastest(pos: int) -> Optional[tuple[float, int]]:
+            c = [(us, t.id[pos]) for t, us in timings if isinstance(t.id, tuple) and t.id[1 - pos] == -1]
+            best = min(c, default=None)
+            return best if best is not None and (not dflt or best[0] < dflt[0]) else None
+
+        g1, g2 = fastest(0), fastest(1)
+        if g1 is None or g2 is None:
+            return None
+        return Tactic(id=(g1[1], g2[1]), label=f"g1:{g1[1]}+g2:{g2[1]}", params={"gemm1": g1[1], "gemm2": g2[1]})
+
     def launcher(self, prepared: UnifiedPrepared, tactic: Tactic,
                  output: Optional[torch.Tensor] = None) -> Callable[[], Any]:
         """FlashInfer's own ``runner.forward`` with the packed inputs and the tactic bound (the runner writes, and
