@@ -27,6 +27,7 @@ import tempfile
 from typing import Any, Optional
 
 from .api import FlashInferApi
+from .hooks import winner_cache
 
 CUTLASS_INPUTS = ["input", "fc1_expert_weights", "fc1_expert_biases", "fc2_expert_weights", "fc2_expert_biases"]
 TRTLLM_INPUTS = ["output", "routing_logits", "topk_ids", "expert_weights", "hidden_states", "hidden_states_scale",
@@ -94,7 +95,7 @@ class ApiV07(FlashInferApi):
             file_key, value = self.tuner_config_entry(call, tactic)
             config[file_key] = value
             keys.append(file_key)
-        winners = tuner._winner_cache() if hasattr(tuner, "_winner_cache") else tuner.profiling_cache
+        winners = winner_cache(tuner)
         for k in [k for k in winners if k.file_key in keys]:
             del winners[k]
         fd, path = tempfile.mkstemp(prefix="fp4moe_commit_", suffix=".json")

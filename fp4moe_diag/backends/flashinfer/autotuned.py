@@ -23,18 +23,15 @@ A pick of ``(-1, -1)`` is FlashInfer's untuned fallback: the tuner had nothing f
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import os
 import time
-from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 from ...problem.case import MoECase
 from ..base import Tactic
 from .base import FlashInferPrepared
 from .cutlass import GEMM1_OP, GEMM2_OP, CutlassBackend, _cutlass_fn
-from .hooks import call_with_supported_kwargs
+from .hooks import call_with_supported_kwargs, intercept_choose_one, winner_cache
 from ... import settings as fp4moe_settings
 
 ENV_SETTINGS = fp4moe_settings.TUNE_SETTINGS
@@ -56,38 +53,6 @@ def parse_settings(text: str) -> tuple[str, ...]:
     if not out:
         raise ValueError(f"{ENV_SETTINGS}: no setting given")
     return tuple(out)
-
-
-@dataclass
-class PickRecorder:
-    """What FlashInfer's ``AutoTuner.choose_one`` returned, per op (the last answer wins)."""
-
-    picks: dict = field(default_factory=dict)
-
-
-@contextlib.contextmanager
-def record_picks() -> Iterator[PickRecorder]:
-    """Let ``AutoTuner.choose_one`` run unchanged and record its answer ``(runner, tactic)`` per op."""
-    from flashinfer.autotuner import AutoTuner
-
-    original = AutoTuner.choose_one
-    rec = PickRecorder()
-
-    @functools.wraps(original)
-    def recording(self, custom_op, runners, tuning_config, inputs, **kwargs):
-        runner, tactic = original(self, custom_op, runners, tuning_config, inputs, **kwargs)
-        rec.picks[custom_op] = tactic
-        return runner, tactic
-
-    AutoTuner.choose_one = recording
-    try:
-        yield rec
-    finally:
-        AutoTuner.choose_one = original
-
-
-def _winners(tuner: Any) -> dict:
-    return tuner._winner_cache() if hasattr(tuner, "_winner_cache") else tuner.profiling_cache
 
 
 def _tactic_int(v: Any) -> int:
@@ -123,7 +88,7 @@ class CutlassAutotuneBackend(CutlassBackend):
             t0 = time.perf_counter()
             with autotune(True):
                 self._run_op(prepared, tune_max_num_tokens=m)
-            self._tuned[key] = (dict(_winners(tuner)), time.perf_counter() - t0)
+            self._tuned[key] = (dict(winner_cache(tuner)), time.perf_counter() - t0)
         return self._tuned[key]
 
     def pick(self, case: MoECase, prepared: FlashInferPrepared, setting: str) -> tuple[tuple[int, int], dict]:
@@ -136,7 +101,7 @@ class CutlassAutotuneBackend(CutlassBackend):
         if kind == "max":
             snap, secs = self._snapshot(case, setting, prepared)
             tuner.clear_cache()
-            _winners(tuner).update(snap)
+            winner_cache(tuner).update(snap)
             info["tuning_s"] = round(secs, 2)
             ctx = autotune(False)
             extra = {"tune_max_num_tokens": int(value)}
@@ -144,13 +109,14 @@ class CutlassAutotuneBackend(CutlassBackend):
             tuner.clear_cache()
             ctx = autotune(False, cache=value)
             extra = {}
-        with ctx, record_picks() as rec:
+        with ctx, intercept_choose_one("record", ops=[GEMM1_OP, GEMM2_OP]) as rec:
             self._run_op(prepared, **extra)
         tuner.clear_cache()
-        missing = [op for op in (GEMM1_OP, GEMM2_OP) if op not in rec.picks]
+        picks = {c.custom_op: c.answer[1] for c in rec.calls}  # the last answer per op
+        missing = [op for op in (GEMM1_OP, GEMM2_OP) if op not in picks]
         if missing:
             raise RuntimeError(f"FlashInfer's AutoTuner was not asked for {missing} in a plain call")
-        return (_tactic_int(rec.picks[GEMM1_OP]), _tactic_int(rec.picks[GEMM2_OP])), info
+        return (_tactic_int(picks[GEMM1_OP]), _tactic_int(picks[GEMM2_OP])), info
 
     def tactics(self, case: MoECase, prepared: Optional[FlashInferPrepared] = None) -> list[Tactic]:
         if prepared is None:

@@ -83,6 +83,8 @@ class ChooseOneCall:
     inputs: list
     kwargs: dict
     tuning_mode: bool
+    #: what ``choose_one`` returned (``(runner, tactic)``), in ``"record"`` mode once the stock method answered
+    answer: Any = None
 
     @property
     def input_names(self) -> list[str]:
@@ -128,7 +130,7 @@ def intercept_choose_one(
 ) -> Iterator[ChooseOneRecorder]:
     """Patch ``AutoTuner.choose_one`` for the duration of the block.
 
-    ``mode``: ``"record"`` (record, then call the stock method), ``"stop"`` (record, then raise
+    ``mode``: ``"record"`` (record, then call the stock method; its answer is the call's ``answer``), ``"stop"`` (record, then raise
     :class:`TunerCallStopped` so no kernel runs), ``"force"`` (record, then return
     ``(runners[0], tactic)`` without profiling: the kernel call that follows uses ``tactic``;
     ``tactic`` may be a dict op name -> tactic, ops missing from it get -1, the fallback).
@@ -155,13 +157,19 @@ def intercept_choose_one(
         if mode == "force":
             chosen = tactic.get(custom_op, -1) if isinstance(tactic, dict) else tactic
             return runners[0], chosen
-        return original(self, custom_op, runners, tuning_config, inputs, **kwargs)
+        call.answer = original(self, custom_op, runners, tuning_config, inputs, **kwargs)
+        return call.answer
 
     AutoTuner.choose_one = patched
     try:
         yield rec
     finally:
         AutoTuner.choose_one = original
+
+
+def winner_cache(tuner: Any) -> dict:
+    """The AutoTuner's in-memory winners (0.7: ``_winner_cache()``, the active partition; 0.5: ``profiling_cache``)."""
+    return tuner._winner_cache() if hasattr(tuner, "_winner_cache") else tuner.profiling_cache
 
 
 def find_meta_tensors(call_or_inputs: Any, expected_device: Optional[Any] = None) -> list[InputInfo]:
