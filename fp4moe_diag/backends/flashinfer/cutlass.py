@@ -55,6 +55,37 @@ def _cutlass_fn():
     return cutlass_fused_moe
 
 
+def stage_tactics(fn, kwargs: dict) -> list[Tactic]:
+    """Every gemm1 tactic (gemm2 at -1) and every gemm2 tactic (gemm1 at -1) that FlashInfer's CUTLASS op ``fn``
+    offers for ``kwargs``, with the ids its tuner hands the kernel (:mod:`.api`); nothing is launched."""
+    api = get_api()
+    calls = capture_tuner_calls(fn, kwargs, [GEMM1_OP, GEMM2_OP])
+    g2call = calls[1] if len(calls) > 1 else None
+    n1, n2 = api.cutlass_tactic_ids(calls[0], g2call)
+    idx = (lambda t: api.cutlass_gemm2_index(g2call, t)) if g2call is not None else (lambda t: t)  # noqa: E731
+    return ([Tactic(id=(t, -1), label=f"g1:{t}", params={"gemm1": t, "gemm2": -1, "gemm2_index": -1}) for t in n1]
+            + [Tactic(id=(-1, t), label=f"g2:{t}", params={"gemm1": -1, "gemm2": t, "gemm2_index": idx(t)})
+               for t in n2])
+
+
+def combine_stage_winners(timings: list[tuple[Tactic, float]], default_id: Any) -> Optional[Tactic]:
+    """``(fastest gemm1, fastest gemm2)`` of the single-stage tactics in ``timings`` ((tactic, median us), ids
+    ``(g1, -1)`` / ``(-1, g2)``): the pair FlashInfer's AutoTuner would pick, as it profiles the two GEMMs apart.
+    None unless both stage winners beat the tactic ``default_id``."""
+    dflt = [us for t, us in timings if t.id == default_id]
+
+    def fastest(pos: int) -> Optional[int]:
+        cands = [(us, t.id[pos]) for t, us in timings
+                 if isinstance(t.id, tuple) and t.id[pos] != -1 and t.id[1 - pos] == -1]
+        best = min(cands, key=lambda c: c[0], default=None)
+        return best[1] if best is not None and (not dflt or best[0] < dflt[0]) else None
+
+    g1, g2 = fastest(0), fastest(1)
+    if g1 is None or g2 is None:
+        return None
+    return Tactic(id=(g1, g2), label=f"g1:{g1}+g2:{g2}", params={"gemm1": g1, "gemm2": g2})
+
+
 def load_slim_module_if_configured() -> Optional[str]:
     """If ``FP4MOE_CUTLASS_MODULE`` names a prebuilt slim SM90 module, make FlashInfer use it."""
     path = settings.read(settings.CUTLASS_MODULE)
@@ -142,31 +173,14 @@ class CutlassBackend(Backend):
         if prepared is None:
             dev = default_device()
             prepared = self.prepare(build_inputs(case.with_tokens(min(case.num_tokens, 8)), dev))
-        api = get_api()
-        calls = capture_tuner_calls(_cutlass_fn(), prepared.kwargs, [GEMM1_OP, GEMM2_OP])
-        g2call = calls[1] if len(calls) > 1 else None
-        n1, n2 = api.cutlass_tactic_ids(calls[0], g2call)
-        idx = (lambda t: api.cutlass_gemm2_index(g2call, t)) if g2call is not None else (lambda t: t)  # noqa: E731
-        out = [Tactic(id=(-1, -1), label="default(-1,-1)", params={"gemm1": -1, "gemm2": -1, "gemm2_index": -1},
-                      is_default=True)]
-        out += [Tactic(id=(t, -1), label=f"g1:{t}", params={"gemm1": t, "gemm2": -1, "gemm2_index": -1})
-                for t in n1]
-        out += [Tactic(id=(-1, t), label=f"g2:{t}", params={"gemm1": -1, "gemm2": t, "gemm2_index": idx(t)})
-                for t in n2]
-        return out
+        default = Tactic(id=(-1, -1), label="default(-1,-1)",
+                         params={"gemm1": -1, "gemm2": -1, "gemm2_index": -1}, is_default=True)
+        return [default, *stage_tactics(_cutlass_fn(), prepared.kwargs)]
 
     def combined_tactic(self, timings: list[tuple[Tactic, float]]) -> Optional[Tactic]:
         """(fastest gemm1 tactic, fastest gemm2 tactic): what FlashInfer's AutoTuner would pick, as
-        it profiles gemm1 and gemm2 separately.  None when neither beats the default."""
-        def fastest(pos: int) -> int:
-            cands = {t.id[pos]: us for t, us in timings if t.id[pos] != -1 and t.id[1 - pos] == -1}
-            dflt = [us for t, us in timings if t.id == (-1, -1)]
-            best = min(cands, key=cands.get, default=-1)
-            return best if best != -1 and (not dflt or cands[best] < dflt[0]) else -1
-        g1, g2 = fastest(0), fastest(1)
-        if g1 == -1 or g2 == -1:
-            return None
-        return Tactic(id=(g1, g2), label=f"g1:{g1}+g2:{g2}", params={"gemm1": g1, "gemm2": g2})
+        it profiles gemm1 and gemm2 separately (:func:`combine_stage_winners`)."""
+        return combine_stage_winners(timings, default_id=(-1, -1))
 
     def tactic_calls(self, prepared: FlashInferPrepared, tactic: Tactic) -> list:
         """[(recorded choose_one call, tactic for it)] for gemm1 and gemm2 (what :meth:`commit_tactic` commits)."""

@@ -4,8 +4,8 @@
 * :func:`intercept_choose_one` -- patch ``flashinfer.autotuner.AutoTuner.choose_one`` to record
   every call (op name, runners, the input tensors and their devices) and, on request, stop before
   any kernel runs, or force a tactic without profiling.
-* (:func:`.stubs.stub_trtllm_gen_module`, beside the CUTLASS stub) -- run the *real* Python of the trtllm-gen MoE ops on a machine
-  without Blackwell (H200, CPU): the JIT module is replaced by a stand-in whose entry points pack
+* (:func:`.stubs.stub_trtllm_gen_module`, beside the CUTLASS stub) -- run the *real* Python of the trtllm-gen
+  MoE ops on a machine without Blackwell (H200, CPU): the JIT module is replaced by a stand-in whose entry points pack
   their arguments through TVM-FFI's own argument packer (``testing.nop``) and do nothing else.
   So the stock op, the stock AutoTuner and the stock TVM-FFI argument setter all run; only the
   kernel is missing.  A meta tensor then fails exactly as on a B200:
@@ -130,8 +130,8 @@ def intercept_choose_one(
 ) -> Iterator[ChooseOneRecorder]:
     """Patch ``AutoTuner.choose_one`` for the duration of the block.
 
-    ``mode``: ``"record"`` (record, then call the stock method; its answer is the call's ``answer``), ``"stop"`` (record, then raise
-    :class:`TunerCallStopped` so no kernel runs), ``"force"`` (record, then return
+    ``mode``: ``"record"`` (record, then call the stock method; its answer is the call's ``answer``),
+    ``"stop"`` (record, then raise :class:`TunerCallStopped` so no kernel runs), ``"force"`` (record, then return
     ``(runners[0], tactic)`` without profiling: the kernel call that follows uses ``tactic``;
     ``tactic`` may be a dict op name -> tactic, ops missing from it get -1, the fallback).
     ``ops`` limits the interception to those op names; other ops pass through to the stock

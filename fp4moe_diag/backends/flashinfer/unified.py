@@ -39,7 +39,7 @@ from ...problem.inputs import MoEInputs
 from ...problem.quant import dequantize_mxfp4
 from ..base import Backend, Support, Tactic
 from .base import flashinfer_support
-from .cutlass import GEMM1_OP, GEMM2_OP, _cutlass_fn, load_slim_module_if_configured
+from .cutlass import _cutlass_fn, combine_stage_winners, load_slim_module_if_configured, stage_tactics
 
 
 @dataclass(frozen=True)
@@ -134,13 +134,14 @@ class UnifiedRunnerBackend(Backend):
         return {"flashinfer": self._fi_version()}
 
     # -- preparation (FlashInfer's own) ---------------------------------------------------
-    def _config(self, case: MoECase, inputs: MoEInputs) -> Any:
+    def _config(self, case: MoECase) -> Any:
         import flashinfer.fused_moe.api as api  # noqa: PLC0415
 
         act = api.SwiGLU(alpha=float(case.swiglu_alpha), beta=float(case.swiglu_beta), limit=float(case.swiglu_limit))
         return api.MoEConfig(
             routing=api.RoutingConfig(num_experts=case.num_experts, top_k=case.top_k),
-            quant=api.QuantConfig(weight=api.QuantFormat.MXFP4, activation=getattr(api.QuantFormat, self.spec.activation)),
+            quant=api.QuantConfig(weight=api.QuantFormat.MXFP4,
+                                  activation=getattr(api.QuantFormat, self.spec.activation)),
             experts=api.ExpertConfig(intermediate_size=case.intermediate_size),
             activation=act,
             backend=api.BackendOptions(candidates=(getattr(api, self.spec.config)(),)),
@@ -167,7 +168,7 @@ class UnifiedRunnerBackend(Backend):
         if not why:
             raise ValueError(f"case: {why.reason}")
         load_slim_module_if_configured()
-        cfg, act = self._config(inputs.case, inputs)
+        cfg, act = self._config(inputs.case)
         runner = runner_class(self.spec)(cfg, device=inputs.device)
         runner.check_support()
         runner.build()
@@ -190,21 +191,9 @@ class UnifiedRunnerBackend(Backend):
         return out
 
     def combined_tactic(self, timings: list[tuple[Tactic, float]]) -> Optional[Tactic]:
-        """The CUTLASS runners: (fastest gemm1 tactic, fastest gemm2 tactic), as :class:`.cutlass.CutlassBackend`
-        builds it (the unified runner takes the pair as one tactic); None when either does not beat the default."""
-        if self.spec.tactics != "cutlass":
-            return None
-        dflt = [us for t, us in timings if t.id == -1]
-
-        def fastest(pos: int) -> Optional[tuple[float, int]]:
-            c = [(us, t.id[pos]) for t, us in timings if isinstance(t.id, tuple) and t.id[1 - pos] == -1]
-            best = min(c, default=None)
-            return best if best is not None and (not dflt or best[0] < dflt[0]) else None
-
-        g1, g2 = fastest(0), fastest(1)
-        if g1 is None or g2 is None:
-            return None
-        return Tactic(id=(g1[1], g2[1]), label=f"g1:{g1[1]}+g2:{g2[1]}", params={"gemm1": g1[1], "gemm2": g2[1]})
+        """The CUTLASS runners: the flat path's pair of stage winners (:func:`.cutlass.combine_stage_winners`), as
+        one tactic of the runner; none for the others."""
+        return combine_stage_winners(timings, default_id=-1) if self.spec.tactics == "cutlass" else None
 
     def launcher(self, prepared: UnifiedPrepared, tactic: Tactic,
                  output: Optional[torch.Tensor] = None) -> Callable[[], Any]:
@@ -219,19 +208,13 @@ class UnifiedRunnerBackend(Backend):
 
 
 def _cutlass_stage_tactics(prepared: UnifiedPrepared) -> list[Tactic]:
-    """gemm1 tactics (gemm2 at -1) and gemm2 tactics (gemm1 at -1) of the flat CUTLASS op this runner calls."""
-    from .api import get_api
-    from .base import capture_tuner_calls
-
+    """The stage tactics of the flat CUTLASS op this runner calls, for the arguments it passes it."""
     r, p = prepared.runner, prepared.packed
     kw = dict(input=p[1], token_selected_experts=p[2], token_final_scales=p[3], fc1_expert_weights=p[4],
               fc2_expert_weights=p[5], output_dtype=torch.bfloat16, quant_scales=r._quant_scales(p),
               use_w4_group_scaling=r._use_w4_group_scaling, use_wfp4afp8_humming=r._use_wfp4afp8_humming,
               tune_max_num_tokens=r.config.execution.tune_max_num_tokens, **prepared.launch_kwargs)
-    calls = capture_tuner_calls(_cutlass_fn(), kw, [GEMM1_OP, GEMM2_OP])
-    n1, n2 = get_api().cutlass_tactic_ids(calls[0], calls[1])
-    return ([Tactic(id=(t, -1), label=f"g1:{t}", params={"gemm1": t, "gemm2": -1}) for t in n1]
-            + [Tactic(id=(-1, t), label=f"g2:{t}", params={"gemm1": -1, "gemm2": t}) for t in n2])
+    return stage_tactics(_cutlass_fn(), kw)
 
 
 def _cutile_stage_tactics(prepared: UnifiedPrepared) -> list[Tactic]:
