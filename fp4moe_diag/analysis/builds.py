@@ -48,22 +48,21 @@ def with_build_kind(df: pd.DataFrame) -> pd.DataFrame:
 def _single_tactic(df: pd.DataFrame) -> pd.Series:
     """Rows of one tactic of the backend's own list (not a combined ``g1:a+g2:b`` row, not an autotuner pick)."""
     label = df["tactic_label"].astype("string").fillna("")
-    tactic = df["tactic"] if "tactic" in df.columns else df["tactic_label"]
-    return ~label.str.contains("+", regex=False) & ~label.str.startswith("fi-autotune") & tactic.notna()
+    return ~label.str.contains("+", regex=False) & ~label.str.startswith("fi-autotune") & df["tactic"].notna()
 
 
 def tactic_sets(df: pd.DataFrame, backends: Sequence[str] = FLASHINFER_BACKENDS) -> pd.DataFrame:
     """Per shape x backend x FlashInfer version x build: ``n_tactics`` (distinct tactics of the backend's own list
-    that ran: ok, incorrect or failed) and the build kind."""
+    that ran: ok, incorrect or failed) and the build kind.  Frames without a ``tactic`` column count labels."""
     d = with_build_kind(df[df["backend"].isin(backends) & df["status"].isin(["ok", "incorrect", "failed"])])
+    build = d["flashinfer_build"] if "flashinfer_build" in d.columns else pd.Series("", index=d.index)
+    d = d.assign(tactic=d["tactic"] if "tactic" in d.columns else d["tactic_label"],
+                 flashinfer_build=build.astype("string").fillna(""))
     d = d[_single_tactic(d)]
-    if "tactic" not in d.columns:
-        d = d.assign(tactic=d["tactic_label"])
     keys = [k for k in SHAPE_KEYS if k in d.columns] + ["backend", "flashinfer_version", "flashinfer_build",
                                                          "build_kind"]
     if d.empty:
         return pd.DataFrame(columns=keys + ["n_tactics"])
-    d = d.assign(flashinfer_build=d.get("flashinfer_build", pd.Series("", index=d.index)).astype("string").fillna(""))
     return d.groupby(keys, dropna=False)["tactic"].nunique().rename("n_tactics").reset_index()
 
 
@@ -94,9 +93,9 @@ def unequal_pairs(df: pd.DataFrame, base: str, other: str) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def refuse_unequal(df: pd.DataFrame, base: str, other: str) -> None:
-    """A ValueError naming up to five shapes whose two versions were measured with different builds."""
-    bad = unequal_pairs(df, base, other)
+def refuse_unequal(bad: pd.DataFrame, base: str, other: str) -> None:
+    """A ValueError naming up to five of the shapes in ``bad`` (:func:`unequal_pairs`): their two versions were
+    measured with different builds."""
     if bad.empty:
         return
     lines = [f"  {r['backend']} {r['model']} EP{r['ep_size']} T={r['num_tokens']}: {base}: {r['build_' + base]}; "

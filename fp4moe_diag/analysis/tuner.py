@@ -11,13 +11,15 @@ from __future__ import annotations
 import pandas as pd
 
 from .builds import SHAPE_KEYS, with_build_kind
+from .per_shape import ok_rows
 
 PICKS = "cutlass_autotune"
 SEARCHED = "cutlass"
 
 
 def _full_rows(df: pd.DataFrame, backend: str) -> pd.DataFrame:
-    d = df[(df["backend"] == backend) & (df["status"] == "ok")]
+    """The backend's ok rows timed in full (not only screened), with their build kind."""
+    d = ok_rows(df[df["backend"] == backend])
     return with_build_kind(d[d["timing_pass"].fillna("full") != "screen"])
 
 

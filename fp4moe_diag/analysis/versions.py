@@ -96,8 +96,8 @@ def version_ratio_table(df: pd.DataFrame, base: Optional[str] = None, other: Opt
     }).reset_index()
     if builds == "matched":  # a build measured under one version only is not a comparison
         out = out.dropna(subset=[f"time_{base}_us", f"time_{other}_us"], how="any").reset_index(drop=True)
-        if out.empty and len(refused):
-            refuse_unequal(df, base, other)
+        if out.empty:
+            refuse_unequal(refused, base, other)
     else:
         k = [c for c in SHAPE_KEYS if c in out.columns and c in refused.columns] + ["backend"]
         out = out.merge(refused[k + ["why"]] if len(refused) else pd.DataFrame(columns=k + ["why"]), on=k,
