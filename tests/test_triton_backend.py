@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -42,6 +41,7 @@ from fp4moe_diag.backends.triton.configs import (
     split_k_fits,
 )
 from fp4moe_diag.backends.triton.grouping import group_pairs_by_expert
+from interpreter import HAS_TRITON, run_result_script, sub_env
 
 
 def interpreted_or_cpu() -> bool:
@@ -50,23 +50,7 @@ def interpreted_or_cpu() -> bool:
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _has_triton() -> bool:
-    try:  # importing triton here is harmless: only importing the kernels module fixes interpret mode
-        import triton  # noqa: F401
-    except Exception:  # noqa: BLE001
-        return False
-    return True
-
-
-HAS_TRITON = _has_triton()
 TOL = 1e-2  # relative L2 vs the fp32 reference; bf16 intermediate/output rounding gives ~4e-3
-
-
-def _sub_env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.update(extra)
-    return env
 
 
 # ------------------------------------------------------------------ grouping
@@ -321,7 +305,7 @@ def test_supports_without_triton_never_crashes():
         "    s = b.supports(d); assert not s; print(s.reason)\n"
         "print(b.versions()['triton'])\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_sub_env(TRITON_INTERPRET="1"),
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=sub_env(TRITON_INTERPRET="1"),
                        cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.strip().splitlines()
@@ -427,11 +411,7 @@ print("RESULT " + json.dumps(out))
 def interp_results() -> dict:
     if not HAS_TRITON:
         pytest.skip("triton is not installed")
-    r = subprocess.run([sys.executable, "-c", _INTERP_SCRIPT], capture_output=True, text=True,
-                       env=_sub_env(TRITON_INTERPRET="1"), cwd=ROOT, timeout=1200)
-    assert r.returncode == 0, f"interpreter run failed:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
-    line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):])
+    return run_result_script(_INTERP_SCRIPT)
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")

@@ -12,29 +12,16 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from interpreter import HAS_TRITON, run_result_script
+
 from fp4moe_diag.backends.triton.configs import PDL_LABELS, PS_PDL_CONFIGS, KernelConfig, parse_config
 
-ROOT = Path(__file__).resolve().parents[1]
 TOL = 1e-2  # as tests/test_triton_backend.py: relative L2 against the fp32 reference
-
-
-def _has_triton() -> bool:
-    try:
-        import triton  # noqa: F401
-    except Exception:  # noqa: BLE001
-        return False
-    return True
-
-
-HAS_TRITON = _has_triton()
 
 
 def test_pdl_labels_round_trip_and_checks():
@@ -106,13 +93,7 @@ print("RESULT " + json.dumps(out))
 def interp_results() -> dict:
     if not HAS_TRITON:
         pytest.skip("triton is not installed")
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    r = subprocess.run([sys.executable, "-c", _INTERP_SCRIPT], capture_output=True, text=True, env=env, cwd=ROOT,
-                       timeout=1200)
-    assert r.returncode == 0, f"interpreter run failed:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
-    line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):])
+    return run_result_script(_INTERP_SCRIPT)
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")

@@ -1,0 +1,41 @@
+"""Shared by the Triton interpreter tests: whether triton imports, the environment of a child process that imports
+this checkout, and running a script in a fresh interpreter (``TRITON_INTERPRET=1`` fixes the mode at import) that
+prints one ``RESULT <json>`` line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _has_triton() -> bool:
+    try:  # importing triton here is harmless: only importing the kernels module fixes interpret mode
+        import triton  # noqa: F401
+    except Exception:  # noqa: BLE001
+        return False
+    return True
+
+
+HAS_TRITON = _has_triton()
+
+
+def sub_env(**extra: str) -> dict[str, str]:
+    """This process's environment with the checkout first on ``PYTHONPATH``, plus ``extra``."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.update(extra)
+    return env
+
+
+def run_result_script(script: str, timeout: int = 1200) -> dict:
+    """Run ``script`` under the Triton interpreter in a child process; the JSON of its last ``RESULT`` line."""
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       env=sub_env(TRITON_INTERPRET="1"), cwd=ROOT, timeout=timeout)
+    assert r.returncode == 0, f"interpreter run failed:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
+    line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):])
