@@ -217,6 +217,10 @@ PS_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
     (128, 64, 64, 4, 4, "ps"),
     (256, 64, 64, 4, 3, "ps"),
     (128, 128, 128, 8, 3, "ps"),
+    (128, 128, 64, 8, 3, "ps"),
+    (128, 128, 64, 8, 4, "ps"),
+    (64, 256, 64, 8, 3, "ps"),
+    (64, 128, 64, 4, 5, "ps"),
 ))
 # Occupancy decides (registers per thread, cuobjdump -res-usage of the sm_90a cubin): m16n128k128w4s3 gemm1 168 /
 # gemm2 123 registers (3 / 4 CTAs per SM), m64n128k128w4s3 255 / 226 (2 / 2), every 8-warp tile 1 CTA per SM (slow
@@ -231,6 +235,7 @@ PS_DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
     (16, 64, 256, 4, 3, "ps", 4),
     (16, 128, 128, 4, 3, "ps", 1, 2),
     (16, 128, 128, 4, 3, "ps", 1, 3),
+    (16, 64, 128, 4, 4, "ps", 8),
 ))
 # "-g2skN": gemm2 alone split N ways.  gemm1's split costs a partial-sum round trip and a finalize kernel, gemm2's
 # planes are summed by the top-k reduction that runs anyway; m16n128k128w4s3 puts gemm2's 768 programs (20b EP1
@@ -253,6 +258,11 @@ PS_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, pdl=1) for c i
     (16, 128, 128, 4, 3, "ps", 1, 2),
     (16, 64, 256, 4, 3, "ps", 2),
     (16, 64, 256, 4, 3, "ps", 4),
+    (16, 64, 128, 4, 4, "ps", 8),
+)) + tuple(KernelConfig(*c, pdl=3) for c in (
+    (16, 128, 128, 4, 3, "ps"),
+    (16, 128, 128, 4, 3, "ps", 1, 2),
+    (16, 64, 256, 4, 3, "ps", 2),
 ))
 
 _LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds|x2|sw|ps))?(?:-sk(\d+))?(?:-g2sk(\d+))?(-pdl|-pdlpfe|-pdlpf)?$")
