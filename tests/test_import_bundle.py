@@ -55,9 +55,34 @@ def test_a_partial_snapshot_brings_back_the_finished_cases_and_says_partial(tmp_
     assert sorted(df["num_tokens"].tolist()) == [1, 1, 16, 16, 16, 64, 64, 64]  # both sweeps, the torn part not
     assert set(df["run_id"]) == {"2026-12-03-nvidia-h200-s6"}
     prov = (runs / "2026-12-03-nvidia-h200-s6" / "PROVENANCE.md").read_text()
-    assert "**Partial run**" in prov and "s6-ep1: 6 rows from 2 finished cases" in prov and "s6-ep2:" not in prov
+    assert "**Partial run**" in prov and "s6-ep1: 6 rows from 2 cases" in prov and "s6-ep2:" not in prov
     assert (runs / "2026-12-03-nvidia-h200-s6" / "env.txt").read_text() == "gpu NVIDIA H200\n"
 
     again = importer(str(tgz), "2026-12-03-nvidia-h200-s6", "--runs-root", str(runs))  # never over a run
     assert again.returncode == 2 and "exists" in again.stderr and "--overwrite" in again.stderr
     assert len(pd.read_parquet(runs / "2026-12-03-nvidia-h200-s6" / "results.parquet")) == 8
+
+
+def test_a_runs_tgz_of_finished_sweeps_is_complete_not_partial_and_names_its_ceilings(tmp_path):
+    """A call that packs only its run folders (r/<sweep>, no bundle/): each finished sweep merged its parts, so the
+    run is complete; the ceilings line comes from the sweep that measured them, with how many rows carry them."""
+    snap = tmp_path / "snap"
+    for name, t, ceil in (("decode", 64, None), ("prefill", 4096, 4449.0)):
+        df = rows(t)
+        if ceil is not None:
+            df["ceiling_read_GBps"] = ceil
+        with RunFolder(snap / "r" / name, CFG) as rf:
+            rf.append_case(f"T{t}", df)
+            rf.merge()
+    tgz = tmp_path / "runs.tgz"
+    with tarfile.open(tgz, "w:gz") as tf:
+        tf.add(snap / "r", "r")
+    runs = tmp_path / "runs"
+    cp = importer(str(tgz), "2026-12-04-nvidia-h200-x", "--runs-root", str(runs), "--command", "bash call.sh")
+    assert cp.returncode == 0, cp.stderr
+    prov = (runs / "2026-12-04-nvidia-h200-x" / "PROVENANCE.md").read_text()
+    assert "**Partial run**" not in prov
+    assert "each complete" in prov and "decode: 2 rows from 1 cases" in prov and "prefill: 2 rows from 1 cases" in prov
+    assert "read 4449 GB/s" in prov and "(2 of 4 rows carry them)" in prov
+    assert "by:\n\n```\nbash call.sh\n```" in prov and "gpu_session.sh" not in prov
+    assert "Files: results.parquet, results.csv (results" in prov and "env.txt" not in prov

@@ -56,14 +56,16 @@ def main() -> None:
         parts = sorted([b / "run" / "results.parquet"] + list((b / "runs").glob("*/results.parquet")))
         frames = [pd.read_parquet(p) for p in parts if p.exists()]
         merged = {p.parent.name for p in parts if p.exists()}
+        complete: list[str] = []
         for run in sorted(p for p in (Path(tmp) / "r").glob("*") if p.is_dir() and p.name not in merged):
             n_parts = len(part_files(run))
             if not n_parts:
                 continue
-            df_parts = load_run(run)  # a sweep cut off before its merge: the cases it finished (current config)
+            df_parts = load_run(run)  # merged results when the sweep finished, else the cases it finished
             if len(df_parts):
                 frames.append(df_parts)
-                partial.append(f"{run.name}: {len(df_parts)} rows from {n_parts} finished cases")
+                done = (run / "results.parquet").exists()  # written by the sweep's merge, after its last case
+                (complete if done else partial).append(f"{run.name}: {len(df_parts)} rows from {n_parts} cases")
         if frames:
             df = pd.concat(frames, ignore_index=True)
             df["run_id"] = args.run_id
@@ -73,23 +75,29 @@ def main() -> None:
     lines = [f"# Run {args.run_id}", ""]
     if df is not None:
         r = df.iloc[0]
+        measured = df.dropna(subset=[c for c in ("ceiling_read_GBps",) if c in df.columns])
+        c = measured.iloc[0] if len(measured) else r
         for k in ("gpu_name", "compute_capability", "driver_version", "torch_version", "cuda_version",
                   "flashinfer_version", "triton_version", "git_commit"):
             lines.append(f"- {k}: {r.get(k, '')}")
         lines.append(f"- rows: {len(df)} ({', '.join(f'{b}: {n}' for b, n in df['backend'].value_counts().items())})")
         lines.append(f"- statuses: {dict(df['status'].value_counts())}")
-        lines.append(f"- ceilings measured in the run: read {r.get('ceiling_read_GBps', float('nan')):.0f} GB/s, "
-                     f"copy {r.get('ceiling_copy_GBps', float('nan')):.0f} GB/s, "
-                     f"bf16 GEMM {r.get('ceiling_bf16_TFLOPs', float('nan')):.0f} TFLOP/s")
-    lines += ["", "Produced on the lent H200 by `tools/device/gpu_session.sh`"
-              + (f":\n\n```\n{args.command}\n```" if args.command else "."), ""]
+        lines.append(f"- ceilings measured in the run: read {c.get('ceiling_read_GBps', float('nan')):.0f} GB/s, "
+                     f"copy {c.get('ceiling_copy_GBps', float('nan')):.0f} GB/s, "
+                     f"bf16 GEMM {c.get('ceiling_bf16_TFLOPs', float('nan')):.0f} TFLOP/s"
+                     + (f" ({len(measured)} of {len(df)} rows carry them)" if len(measured) < len(df) else ""))
+    lines += ["", "Produced on the lent GPU machine" + (f" by:\n\n```\n{args.command}\n```" if args.command
+                                                         else " by `tools/device/gpu_session.sh`."), ""]
+    if complete:
+        lines += ["Imported from the sweeps' run folders, each complete (merged after its last case): "
+                  + "; ".join(complete) + ".", ""]
     if partial:
         lines += ["**Partial run**: the device call ended (time limit) before these sweeps finished; only the "
                   "cases they had finished are here (" + "; ".join(partial) + ").", ""]
     if args.note:
         lines += ["## Notes", "", args.note, ""]
-    lines += ["Files: results.parquet/csv (schema in README), env.txt (nvidia-smi, versions), reproduce.txt + "
-              "verdict_h200.json (bug verdict), version_matrix.csv, sweep.txt (log), reports/ (executed notebooks)."]
+    present = [n for n in ("results.parquet", "results.csv") + KEEP + ("reports",) if (dst / n).exists()]
+    lines += ["Files: " + ", ".join(present) + " (results: schema in README)."]
     (dst / "PROVENANCE.md").write_text("\n".join(lines) + "\n")
     print(f"imported into {dst}")
 

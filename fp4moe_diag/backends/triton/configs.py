@@ -217,15 +217,13 @@ PS_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
     (128, 64, 64, 4, 4, "ps"),
     (256, 64, 64, 4, 3, "ps"),
     (128, 128, 128, 8, 3, "ps"),
-    (128, 128, 64, 8, 3, "ps"),
-    (128, 128, 64, 8, 4, "ps"),
-    (64, 256, 64, 8, 3, "ps"),
-    (64, 128, 64, 4, 5, "ps"),
 ))
 # Occupancy decides (registers per thread, cuobjdump -res-usage of the sm_90a cubin): m16n128k128w4s3 gemm1 168 /
 # gemm2 123 registers (3 / 4 CTAs per SM), m64n128k128w4s3 255 / 226 (2 / 2), every 8-warp tile 1 CTA per SM (slow
 # on the H200, s7-ps: m128n128k128w8s3 2858 us against 2274 for m64n128k128w4s3 at 20b EP1 T=4096).  (128, 128, 64,
-# 4) and (128, 256, 64, 8) spill gemm1's two accumulators to local memory: not offered.
+# 4) and (128, 256, 64, 8) spill gemm1's two accumulators to local memory: not offered.  Tried and dropped (H200,
+# data/runs/2026-12-04-nvidia-h200-s9a, 20b EP1 T=4096, against 2127 us for m64n128k128w4s3): m64n128k64w4s5 2531,
+# m128n128k64w8s3 / s4 2954 / 3039, m64n256k64w8s3 3204 (every 8-warp tile: 255 registers, 1 CTA per SM).
 PS_DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
     (16, 64, 128, 4, 6, "ps", 2),
     (16, 64, 128, 4, 6, "ps", 4),
@@ -235,7 +233,6 @@ PS_DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
     (16, 64, 256, 4, 3, "ps", 4),
     (16, 128, 128, 4, 3, "ps", 1, 2),
     (16, 128, 128, 4, 3, "ps", 1, 3),
-    (16, 64, 128, 4, 4, "ps", 8),
 ))
 # "-g2skN": gemm2 alone split N ways.  gemm1's split costs a partial-sum round trip and a finalize kernel, gemm2's
 # planes are summed by the top-k reduction that runs anyway; m16n128k128w4s3 puts gemm2's 768 programs (20b EP1
@@ -251,19 +248,16 @@ PS_DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
 #: the same run at every shape (T=64 164.4, T=16 160.3, T=4096 2209 us): not offered, kept for that run's labels.
 #: Its SASS says why in part: the bulk prefetch (UBLKPF) takes warp-uniform operands, so per-thread addresses made
 #: ptxas loop it over up to 32 addresses per warp.  ``-pdlpfe`` (pdl=3: one evict_last bulk prefetch per slab from
-#: one thread, 2 UBLKPF per warp) is interpreter- and sm_90a-build-tested but NOT measured on the GPU yet: not offered.
+#: one thread, 2 UBLKPF per warp) was measured in s9a: within noise of -pdl (see below): not offered.
 PS_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, pdl=1) for c in (
     (16, 128, 128, 4, 3, "ps"),
     (16, 128, 128, 4, 4, "ps"),
     (16, 128, 128, 4, 3, "ps", 1, 2),
     (16, 64, 256, 4, 3, "ps", 2),
     (16, 64, 256, 4, 3, "ps", 4),
-    (16, 64, 128, 4, 4, "ps", 8),
-)) + tuple(KernelConfig(*c, pdl=3) for c in (
-    (16, 128, 128, 4, 3, "ps"),
-    (16, 128, 128, 4, 3, "ps", 1, 2),
-    (16, 64, 256, 4, 3, "ps", 2),
 ))
+# Measured and not offered (s9a, same run as -pdl): -pdlpfe within noise of -pdl (120b EP4 T=64 140.1 vs 140.6 us,
+# 20b EP1 T=64 163.9 vs 162.4, T=16 159.0 vs 158.4); split-K 8 (m16n64k128w4s4-ps-sk8) slower at every decode shape.
 
 _LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds|x2|sw|ps))?(?:-sk(\d+))?(?:-g2sk(\d+))?(-pdl|-pdlpfe|-pdlpf)?$")
 
