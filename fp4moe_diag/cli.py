@@ -76,7 +76,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
     labels = split_labels(args.tactics)
     tactics = {f"t{i}": lab for i, lab in enumerate(labels)}
     out = Path(args.out)
-    k = profile_kernels(cases[0], args.backend, device, out, tactics, runs=args.runs)  # also writes kernels.csv
+    k = profile_kernels(cases[0], args.backend, device, out, tactics, runs=args.runs,  # also writes kernels.csv
+                        stalls=args.stalls)
     with pd.option_context("display.width", 220, "display.max_columns", 30):
         print(k.drop(columns=["annotation"], errors="ignore").to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     return 0
@@ -326,6 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--tactics", required=True, help="comma list of tactic labels (as in the sweep table)")
     pr.add_argument("--runs", type=A.positive_int, default=3)
     pr.add_argument("--device", type=A.device, default=None)
+    pr.add_argument("--stalls", action="store_true",
+                    help="also collect the wgmma pipe's activity, warp-stall reasons and the register CTA limit")
     pr.add_argument("--out", type=A.out_dir, default="reports/profile")
     pr.set_defaults(func=cmd_profile)
 

@@ -14,7 +14,7 @@ if __package__ in (None, ""):  # nsight-python re-runs this file as a script (``
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     __package__ = "fp4moe_diag.profiling"  # noqa: A001 -- so that the relative imports resolve
 
-from .ncu import NCU_METRICS, kernels_from_calls, kernels_table, ncu_csv_export, raw_from_ncu_csv
+from .ncu import kernels_from_calls, kernels_table, metric_names, ncu_csv_export, raw_from_ncu_csv
 
 
 def main(spec_path: str) -> None:  # pragma: no cover - needs a GPU, ncu and nsight-python
@@ -27,6 +27,7 @@ def main(spec_path: str) -> None:  # pragma: no cover - needs a GPU, ncu and nsi
     from ..problem.inputs import build_inputs
 
     spec = json.loads(Path(spec_path).read_text())
+    metrics = list(metric_names(bool(spec.get("stalls"))))
     case = MoECase.from_record(spec["case"])
     dev = torch.device(spec["device"])
     be = get_backend(spec["backend"])
@@ -38,7 +39,7 @@ def main(spec_path: str) -> None:  # pragma: no cover - needs a GPU, ncu and nsi
         be.run(prepared, t, out)
     torch.cuda.synchronize(dev)
 
-    @nsight.analyze.kernel(configs=[(case.num_tokens,)], runs=int(spec["runs"]), metrics=list(NCU_METRICS),
+    @nsight.analyze.kernel(configs=[(case.num_tokens,)], runs=int(spec["runs"]), metrics=metrics,
                            combine_kernel_metrics=lambda a, b: a + b, output_prefix=spec["prefix"],
                            output_csv=True)
     def fused_moe(num_tokens: int) -> None:
@@ -56,7 +57,7 @@ def main(spec_path: str) -> None:  # pragma: no cover - needs a GPU, ncu and nsi
     reps = sorted(Path(spec["prefix"]).parent.glob(Path(spec["prefix"]).name + "ncu-output-*.ncu-rep"))
     if reps:
         try:
-            per_kernel = kernels_table(raw_from_ncu_csv(ncu_csv_export(reps[-1]), calls))
+            per_kernel = kernels_table(raw_from_ncu_csv(ncu_csv_export(reps[-1], metrics), calls, metrics))
             if len(per_kernel):
                 table = per_kernel
         except Exception as e:  # noqa: BLE001 -- the per-call table above still stands

@@ -23,6 +23,26 @@ NCU_METRICS = {
     "launch__registers_per_thread": "registers_per_thread",
 }
 
+#: ``profile --stalls``: why the warps wait (percent of active warps stalled on each reason, ncu's WarpStateStats
+#: metrics), how busy the wgmma pipe is, and whether registers cap the CTAs per SM.  Opt-in: names not known to an
+#: ncu make it fail, and these are not collected by notebook 04.
+NCU_STALL_METRICS = {
+    "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active": "gmma_pipe_active_pct",
+    "smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct": "stall_long_scoreboard_pct",
+    "smsp__warp_issue_stalled_wait_per_warp_active.pct": "stall_wait_pct",
+    "smsp__warp_issue_stalled_math_pipe_throttle_per_warp_active.pct": "stall_math_pipe_pct",
+    "smsp__warp_issue_stalled_barrier_per_warp_active.pct": "stall_barrier_pct",
+    "smsp__warp_issue_stalled_mio_throttle_per_warp_active.pct": "stall_mio_pct",
+    "smsp__warp_issue_stalled_short_scoreboard_per_warp_active.pct": "stall_short_scoreboard_pct",
+    "smsp__warp_issue_stalled_selected_per_warp_active.pct": "stall_selected_pct",
+    "launch__occupancy_limit_registers": "ctas_per_sm_by_registers",
+}
+
+
+def metric_names(stalls: bool = False) -> dict[str, str]:
+    """ncu metric -> column name: :data:`NCU_METRICS`, plus :data:`NCU_STALL_METRICS` with ``stalls``."""
+    return {**NCU_METRICS, **(NCU_STALL_METRICS if stalls else {})}
+
 
 def _ncu_python_dir() -> Optional[Path]:
     """``<ncu install>/extras/python`` (holds ``ncu_report.py``), if ncu is on PATH."""
@@ -147,7 +167,7 @@ def kernels_table(raw: pd.DataFrame) -> pd.DataFrame:
     byt = "dram__bytes_read.sum"
     if byt in d:
         d[byt] = _in_unit(d, byt, {"byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9}, "byte")
-    ren = {m: v for m, v in NCU_METRICS.items() if m in d and m != dur}
+    ren = {m: v for m, v in metric_names(stalls=True).items() if m in d and m != dur}
     d = d.rename(columns=ren)
     if "dram_read_bytes" in d and "duration_us" in d:
         d["dram_read_GBps"] = d["dram_read_bytes"] / (d["duration_us"] * 1e3)

@@ -51,17 +51,20 @@ def nsight_status(device: str) -> tuple[bool, str]:
 
 
 def profile_kernels(case: Any, backend: str, device: str, out_dir: Any, tactics: dict[str, str],
-                    runs: int = 3, timeout: float = 900.0) -> pd.DataFrame:
+                    runs: int = 3, timeout: float = 900.0, stalls: bool = False) -> pd.DataFrame:
     """Per-kernel ncu metrics of the given tactics (``{"best": label, "default": label}``) via nsight-python.
 
     nsight-python runs ncu over a script, not over a notebook kernel, so this writes a JSON spec to
     ``out_dir`` and runs :mod:`.driver` on it in a subprocess.  Returns one row per
-    (role, kernel): mean duration (µs), DRAM / SM throughput (% of peak) and achieved occupancy (%).
+    (role, kernel): mean duration (µs), DRAM / SM throughput (% of peak) and achieved occupancy (%); with
+    ``stalls`` also the wgmma pipe's activity and the warp-stall reasons (:data:`.ncu.NCU_STALL_METRICS`).
     """
+    if not isinstance(stalls, bool):
+        raise ValueError(f"stalls: expected True or False, got {stalls!r}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     spec = {"case": case.to_record(), "backend": backend, "device": device, "tactics": tactics, "runs": runs,
-            "prefix": str(out / "nspy_"), "kernels_csv": str(out / "kernels.csv"),
+            "stalls": stalls, "prefix": str(out / "nspy_"), "kernels_csv": str(out / "kernels.csv"),
             "calls_csv": str(out / "calls.csv")}
     (out / "spec.json").write_text(json.dumps(spec, indent=2, default=str))
     env = subprocess_env(back=[_ncu_python_dir()])

@@ -114,12 +114,12 @@ class TritonPrepared:
     limit: Optional[torch.Tensor]
     topk_weights: torch.Tensor  # fp32 [T * k]
     activation: int
-    pair_out: torch.Tensor  # fp32 [T * k, H]; rows of non-local pairs stay zero
+    pair_out: torch.Tensor  # bf16 [T * k, H]: gemm2's one plane (split 1); rows of non-local pairs stay zero
     out_bf16: torch.Tensor  # bf16 [T, H]: the top-k sum when the caller passes no output
     groupings: dict[int, ExpertGrouping] = field(default_factory=dict)
     inter_buf: Optional[torch.Tensor] = None  # bf16 [max padded pairs, I]
     part_bufs: dict[int, torch.Tensor] = field(default_factory=dict)  # split_k -> fp32 [S, rows, 2I]
-    pair_planes: dict[int, torch.Tensor] = field(default_factory=dict)  # split_k -> fp32 [S, T*k, H]
+    pair_planes: dict[int, torch.Tensor] = field(default_factory=dict)  # split_k > 1 -> fp32 [S, T*k, H]
     x2_refusal: Optional[str] = None  # why the x2 tactics cannot run these weights exactly (None: they can)
     ps: Optional[tuple[torch.Tensor, ...]] = None  # (w13, w13_scale, w2, w2_scale) in the ps layout, made in prepare
 
@@ -149,8 +149,11 @@ class TritonPrepared:
         return part
 
     def gemm2_planes(self, split_k: int) -> torch.Tensor:
-        """gemm2's output planes ``[split_k, T*k, H]`` (fp32).  They start as zeros: rows of pairs routed to other
-        ranks are never written."""
+        """gemm2's output planes ``[split_k, T*k, H]``.  They start as zeros: rows of pairs routed to other ranks are
+        never written.  One split writes its per-pair products as bf16 (as triton_kernels does before its reduction):
+        half the bytes of fp32 for gemm2 to write and the top-k sum to read (at 20b EP1 T=4096, 94 of 189 MB; the
+        top-k sum kernel took 53 us reading fp32, Nsight Compute s7-profile); several splits keep fp32 partial sums,
+        which are not yet products."""
         if split_k == 1:
             return self.pair_out.unsqueeze(0)
         planes = self.pair_planes.get(split_k)
@@ -246,7 +249,7 @@ class TritonMXFP4Backend(Backend):
             limit=opt(inputs.swiglu_limit),
             topk_weights=inputs.topk_weights.to(torch.float32).reshape(-1).contiguous(),
             activation=1 if c.activation is GatedActivation.SWIGLU_OAI else 0,
-            pair_out=torch.zeros((t * k, h), dtype=torch.float32, device=dev),
+            pair_out=torch.zeros((t * k, h), dtype=torch.bfloat16, device=dev),
             out_bf16=torch.empty((t, h), dtype=torch.bfloat16, device=dev),
         )
         for bm in sorted({kc.block_m for kc in CONFIGS + DOT_SCALED_CONFIGS}):

@@ -183,7 +183,7 @@ def launch_topk_sum(planes: torch.Tensor, out: torch.Tensor, top_k: int, pdl: bo
 
 
 def topk_sum_calls(planes: torch.Tensor, out: torch.Tensor, top_k: int, pdl: bool = False) -> list[Callable[[], None]]:
-    """The launches of ``out [T, H]`` (bf16) = the sum of ``planes [S, T * top_k, H]`` (fp32) over planes and top-k
+    """The launches of ``out [T, H]`` (bf16) = the sum of ``planes [S, T * top_k, H]`` (bf16 or fp32) over planes and top-k
     slots; ``pdl``: launched as a programmatic dependent of the kernel before (gemm2), which it waits for."""
     splits, rows, hidden = planes.shape
     t = out.shape[0]
