@@ -103,8 +103,8 @@ def test_stall_metrics_reach_the_per_kernel_table_under_their_names():
     ``stalls`` the metric list is the core one (notebook 04's)."""
     calls = pd.read_csv(CALLS_CSV)
     metrics = list(ncu.metric_names(stalls=True))
-    assert list(ncu.metric_names()) == list(ncu.NCU_METRICS) and len(metrics) == len(ncu.NCU_METRICS) + 9
-    gmma, wait = "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active", \
+    assert list(ncu.metric_names()) == list(ncu.NCU_METRICS) and len(metrics) == len(ncu.NCU_METRICS) + 7
+    gmma, wait = "smsp__warp_issue_stalled_barrier_per_warp_active.pct", \
         "smsp__warp_issue_stalled_wait_per_warp_active.pct"
     text = _ncu_csv(calls, runs=1).splitlines()
     text[1] = text[1] + f',"{gmma}","{wait}"'
@@ -113,7 +113,7 @@ def test_stall_metrics_reach_the_per_kernel_table_under_their_names():
     raw = ncu.raw_from_ncu_csv("\n".join(text), calls, metrics)
     k = ncu.kernels_table(raw)
     g1 = k[(k["tactic_label"] == "m16n64k128w4s3-ds-sk2") & (k["kernel"] == "_moe_mxfp4_gemm1_kernel")].iloc[0]
-    assert g1["gmma_pipe_active_pct"] == 40 and g1["stall_wait_pct"] == 12.5  # the first launch of the run
+    assert g1["stall_barrier_pct"] == 40 and g1["stall_wait_pct"] == 12.5  # the first launch of the run
     assert gmma not in k and "stall_long_scoreboard_pct" not in k  # renamed; absent metrics add no column
 
 

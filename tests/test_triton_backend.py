@@ -218,9 +218,9 @@ def test_launch_refuses_mode_combinations_that_do_not_exist():
     assert launch._swap(True, True) is True and launch._x2(True, False) is True
     # ps: no other mode switch; the grid order by BLOCK_M; the CUDA grid's axis-1 limit named with its knob
     with pytest.raises(ValueError, match="^ps: the pre-shuffled kernels have their own upcast"):
-        launch._mode_args(False, True, False, True, 16)
-    assert launch._mode_args(False, False, False, True, 16) == {"N_FASTEST": False}
-    assert launch._mode_args(False, False, False, True, 64) == {"N_FASTEST": True}
+        launch._mode_args(False, True, False, True, (16, 128, 128, 4))
+    assert launch._mode_args(False, False, False, True, (16, 128, 128, 4)) == {"N_FASTEST": False, "SCALE_WORDS": False}
+    assert launch._mode_args(False, False, False, True, (64, 128, 64, 8)) == {"N_FASTEST": True, "SCALE_WORDS": True}
     assert launch._grid(10, 24, 2, True) == (24, 10, 2) and launch._grid(10, 24, 2, False) == (10, 24, 2)
     with pytest.raises(ValueError, match="^grid: 70000 programs on CUDA grid axis 1 .*larger block_m"):
         launch._grid(70000, 24, 1, True)
@@ -362,7 +362,10 @@ for name, kw in cases.items():
         tactics += [Tactic(id=lab, label=lab) for lab in ("m16n64k128w4s1-ps", "m32n128k64w4s1-ps-sk2",
                                                           "m16n16k64w4s1-ps", "m16n64k128w4s1-ps-sk2",
                                                           "m16n64k64w4s1-ps-g2sk2", "m16n64k64w4s1-ps-sk3-g2sk2",
-                                                          "m16n32k32w4s1-x2-g2sk3")]
+                                                          "m16n32k32w4s1-x2-g2sk3",
+                                                          # scale bytes loaded as bytes (>= 4 per thread) and as
+                                                          # words (8 warps, fewer): configs.ps_scale_words
+                                                          "m16n128k128w4s1-ps", "m32n64k64w8s1-ps")]
     if name == "uneven_k":  # sw with short last K steps (masked rows of the weight tile)
         tactics += [Tactic(id=(32, 16, 32, 4, 1, "sw", 3), label="m32n16k32w4s1-sw-sk3"),
                     Tactic(id=(16, 64, 64, 4, 1, "sw"), label="m16n64k64w4s1-sw")]
@@ -435,7 +438,8 @@ def test_interpreter_all_tactics_and_edge_cases(interp_results: dict):
     assert {"ps_uneven/m16n64k128w4s1-ps", "ps_uneven/m32n128k64w4s1-ps-sk2", "ps_uneven/m16n16k64w4s1-ps",
             "ps_uneven/m16n64k128w4s1-ps-sk2", "ep_offset/m16n64k64w4s1-ps",
             "ps_uneven/m16n64k64w4s1-ps-g2sk2", "ps_uneven/m16n64k64w4s1-ps-sk3-g2sk2",
-            "ps_uneven/m16n32k32w4s1-x2-g2sk3"} <= set(interp_results)
+            "ps_uneven/m16n32k32w4s1-x2-g2sk3", "ps_uneven/m16n128k128w4s1-ps",
+            "ps_uneven/m32n64k64w8s1-ps"} <= set(interp_results)
     assert not any(k.startswith(("uneven_k/", "many_tokens/")) and "-ps" in k for k in interp_results)  # no layout
     assert sum(k.startswith("oai_bias/") and "-x2" in k for k in interp_results) == len(X2_CONFIGS) + 1
     assert interp_results["x2_equals_bits"] is True
@@ -491,3 +495,14 @@ def test_gpu_gpt_oss_like(num_tokens: int, ep: bool, activation: str, has_bias: 
     assert b.run(prep, tactics[0], output=out) is out
     torch.cuda.synchronize()
     assert float((out.float() - ref).norm() / ref.norm()) < TOL
+
+
+def test_ps_scale_words_where_bytes_would_leave_a_thread_less_than_4():
+    """The ps kernels load the scale bytes of a tile as words below 4 bytes per thread (cp.async's minimum): every
+    8-warp tile offered, the small 4-warp ones; bytes for the 4-warp tiles the H200 runs best (m16/m64 n128 k128)."""
+    from fp4moe_diag.backends.triton.configs import PS_CONFIGS, ps_scale_words
+
+    assert not ps_scale_words(128, 128, 4) and not ps_scale_words(64, 256, 4)  # 16 slab-chunks x 32 B = 4 per thread
+    assert ps_scale_words(128, 64, 4) and ps_scale_words(128, 128, 8) and ps_scale_words(64, 64, 4)
+    assert all(ps_scale_words(c.block_n, c.block_k, c.num_warps) for c in PS_CONFIGS if c.num_warps == 8)
+    assert ps_scale_words(128, 128, 4) is False and ps_scale_words(32, 64, 4) is True  # the two interpreted above

@@ -24,10 +24,10 @@ NCU_METRICS = {
 }
 
 #: ``profile --stalls``: why the warps wait (percent of active warps stalled on each reason, ncu's WarpStateStats
-#: metrics), how busy the wgmma pipe is, and whether registers cap the CTAs per SM.  Opt-in: names not known to an
-#: ncu make it fail, and these are not collected by notebook 04.
+#: metrics; the names ``ncu --query-metrics --chip gh100`` lists with ncu 2025.3 on the H200).  Opt-in: a name an
+#: ncu does not know makes nsight-python refuse the whole profile (a wgmma-pipe metric did, H200 s9), and notebook
+#: 04 does not collect these.
 NCU_STALL_METRICS = {
-    "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active": "gmma_pipe_active_pct",
     "smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct": "stall_long_scoreboard_pct",
     "smsp__warp_issue_stalled_wait_per_warp_active.pct": "stall_wait_pct",
     "smsp__warp_issue_stalled_math_pipe_throttle_per_warp_active.pct": "stall_math_pipe_pct",
@@ -35,7 +35,6 @@ NCU_STALL_METRICS = {
     "smsp__warp_issue_stalled_mio_throttle_per_warp_active.pct": "stall_mio_pct",
     "smsp__warp_issue_stalled_short_scoreboard_per_warp_active.pct": "stall_short_scoreboard_pct",
     "smsp__warp_issue_stalled_selected_per_warp_active.pct": "stall_selected_pct",
-    "launch__occupancy_limit_registers": "ctas_per_sm_by_registers",
 }
 
 

@@ -24,7 +24,8 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import Optional, Sequence
 
-from ..backends.triton.configs import KernelConfig, even_k, k_split, parse_config, ps_n_fastest, split_k_fits
+from ..backends.triton.configs import (KernelConfig, even_k, k_split, parse_config, ps_n_fastest, ps_scale_words,
+                                        split_k_fits)
 
 _GEMMS = {
     "gemm1": (["x_ptr", "w_ptr", "ws_ptr", "b_ptr", "alpha_ptr", "beta_ptr", "limit_ptr", "out_ptr", "part_ptr",
@@ -109,6 +110,7 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
         fn = KP._moe_mxfp4_gemm1_ps_kernel if gemm == "gemm1" else KP._moe_mxfp4_gemm2_ps_kernel
         ints = [{"stride_wn": "stride_ws", "stride_sn": "stride_ss"}.get(i, i) for i in ints]
         const["N_FASTEST"] = ps_n_fastest(kc.block_m)
+        const["SCALE_WORDS"] = ps_scale_words(kc.block_n, kc.block_k, kc.num_warps)
         const["PDL"] = kc.pdl
     else:
         fn = K._moe_mxfp4_gemm1_kernel if gemm == "gemm1" else K._moe_mxfp4_gemm2_kernel

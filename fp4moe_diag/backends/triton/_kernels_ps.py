@@ -170,8 +170,25 @@ def _ps_values(p, f, INTERP: tl.constexpr):
 
 
 @triton.jit
+def _ps_scale_bytes(s_base, row, ch, ok, stride_ss, S: tl.constexpr, C: tl.constexpr):
+    """The scale bytes ``[S, C, 32]`` of a tile, loaded as 32-bit words (8 per slab-chunk) and split into bytes.
+
+    Loaded as bytes, a tile has ``S * C * 32`` of them, one per thread or fewer with 8 warps (m128n128k64w8: 256
+    bytes for 256 threads), and Triton then cannot use cp.async (4 bytes at least per thread): the 8-warp tiles read
+    them with a synchronous LDG + STS inside the K loop (SASS, sm_90a, triton 3.6), which stalls every iteration on
+    a global load (H200, s9a: m128n128k64w8s3 gemm2 1221 us at 20b EP1 T=4096 against 626 for triton_kernels'
+    8-warp 128x256 tile).  As words, every thread that loads takes 4 bytes and the load joins the cp.async pipeline.
+    The matrix rows are 32-byte multiples (``ps_layout``), so the words are aligned."""
+    wptr = (s_base + row * stride_ss).to(tl.pointer_type(tl.int32))
+    words = tl.load(wptr + ch[None, :, None] * 8 + tl.arange(0, 8)[None, None, :], mask=ok, other=0)
+    shift = tl.arange(0, 4) * 8
+    b = (words[:, :, :, None] >> shift[None, None, None, :]) & 0xFF
+    return tl.reshape(b, (S, C, 32))
+
+
+@triton.jit
 def _ps_tile(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride_ss, S: tl.constexpr,
-             C: tl.constexpr, INTERP: tl.constexpr):
+             C: tl.constexpr, INTERP: tl.constexpr, SCALE_WORDS: tl.constexpr = False):
     """The upcast weight tile ``W [16 S, 64 C]`` (bf16, times 2**-X2_OFFSET) of slabs ``slab0..`` and chunks
     ``chunk0..`` of one expert (``w_base`` / ``s_base``); slabs and chunks past the matrix read as zeros."""
     sl = slab0 + tl.arange(0, S)
@@ -180,8 +197,11 @@ def _ps_tile(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride
     row = sl[:, None, None].to(tl.int64)
     p = tl.load(w_base + row * stride_ws + ch[None, :, None] * 512 + tl.arange(0, 512)[None, None, :], mask=ok,
                 other=0)
-    sc = tl.load(s_base + row * stride_ss + ch[None, :, None] * 32 + tl.arange(0, 32)[None, None, :], mask=ok,
-                 other=0)
+    if SCALE_WORDS:
+        sc = _ps_scale_bytes(s_base, row, ch, ok, stride_ss, S, C)
+    else:
+        sc = tl.load(s_base + row * stride_ss + ch[None, :, None] * 32 + tl.arange(0, 32)[None, None, :], mask=ok,
+                     other=0)
     f = tl.reshape(_x2_factor(sc, INTERP), (S, C, 8, 1, 2, 1, 2, 1))  # slab, chunk, g, -, sb, -, rh, -
     f = tl.reshape(tl.broadcast_to(f, (S, C, 8, 4, 2, 2, 2, 2)), (S, C, 8, 4, 4, 4))
     r0, r1 = _ps_values(tl.reshape(p, (S, C, 8, 4, 4, 4)), f, INTERP)
@@ -217,6 +237,7 @@ def _moe_mxfp4_gemm1_ps_kernel(
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
     SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr, PDL: tl.constexpr = 0,
+    SCALE_WORDS: tl.constexpr = False,
 ):
     """gemm1 of :mod:`._kernels` (gate/up + activation, N = I, K = H) on the ps layout: the gate rows are slabs
     ``N / 16 ..`` of the same ``[2N / 16, K / 64, 512]`` expert matrix.  ``PDL``: see :func:`_pdl_enter`."""
@@ -240,9 +261,9 @@ def _moe_mxfp4_gemm1_ps_kernel(
     for kk in range(0, K_SPLIT, BLOCK_K):
         xt = tl.trans(_act_tile(x_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
         c0 = (kb + kk) // 64
-        acc_lt = _dot(_ps_tile(w_lin, s_lin, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32),
+        acc_lt = _dot(_ps_tile(w_lin, s_lin, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32, SCALE_WORDS),
                       xt, acc_lt, DOT_F32)
-        acc_gt = _dot(_ps_tile(w_gate, s_gate, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32),
+        acc_gt = _dot(_ps_tile(w_gate, s_gate, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32, SCALE_WORDS),
                       xt, acc_gt, DOT_F32)
         x_ptrs += BLOCK_K
     _gemm1_store(tl.trans(acc_lt) * X2_UNSCALE, tl.trans(acc_gt) * X2_UNSCALE, pid_k, e, offs_m, offs_n, mask_m,
@@ -259,6 +280,7 @@ def _moe_mxfp4_gemm2_ps_kernel(
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
     SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr, PDL: tl.constexpr = 0,
+    SCALE_WORDS: tl.constexpr = False,
 ):
     """gemm2 of :mod:`._kernels` (down, times the routing weight, N = H, K = I) on the ps layout.  ``PDL``: see
     :func:`_pdl_enter`; with ``PDL`` 2 / 3 the program first prefetches into L2 the first weight chunks of its tile
@@ -292,7 +314,7 @@ def _moe_mxfp4_gemm2_ps_kernel(
     acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     for kk in range(0, K_SPLIT, BLOCK_K):
         at = tl.trans(_act_tile(a_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
-        w = _ps_tile(w_base, s_base, slab0, (kb + kk) // 64, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32)
+        w = _ps_tile(w_base, s_base, slab0, (kb + kk) // 64, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32, SCALE_WORDS)
         acc_t = _dot(w, at, acc_t, DOT_F32)
         a_ptrs += BLOCK_K
     _gemm2_store(tl.trans(acc_t) * X2_UNSCALE, pid_k, e, pair, mask_m, offs_n, mask_n, b_ptr, topk_w_ptr, out_ptr,

@@ -217,6 +217,9 @@ PS_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
     (128, 64, 64, 4, 4, "ps"),
     (256, 64, 64, 4, 3, "ps"),
     (128, 128, 128, 8, 3, "ps"),
+    (128, 128, 64, 8, 3, "ps"),
+    (128, 128, 64, 8, 4, "ps"),
+    (64, 128, 64, 8, 4, "ps"),
 ))
 # Occupancy decides (registers per thread, cuobjdump -res-usage of the sm_90a cubin): m16n128k128w4s3 gemm1 168 /
 # gemm2 123 registers (3 / 4 CTAs per SM), m64n128k128w4s3 255 / 226 (2 / 2), every 8-warp tile 1 CTA per SM (slow
@@ -291,6 +294,14 @@ def ps_n_fastest(block_m: int) -> bool:
     """Grid order of the ps kernels: an M block's N tiles side by side from BLOCK_M 32 up (prefill: its activations
     come from DRAM once), M blocks fastest below (decode: many experts streamed at once); :mod:`._kernels_ps`."""
     return block_m >= 32
+
+
+def ps_scale_words(block_n: int, block_k: int, num_warps: int) -> bool:
+    """Whether the ps kernels load a tile's scale bytes as 32-bit words (:func:`._kernels_ps._ps_scale_bytes`): when
+    the tile has fewer than 4 scale bytes per thread (``BLOCK_N / 16`` slabs x ``BLOCK_K / 64`` chunks x 32 bytes),
+    which as bytes Triton reads with a synchronous load inside the K loop instead of cp.async (every 8-warp tile
+    offered).  Above that, bytes: the byte split of the words costs shifts that the byte load does not."""
+    return (block_n // 16) * (block_k // 64) * 32 < 4 * 32 * num_warps
 
 
 def even_k(k: int, block_k: int, split_k: int) -> bool:

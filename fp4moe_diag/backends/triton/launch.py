@@ -15,7 +15,7 @@ import triton
 from ._kernels import (INTERPRETED, _moe_mxfp4_gemm1_finalize_kernel, _moe_mxfp4_gemm1_kernel,
                        _moe_mxfp4_gemm2_kernel, _topk_sum_kernel)
 from ._kernels_ps import _moe_mxfp4_gemm1_ps_kernel, _moe_mxfp4_gemm2_ps_kernel
-from .configs import even_k, k_split, ps_n_fastest, split_k_fits
+from .configs import even_k, k_split, ps_n_fastest, ps_scale_words, split_k_fits
 
 
 def _dot_scaled(requested: bool) -> bool:
@@ -31,12 +31,14 @@ def _swap(requested: bool, x2: bool) -> bool:
     return bool(requested)
 
 
-def _mode_args(dot_scaled: bool, x2: bool, swap: bool, ps: bool, block_m: int) -> dict:
-    """The kernel's mode constexprs; ``ps`` (the pre-shuffled kernels of :mod:`._kernels_ps`) takes the grid order."""
+def _mode_args(dot_scaled: bool, x2: bool, swap: bool, ps: bool, tile: tuple[int, int, int, int]) -> dict:
+    """The kernel's mode constexprs; ``ps`` (the pre-shuffled kernels of :mod:`._kernels_ps`) takes the grid order and
+    how the scale bytes are loaded from the tile ``(block_m, block_n, block_k, num_warps)``."""
     if ps:
         if dot_scaled or x2 or swap:
             raise ValueError("ps: the pre-shuffled kernels have their own upcast; pass none of dot_scaled, x2, swap")
-        return dict(N_FASTEST=ps_n_fastest(block_m))
+        block_m, block_n, block_k, num_warps = tile
+        return dict(N_FASTEST=ps_n_fastest(block_m), SCALE_WORDS=ps_scale_words(block_n, block_k, num_warps))
     return dict(DOT_SCALED=_dot_scaled(dot_scaled), X2=_x2(x2, dot_scaled), SWAP=_swap(swap, x2))
 
 
@@ -95,7 +97,7 @@ def gemm1_calls(
     ``split_k > 1`` needs ``part``: fp32 ``[split_k, >= P, 2I]`` (then a finalize kernel runs, launched plainly).
     ``pdl`` (ps only): 1 launches it as a programmatic dependent (:func:`._kernels_ps._pdl_enter`), 2 the same."""
     inter, hidden = _weight_dims(w, ps)[0] // 2, x.shape[1]
-    modes = _mode_args(dot_scaled, x2, swap, ps, block_m) | _pdl_args(pdl, ps)
+    modes = _mode_args(dot_scaled, x2, swap, ps, (block_m, block_n, block_k, num_warps)) | _pdl_args(pdl, ps)
     num_blocks = block_expert_ids.numel()
     if num_blocks == 0:
         return []
@@ -154,7 +156,7 @@ def gemm2_calls(
     (rows by pair index), or ``out [>= split_k, T*k, H]`` (one plane per split; the caller sums them).
     ``pdl`` (ps only): 1 programmatic dependent launch, 2 that and the L2 prefetch of its first weight chunks."""
     hidden, inter = _weight_dims(w, ps)[0], a.shape[1]
-    modes = _mode_args(dot_scaled, x2, swap, ps, block_m) | _pdl_args(pdl, ps)
+    modes = _mode_args(dot_scaled, x2, swap, ps, (block_m, block_n, block_k, num_warps)) | _pdl_args(pdl, ps)
     num_blocks = block_expert_ids.numel()
     if num_blocks == 0:
         return []
