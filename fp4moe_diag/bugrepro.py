@@ -15,11 +15,10 @@ Two levels:
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
+import tempfile
 import traceback
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Optional
 
 import torch
@@ -29,7 +28,7 @@ from .backends.flashinfer.hooks import TRTLLM_FP4_OP, call_with_supported_kwargs
 from .backends.flashinfer.status import flashinfer_status
 from .backends.flashinfer.stubs import stub_trtllm_gen_module
 from .problem.inputs import build_inputs, default_device
-from .paths import subprocess_env
+from . import child
 
 META_ERROR = "Cannot pack tensors on meta"
 TRTLLM_GEN_CCS = ((10, 0), (10, 3))
@@ -168,32 +167,33 @@ def reproduce_meta_bug(case: MoECase = SEED_CASE, device: Any = None) -> BugVerd
 
 
 # --------------------------------------------------------------------------- version matrix
-_PROBE = r"""
-import json, re, sys, inspect
-out = {"path": sys.argv[1]}
-try:
-    import flashinfer, flashinfer.fused_moe.core as core
-    out["version"] = getattr(flashinfer, "__version__", None)
-    src = inspect.getsource(core)
-    out["meta_placeholder_in_source"] = bool(re.search(r'device\s*=\s*"meta"', src))
-    from fp4moe_diag.backends.flashinfer.hooks import flashinfer_status
-    st = flashinfer_status()
-    out["has_routed_moe"] = st.has_routed_moe
-    out["routed_signature"] = st.routed_signature
-    out["has_sm90_interleave"] = st.has_sm90_interleave
-    from fp4moe_diag.bugrepro import static_meta_check
-    v = static_meta_check()
-    out["static_status"] = v.status
-    out["static_reason"] = v.reason
-    out["meta_inputs"] = [m.name for m in v.meta_inputs]
-except Exception as e:
-    out["error"] = f"{type(e).__name__}: {e}"
-print("FP4MOE_JSON" + json.dumps(out))
-"""
+def probe_install(folder: Path, path: str) -> dict:
+    """In a child running the install at ``path`` (:func:`version_matrix`): its version, whether the meta placeholder
+    is in its source, its routed API, and the static check's verdict; ``error`` when something failed."""
+    import inspect
+    import re
+
+    out: dict = {"path": path}
+    try:
+        import flashinfer
+        import flashinfer.fused_moe.core as core
+
+        out["version"] = getattr(flashinfer, "__version__", None)
+        out["meta_placeholder_in_source"] = bool(re.search(r'device\s*=\s*"meta"', inspect.getsource(core)))
+        st = flashinfer_status()
+        out.update(has_routed_moe=st.has_routed_moe, routed_signature=st.routed_signature,
+                   has_sm90_interleave=st.has_sm90_interleave)
+        v = static_meta_check()
+        out.update(static_status=v.status, static_reason=v.reason, meta_inputs=[m.name for m in v.meta_inputs])
+    except Exception as e:  # noqa: BLE001 - the row says what broke
+        out["error"] = f"{type(e).__name__}: {e}"
+    return out
 
 
 def version_matrix(site_dirs: list[str], timeout: float = 300.0) -> "Any":
-    """For each ``--target`` dir holding a flashinfer install, probe it in a subprocess.
+    """For each ``--target`` dir holding a flashinfer install, :func:`probe_install` in a child running it (the one
+    child runner, :func:`fp4moe_diag.child.run_child`; a child that crashed or timed out is a row whose ``error``
+    says so, with the end of its stderr).
 
     Returns a DataFrame: version, meta placeholder still in source, routed API signature,
     whether it changed from the first row, and the static check's verdict.
@@ -202,15 +202,9 @@ def version_matrix(site_dirs: list[str], timeout: float = 300.0) -> "Any":
 
     rows = []
     for d in site_dirs:
-        env = subprocess_env(front=[d], back=[p for p in sys.path if p])
-        try:
-            cp = subprocess.run([sys.executable, "-c", _PROBE, str(d)], capture_output=True, text=True,
-                                timeout=timeout, env=env)
-            line = next((ln for ln in cp.stdout.splitlines() if ln.startswith("FP4MOE_JSON")), None)
-            row = json.loads(line[len("FP4MOE_JSON"):]) if line else {"path": str(d), "error": cp.stderr[-500:]}
-        except subprocess.TimeoutExpired:
-            row = {"path": str(d), "error": f"timed out after {timeout}s"}
-        rows.append(row)
+        with tempfile.TemporaryDirectory(prefix="fp4moe-versions-") as folder:
+            res = child.run_child(probe_install, {"path": str(d)}, folder, site=d, timeout=timeout)
+        rows.append(res.result if res.ok else {"path": str(d), "error": res.error})
     df = pd.DataFrame(rows)
     if "routed_signature" in df and len(df):
         params = [_param_names(s) for s in df["routed_signature"]]

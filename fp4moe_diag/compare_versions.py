@@ -1,61 +1,56 @@
-"""Run one sweep under several FlashInfer installs, one subprocess each.
+"""Run one sweep under several FlashInfer installs, one child process each.
 
-:func:`compare_versions` starts ``python -m fp4moe_diag.compare_versions`` once per version with that version's site
-directory first on ``PYTHONPATH``; the child imports that FlashInfer, checks its API adapter and runs
-:func:`fp4moe_diag.runs.run_sweep` on the same :class:`~fp4moe_diag.runs.SweepSpec` into the run folder
-``<out>/<name>/run`` (ceilings, kernel time, screening, tactic filters: the rows of a ``sweep``).  The rows are
-concatenated with ``flashinfer_version`` (what the child imported) and ``flashinfer_label`` (the name given) filled
-in.  A version that cannot be imported, has no API adapter, or whose child fails, becomes one row:
-``status="unsupported"``, ``stage="import"`` (or ``"subprocess"``) and the reason in ``error_message``.
+:func:`compare_versions` runs :func:`sweep_task` once per version through the one child runner
+(:func:`fp4moe_diag.child.run_child`: that version's site directory first on ``PYTHONPATH``, its CUTLASS module or
+none); the child imports that FlashInfer, checks its API adapter and runs :func:`fp4moe_diag.runs.run_sweep` on the
+same :class:`~fp4moe_diag.runs.SweepSpec` into the run folder ``<out>/<name>/run`` (ceilings, kernel time,
+screening, tactic filters: the rows of a ``sweep``).  The rows are concatenated with ``flashinfer_version`` (what the
+child imported) and ``flashinfer_label`` (the name given) filled in.  A version that cannot be imported or has no API
+adapter becomes one row: ``status="unsupported"``, ``stage="import"`` and the reason in ``error_message``; a child
+that crashed or timed out, one row with ``stage="subprocess"``, the exit code (or the timeout) and the end of its
+stderr (after the rows of the cases it finished).  Each version's folder keeps the child's ``spec.json``,
+``result.json``, ``log.txt`` (stdout) and ``stderr.txt``.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
 
-PKG_ROOT = str(Path(__file__).resolve().parent.parent)
-#: what a child writes beside its run folder: ``{"version": ..., "stage": ..., "reason": ...}``
-CHILD_JSON = "child.json"
+from . import child
+
+RUN = "run"
 
 
 def _reason_row(label: str, version: str, stage: str, reason: str) -> dict:
-    line = " ".join(str(reason).split())[:500]
+    line = " ".join(str(reason).split())[:600]
     return {"flashinfer_label": label, "flashinfer_version": version, "backend": "", "status": "unsupported",
             "stage": stage, "error_message": line}
 
 
-def _child_env(site: Any, module: Any) -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(site), PKG_ROOT] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    env.pop("FP4MOE_FLASHINFER_API", None)  # each child detects its own adapter
-    env.pop("FP4MOE_CUTLASS_MODULE", None)  # a module is built for one FlashInfer generation
-    if module is not None:
-        env["FP4MOE_CUTLASS_MODULE"] = str(module)
-    return env
-
-
-def _version_rows(label: str, vdir: Path, cp: Any) -> pd.DataFrame:
-    """The child's run folder as rows, or the one reason row it (or its exit) left."""
+def _version_rows(label: str, vdir: Path, res: child.ChildResult) -> pd.DataFrame:
+    """The child's run folder as rows, or the one reason row it (or its crash) left."""
     from .run_folder import load_run
 
-    info = json.loads((vdir / CHILD_JSON).read_text()) if (vdir / CHILD_JSON).is_file() else {}
+    if not res.ok:  # the cases it finished (if any), then why it stopped
+        try:
+            done = load_run(vdir / RUN)
+        except ValueError:
+            done = pd.DataFrame()
+        return pd.concat([done, pd.DataFrame([_reason_row(label, "", "subprocess", res.error)])], ignore_index=True)
+    info = res.result
     if info.get("reason"):
         return pd.DataFrame([_reason_row(label, info.get("version", ""), info.get("stage", "import"), info["reason"])])
     try:
-        df = load_run(vdir / "run")
-    except ValueError:
-        tail = (cp.stderr.strip().splitlines() or [f"exit {cp.returncode}"])[-1]
+        df = load_run(vdir / RUN)
+    except ValueError as e:
         return pd.DataFrame([_reason_row(label, info.get("version", ""), "subprocess",
-                                         f"child exited {cp.returncode}: {tail}")])
-    if info.get("version"):
-        df["flashinfer_version"] = info["version"]
+                                         f"child finished but left no readable run folder: {e}")])
+    df["flashinfer_version"] = info["version"]
     return df
 
 
@@ -63,7 +58,7 @@ def compare_versions(spec: Any, version_dirs: Mapping[str, str | os.PathLike], o
                      timeout: float = 3600.0, python: str = sys.executable,
                      cutlass_modules: Mapping[str, str | os.PathLike] | None = None) -> pd.DataFrame:
     """``run_sweep(spec)`` under each FlashInfer of ``version_dirs`` (name -> site dir holding its ``flashinfer``
-    package), one subprocess per version, into ``out_dir/<name>/run``; returns every version's rows.
+    package), one child per version, into ``out_dir/<name>/run``; returns every version's rows.
     ``cutlass_modules``: version name -> that version's prebuilt CUTLASS module (``FP4MOE_CUTLASS_MODULE`` of its
     child; a module of another generation is refused)."""
     from .runs import SweepSpec
@@ -76,21 +71,12 @@ def compare_versions(spec: Any, version_dirs: Mapping[str, str | os.PathLike], o
     spec.cases()  # a bad spec fails here, once, not in every child
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    spec_text = json.dumps(spec.to_dict())
     frames = []
     for label, site in version_dirs.items():
         vdir = out / label
-        vdir.mkdir(parents=True, exist_ok=True)
-        (vdir / "spec.json").write_text(spec_text)
-        (vdir / CHILD_JSON).unlink(missing_ok=True)
-        env = _child_env(site, (cutlass_modules or {}).get(label))
-        try:
-            cp = subprocess.run([python, "-m", "fp4moe_diag.compare_versions", str(vdir / "spec.json"), str(vdir / "run")],
-                                capture_output=True, text=True, timeout=timeout, env=env)
-            (vdir / "log.txt").write_text(cp.stdout[-20000:] + "\n--- stderr ---\n" + cp.stderr[-20000:])
-            df = _version_rows(label, vdir, cp)
-        except subprocess.TimeoutExpired:
-            df = pd.DataFrame([_reason_row(label, "", "subprocess", f"timed out after {timeout}s")])
+        res = child.run_child(sweep_task, {"spec": spec.to_dict()}, vdir, site=site, timeout=timeout, python=python,
+                              cutlass_module=(cutlass_modules or {}).get(label))
+        df = _version_rows(label, vdir, res)
         df["flashinfer_label"] = label
         frames.append(df)
     res = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -100,29 +86,21 @@ def compare_versions(spec: Any, version_dirs: Mapping[str, str | os.PathLike], o
     return res
 
 
-def _child(spec_path: str, run_dir: str) -> int:
-    """In the subprocess: import this version's flashinfer, check its adapter, ``run_sweep`` into ``run_dir``."""
-    info_path = Path(spec_path).parent / CHILD_JSON
+def sweep_task(folder: Path, spec: dict) -> dict:
+    """In the child: import this version's flashinfer, check its adapter, ``run_sweep`` into ``folder/run``.
+    Returns ``{"version", "stage", "reason"}`` (``reason`` '' when the sweep ran)."""
     try:
         import flashinfer
 
         version = str(getattr(flashinfer, "__version__", ""))
     except Exception as e:  # noqa: BLE001 - a reason row, whatever broke the import
-        info_path.write_text(json.dumps({"version": "", "stage": "import",
-                                         "reason": f"flashinfer not importable: {type(e).__name__}: {e}"}))
-        return 0
+        return {"version": "", "stage": "import", "reason": f"flashinfer not importable: {type(e).__name__}: {e}"}
     from .backends.flashinfer.api import api_support_reason
 
     reason = api_support_reason()
-    info_path.write_text(json.dumps({"version": version, "stage": "import", "reason": reason}))
     if reason:
-        return 0
+        return {"version": version, "stage": "import", "reason": reason}
     from .runs import SweepSpec, run_sweep
 
-    spec = SweepSpec.from_dict(json.loads(Path(spec_path).read_text()))
-    run_sweep(spec, run_dir, progress_bar=False, mode="overwrite")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(_child(sys.argv[1], sys.argv[2]))
+    run_sweep(SweepSpec.from_dict(spec), Path(folder) / RUN, progress_bar=False, mode="overwrite")
+    return {"version": version, "stage": "", "reason": ""}

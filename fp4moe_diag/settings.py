@@ -4,6 +4,7 @@ place that reads them (each module that uses one names it through the constant h
 from __future__ import annotations
 
 import os
+from typing import Any, Mapping
 
 CUTLASS_MODULE = "FP4MOE_CUTLASS_MODULE"
 FP4QUANT_MODULE = "FP4MOE_FP4QUANT_MODULE"
@@ -30,3 +31,19 @@ def read(name: str) -> str:
     if name not in VARIABLES:
         raise ValueError(f"name: {name!r} is not a setting of fp4moe-diag; expected one of {sorted(VARIABLES)}")
     return os.environ.get(name, "").strip()
+
+
+#: settings that belong to one FlashInfer install: a child process running another install does not inherit them
+#: (it detects its own API adapter; a CUTLASS module is built for one FlashInfer generation)
+PER_FLASHINFER = (FLASHINFER_API, CUTLASS_MODULE)
+
+
+def child_environ(env: Mapping[str, str], cutlass_module: Any = None) -> dict:
+    """``env`` for a child process running another FlashInfer install: without :data:`PER_FLASHINFER`, then
+    :data:`CUTLASS_MODULE` set to ``cutlass_module`` when one is given (a path; '' is a ValueError)."""
+    out = {k: v for k, v in env.items() if k not in PER_FLASHINFER}
+    if cutlass_module is not None:
+        if not str(cutlass_module).strip():
+            raise ValueError(f"cutlass_module: expected the path of a CUTLASS module, got {cutlass_module!r}")
+        out[CUTLASS_MODULE] = str(cutlass_module)
+    return out

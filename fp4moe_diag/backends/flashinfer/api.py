@@ -177,9 +177,9 @@ class FlashInferApi:
         return None
 
     def tuner_snapshot(self) -> Any:
-        """What :meth:`commit` changes in FlashInfer's AutoTuner, to give back to :meth:`tuner_restore`."""
-        raise NotImplementedError(f"flashinfer {self.version} ({self.name}): no tuner snapshot (nothing commits "
-                                  "for a launch: CUTLASS tactics are forced through profile_ids)")
+        """What :meth:`commit` changes in FlashInfer's AutoTuner, to give back to :meth:`tuner_restore` (a launcher
+        that commits its tactic takes one first)."""
+        raise NotImplementedError(f"flashinfer {self.version} ({self.name}): no tuner snapshot")
 
     def tuner_restore(self, snapshot: Any) -> None:
         raise NotImplementedError(f"flashinfer {self.version} ({self.name}): no tuner snapshot to restore")

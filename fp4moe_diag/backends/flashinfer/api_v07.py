@@ -13,6 +13,8 @@
   -> [runner class, tactic]``, extras from the runner's ``get_cache_key_extras``) is written and read
   back with ``AutoTuner.load_configs``.  An in-memory winner for the same key (an earlier
   ``autotune(True)`` in this process) would take priority over loaded configs, so it is dropped.
+  :meth:`ApiV07.tuner_snapshot` copies all that commit and ``load_configs`` change (:data:`TUNER_STATE` and the active
+  winner partition) and :meth:`ApiV07.tuner_restore` puts it back, for a launcher's commit (trtllm).
 * SM90 BF16 x MXFP4 layout: FlashInfer's own ``interleave_moe_weights_for_sm90_mixed_gemm(w, "fp4")``
   (a CUDA kernel of the CUTLASS module: needs the GPU) and ``interleave_moe_scales_for_sm90_mixed_gemm``
   (folded ``[E, R/64, K/128, 16, 16]`` uint8, passed as int32 views like FlashInfer's own
@@ -21,6 +23,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import tempfile
@@ -32,6 +35,18 @@ from .hooks import winner_cache
 CUTLASS_INPUTS = ["input", "fc1_expert_weights", "fc1_expert_biases", "fc2_expert_weights", "fc2_expert_biases"]
 TRTLLM_INPUTS = ["output", "routing_logits", "topk_ids", "expert_weights", "hidden_states", "hidden_states_scale",
                  "gemm1_lora_delta", "per_token_scale"]
+
+#: the AutoTuner attributes (0.7.4) that :meth:`ApiV07.commit` changes besides the active winner partition:
+#: ``load_configs`` writes the loaded entries and their provenance, replaces the namespaced records, clears the
+#: dirty namespaces and notes the file's cache generation; a lookup answered from a loaded entry logs it once
+TUNER_STATE = ("_file_configs", "_file_config_policies", "_file_config_selections", "_namespaced_records",
+               "_dirty_namespaces", "_observed_cache_generations", "_logged_file_hits")
+
+
+def _put_back(live: Any, saved: Any) -> None:
+    """``live`` (a dict or set of FlashInfer's AutoTuner) given ``saved``'s contents, in place."""
+    live.clear()
+    live.update(saved)
 
 
 def _autotuner_module() -> Any:
@@ -67,6 +82,30 @@ class ApiV07(FlashInferApi):
 
     def cutlass_forced_kwargs(self, kwargs: dict, g1: int, g2: int) -> Optional[dict]:
         return {**kwargs, "profile_ids": [int(g1), int(g2)]}
+
+    # -- the tuner's state around a commit --------------------------------------------------
+    def tuner_snapshot(self) -> dict:
+        """Copies of what :meth:`commit` changes: :data:`TUNER_STATE` and the active winner partition."""
+        from flashinfer.autotuner import AutoTuner
+
+        tuner = AutoTuner.get()
+        missing = [n for n in TUNER_STATE if not isinstance(getattr(tuner, n, None), (dict, set))]
+        if missing:
+            raise RuntimeError(f"flashinfer {self.version}: its AutoTuner lacks {missing} (verified on 0.7.4): "
+                               "cannot take back a committed tactic")
+        with tuner._lock:
+            state = {n: copy.deepcopy(getattr(tuner, n)) for n in TUNER_STATE}
+            state["winners"] = dict(winner_cache(tuner))
+        return state
+
+    def tuner_restore(self, snapshot: dict) -> None:
+        from flashinfer.autotuner import AutoTuner
+
+        tuner = AutoTuner.get()
+        with tuner._lock:
+            for n in TUNER_STATE:
+                _put_back(getattr(tuner, n), copy.deepcopy(snapshot[n]))
+            _put_back(winner_cache(tuner), snapshot["winners"])
 
     # -- tuner configs -------------------------------------------------------------------
     def cache_key(self, call: Any) -> Any:

@@ -1,11 +1,10 @@
-"""Shared helpers of the FlashInfer backends: lazy import, support checks, tactic capture."""
+"""Shared helpers of the FlashInfer backends: lazy import, support checks, tactic capture, committing a tactic to
+FlashInfer's AutoTuner for the launches of a launcher (and giving the tuner back its cache after them)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
-
-import torch
 
 from .hooks import ChooseOneCall, TunerCallStopped, call_with_supported_kwargs, intercept_choose_one
 from .status import flashinfer_status
@@ -19,18 +18,8 @@ class FlashInferPrepared:
 
     inputs: MoEInputs
     kwargs: dict
-    #: FlashInfer's AutoTuner cache before a launcher committed a tactic to it (0.5 CUTLASS), restored after
+    #: FlashInfer's AutoTuner cache before a launcher committed a tactic to it (trtllm; 0.5 CUTLASS), restored after
     tuner_snapshot: Any = None
-
-
-def call_with_output(fn: Callable, prepared: FlashInferPrepared, tactics: dict[str, Any],
-                     output: Optional[torch.Tensor]) -> torch.Tensor:
-    """``fn(**prepared.kwargs, output=output)`` with ``tactics`` forced; the output tensor."""
-    kw = dict(prepared.kwargs)
-    if output is not None:
-        kw["output"] = output
-    res = forced_call(fn, kw, tactics)
-    return res[0] if isinstance(res, (list, tuple)) else res
 
 
 def flashinfer_support() -> Support:
@@ -62,10 +51,32 @@ def capture_tuner_calls(fn: Callable, kwargs: dict, ops: list[str]) -> list[Choo
     return calls
 
 
-def forced_call(fn: Callable, kwargs: dict, tactics: dict[str, Any]) -> Any:
-    """Call ``fn`` with FlashInfer's tuner answering ``tactics[op]`` (no profiling, no meta tensors)."""
-    with intercept_choose_one("force", tactic=tactics, ops=list(tactics)):
-        return call_with_supported_kwargs(fn, kwargs)
+def commit_for_launches(prepared: FlashInferPrepared, calls_and_tactics: list[tuple[ChooseOneCall, Any]]) -> None:
+    """Commit each recorded call's tactic to FlashInfer's AutoTuner cache (:meth:`.api.FlashInferApi.commit`) for the
+    launches to come, so the plain entry point, called with nothing patched, runs it.  The first commit of a series
+    keeps the cache as it was in ``prepared.tuner_snapshot``, for :func:`restore_after_launches`.  Refused while
+    FlashInfer's tuner is in tuning mode (``autotune(True)``): it would profile instead of answering from the cache."""
+    from flashinfer.autotuner import AutoTuner  # noqa: PLC0415
+
+    from .api import get_api  # noqa: PLC0415
+
+    if AutoTuner.get().is_tuning_mode:
+        raise RuntimeError("FlashInfer's AutoTuner is in tuning mode (inside autotune(True)): a committed tactic "
+                           "would be profiled over, not run; launch outside autotune(True)")
+    api = get_api()
+    if prepared.tuner_snapshot is None:
+        prepared.tuner_snapshot = api.tuner_snapshot()
+    api.commit(calls_and_tactics)
+
+
+def restore_after_launches(prepared: FlashInferPrepared) -> None:
+    """FlashInfer's AutoTuner cache as it was before the first :func:`commit_for_launches` on ``prepared`` (nothing
+    to do when none committed)."""
+    if prepared.tuner_snapshot is not None:
+        from .api import get_api  # noqa: PLC0415
+
+        snapshot, prepared.tuner_snapshot = prepared.tuner_snapshot, None
+        get_api().tuner_restore(snapshot)
 
 
 def valid_tactics(call: ChooseOneCall, profile: Optional[Any] = None) -> list:

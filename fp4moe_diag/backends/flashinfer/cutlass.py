@@ -31,7 +31,8 @@ from ...problem.case import ActivationFormat, GatedActivation, MoECase, WeightFo
 from ...problem.inputs import MoEInputs, build_inputs, default_device
 from ..base import Backend, Support, Tactic
 from .api import checked_kwargs, get_api
-from .base import FlashInferPrepared, capture_tuner_calls, flashinfer_support
+from .base import (FlashInferPrepared, capture_tuner_calls, commit_for_launches, flashinfer_support,
+                   restore_after_launches)
 from ... import settings
 
 GEMM1_OP = "trtllm::fused_moe::gemm1"
@@ -205,17 +206,13 @@ class CutlassBackend(Backend):
         kw = dict(prepared.kwargs) if output is None else {**prepared.kwargs, "output": output}
         forced = api.cutlass_forced_kwargs(kw, g1, g2)
         if forced is None:
-            if prepared.tuner_snapshot is None:
-                prepared.tuner_snapshot = api.tuner_snapshot()
-            api.commit(self.tactic_calls(prepared, tactic))
+            commit_for_launches(prepared, self.tactic_calls(prepared, tactic))
             forced = kw
         return functools.partial(fn, **checked_kwargs(fn, forced))
 
     def end_launches(self, prepared: FlashInferPrepared) -> None:
         """0.5: FlashInfer's AutoTuner cache as it was before the first :meth:`launcher` (nothing to undo on 0.7)."""
-        if prepared.tuner_snapshot is not None:
-            snapshot, prepared.tuner_snapshot = prepared.tuner_snapshot, None
-            get_api().tuner_restore(snapshot)
+        restore_after_launches(prepared)
 
     def run(self, prepared: FlashInferPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
         try:

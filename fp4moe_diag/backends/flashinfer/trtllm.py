@@ -4,9 +4,14 @@
 (``(expert_id << 16) | bf16(weight)``), MXFP4/NVFP4 weights shuffled for trtllm-gen's kernels,
 and runs on SM100/SM103 (B200, GB200, B300) only.  Elsewhere this backend reports
 ``unsupported`` with that reason.  On SM100 it is device-safe by construction: tactics come
-from the runner's ``get_valid_tactics`` on the recorded (shape-only) inputs, and each run forces
-its tactic through FlashInfer's ``AutoTuner.choose_one``, so the stock profiling path that would
-hand the kernel the ``meta`` routing-logits placeholder never runs.
+from the runner's ``get_valid_tactics`` on the recorded (shape-only) inputs, and the stock
+profiling path that would hand the kernel the ``meta`` routing-logits placeholder never runs.
+
+The entry point takes no tactic argument, so :meth:`TrtllmGenBackend.launcher` commits the tactic to FlashInfer's
+own AutoTuner cache once, before the timed calls (:meth:`.api.FlashInferApi.commit`: 0.5 its ``profiling_cache``,
+0.7 a tuner config through ``load_configs``), and returns the plain entry point with its arguments bound: each
+timed call is FlashInfer's op, whose own cache lookup answers with the tactic.  :meth:`~TrtllmGenBackend.end_launches`
+gives the tuner back the cache it had before.
 
 Weight preparation follows FlashInfer's tests for trtllm-gen FP4 MoE (gated-activation row
 reorder, then ``shuffle_matrix_a`` / ``shuffle_matrix_sf_a`` with ``epilogue_tile_m = 128``).
@@ -15,7 +20,8 @@ Not yet run on a B200 by this project: treat its numbers as unverified until a B
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import functools
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -25,9 +31,10 @@ from ...problem.inputs import MoEInputs, build_inputs
 from ..base import Backend, Support, Tactic
 from .base import (
     FlashInferPrepared,
-    call_with_output,
     capture_tuner_calls,
+    commit_for_launches,
     flashinfer_support,
+    restore_after_launches,
     valid_tactics,
 )
 
@@ -112,17 +119,41 @@ class TrtllmGenBackend(Backend):
                        label=f"tile{t[0]}/cfg{t[1]}" if isinstance(t, (list, tuple)) else str(t)) for t in tacts]
         return out
 
-    def tactic_calls(self, prepared: FlashInferPrepared, tactic: Tactic) -> list:
-        """[(recorded choose_one call, kernel tactic)]: what :meth:`commit_tactic` commits."""
-        call = capture_tuner_calls(routed_moe_function(), prepared.kwargs, [TRTLLM_FP4_OP])[0]
+    def tactic_calls(self, prepared: FlashInferPrepared, tactic: Tactic,
+                     output: Optional[torch.Tensor] = None) -> list:
+        """[(recorded choose_one call, kernel tactic)]: what :meth:`commit_tactic` and :meth:`launcher` commit
+        (the call recorded with ``output`` bound when given, as the launcher calls the op)."""
+        kw = prepared.kwargs if output is None else {**prepared.kwargs, "output": output}
+        call = capture_tuner_calls(routed_moe_function(), kw, [TRTLLM_FP4_OP])[0]
         return [(call, _kernel_tactic(tactic))]
 
     def commit_tactic(self, prepared: FlashInferPrepared, tactic: Tactic) -> list:
         """Hand ``tactic`` to FlashInfer's AutoTuner cache: a later ``autotune(False)`` call uses it."""
         from .api import get_api
 
-        call = capture_tuner_calls(routed_moe_function(), prepared.kwargs, [TRTLLM_FP4_OP])[0]
-        return get_api().commit([(call, _kernel_tactic(tactic))])
+        return get_api().commit(self.tactic_calls(prepared, tactic))
+
+    def launcher(self, prepared: FlashInferPrepared, tactic: Tactic,
+                 output: Optional[torch.Tensor] = None) -> Callable[[], Any]:
+        """``trtllm_fp4_block_scale_routed_moe`` with its arguments checked (:func:`.api.checked_kwargs`) and bound
+        once.  It takes no tactic: ``tactic`` is committed to FlashInfer's AutoTuner cache for this op and shape
+        bucket now (:func:`.base.commit_for_launches`), and FlashInfer's own lookup answers with it on every call,
+        until :meth:`end_launches` gives the tuner back its cache."""
+        from .api import checked_kwargs
+
+        fn = routed_moe_function()
+        kw = dict(prepared.kwargs) if output is None else {**prepared.kwargs, "output": output}
+        bound = checked_kwargs(fn, kw)
+        commit_for_launches(prepared, self.tactic_calls(prepared, tactic, output))
+        return functools.partial(fn, **bound)
+
+    def end_launches(self, prepared: FlashInferPrepared) -> None:
+        """FlashInfer's AutoTuner cache as it was before the first :meth:`launcher`."""
+        restore_after_launches(prepared)
 
     def run(self, prepared: FlashInferPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
-        return call_with_output(routed_moe_function(), prepared, {TRTLLM_FP4_OP: _kernel_tactic(tactic)}, output)
+        try:
+            res = self.launcher(prepared, tactic, output)()
+        finally:
+            self.end_launches(prepared)
+        return res[0] if isinstance(res, (list, tuple)) else res
