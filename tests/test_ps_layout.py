@@ -238,7 +238,8 @@ def test_kernel_config_ps():
     sk = parse_config("m16n64k256w4s3-ps-sk2")
     assert (sk.mode, sk.split_k, sk.label) == ("ps", 2, "m16n64k256w4s3-ps-sk2")
     for cfg in PS_CONFIGS + PS_DECODE_CONFIGS:
-        assert cfg.ps and parse_config(cfg.label) == cfg and cfg.label.endswith(("-ps", f"-ps-sk{cfg.split_k}", f"-g2sk{cfg.split_k2}"))
+        assert cfg.ps and parse_config(cfg.label) == cfg and cfg.label.endswith(
+            ("-ps", f"-ps-sk{cfg.split_k}", f"-g2sk{cfg.split_k2}", f"-ps-g2n{cfg.block_n2}"))
     assert len(set(PS_CONFIGS + PS_DECODE_CONFIGS)) == len(PS_CONFIGS) + len(PS_DECODE_CONFIGS)
     for other in ("bits", "x2", "sw", "ds"):
         assert not KernelConfig(16, 64, 128, 4, 3, other).ps

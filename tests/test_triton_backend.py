@@ -168,12 +168,13 @@ def test_tactics_list():
             assert mode in ("bits", "ds", "x2", "sw", "ps") and sk in (1, 2, 4, 8)
             assert t.label == (f"m{bm}n{bn}k{bk}w{nw}s{ns}" + ("" if mode == "bits" else f"-{mode}")
                                + (f"-sk{sk}" if sk > 1 else "") + (f"-g2sk{t.id.split_k2}" if t.id.split_k2 else "")
-                               + ("", "-pdl", "-pdlpf")[t.id.pdl])
+                               + (f"-g2n{t.id.block_n2}" if t.id.block_n2 else "") + ("", "-pdl", "-pdlpf")[t.id.pdl])
             assert bm in (16, 32, 64, 128, 256) and bk in (64, 128, 256) and bn in (16, 32, 64, 128, 256)
             assert t.params == dict(block_m=bm, block_n=bn, block_k=bk, num_warps=nw, num_stages=ns,
                                     dot_scaled=mode == "ds", x2=mode in ("x2", "sw"), swap=mode == "sw",
                                     ps=mode == "ps", split_k=sk, split_k2=t.id.gemm2_split,
-                                    **({"pdl": t.id.pdl} if t.id.pdl else {}))
+                                    **({"pdl": t.id.pdl} if t.id.pdl else {}),
+                                    **({"block_n2": t.id.block_n2} if t.id.block_n2 else {}))
     assert b.default_tactic(_case(num_tokens=1)).label == "m16n64k128w4s3"
     assert b.default_tactic(_case(num_tokens=4096)).params["block_m"] == 64
     every = (CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS + X2_CONFIGS + X2_DECODE_CONFIGS + SW_CONFIGS
@@ -365,7 +366,8 @@ for name, kw in cases.items():
                                                           "m16n32k32w4s1-x2-g2sk3",
                                                           # scale bytes loaded as bytes (>= 4 per thread) and as
                                                           # words (8 warps, fewer): configs.ps_scale_words
-                                                          "m16n128k128w4s1-ps", "m32n64k64w8s1-ps")]
+                                                          "m16n128k128w4s1-ps", "m32n64k64w8s1-ps",
+                                                          "m16n64k64w4s1-ps-g2n128")]  # gemm2's own BLOCK_N
     if name == "uneven_k":  # sw with short last K steps (masked rows of the weight tile)
         tactics += [Tactic(id=(32, 16, 32, 4, 1, "sw", 3), label="m32n16k32w4s1-sw-sk3"),
                     Tactic(id=(16, 64, 64, 4, 1, "sw"), label="m16n64k64w4s1-sw")]
@@ -433,13 +435,13 @@ def test_interpreter_matches_reference(interp_results: dict, name: str):
 def test_interpreter_all_tactics_and_edge_cases(interp_results: dict):
     assert sum(k.startswith("oai_bias/") for k in interp_results) == (len(CONFIGS) + len(X2_CONFIGS) + len(SW_CONFIGS)
                                                                       + len(PS_CONFIGS) + 3)
-    assert sum(k.startswith("oai_bias/") and k.endswith("-ps") for k in interp_results) == len(PS_CONFIGS)
+    assert sum(k.startswith("oai_bias/") and "-ps" in k for k in interp_results) == len(PS_CONFIGS)
     assert interp_results["ps_vs_x2"] < 1e-2  # the same products, another summation order
     assert {"ps_uneven/m16n64k128w4s1-ps", "ps_uneven/m32n128k64w4s1-ps-sk2", "ps_uneven/m16n16k64w4s1-ps",
             "ps_uneven/m16n64k128w4s1-ps-sk2", "ep_offset/m16n64k64w4s1-ps",
             "ps_uneven/m16n64k64w4s1-ps-g2sk2", "ps_uneven/m16n64k64w4s1-ps-sk3-g2sk2",
             "ps_uneven/m16n32k32w4s1-x2-g2sk3", "ps_uneven/m16n128k128w4s1-ps",
-            "ps_uneven/m32n64k64w8s1-ps"} <= set(interp_results)
+            "ps_uneven/m32n64k64w8s1-ps", "ps_uneven/m16n64k64w4s1-ps-g2n128"} <= set(interp_results)
     assert not any(k.startswith(("uneven_k/", "many_tokens/")) and "-ps" in k for k in interp_results)  # no layout
     assert sum(k.startswith("oai_bias/") and "-x2" in k for k in interp_results) == len(X2_CONFIGS) + 1
     assert interp_results["x2_equals_bits"] is True
@@ -506,3 +508,16 @@ def test_ps_scale_words_where_bytes_would_leave_a_thread_less_than_4():
     assert ps_scale_words(128, 64, 4) and ps_scale_words(128, 128, 8) and ps_scale_words(64, 64, 4)
     assert all(ps_scale_words(c.block_n, c.block_k, c.num_warps) for c in PS_CONFIGS if c.num_warps == 8)
     assert ps_scale_words(128, 128, 4) is False and ps_scale_words(32, 64, 4) is True  # the two interpreted above
+
+
+def test_gemm2_block_n_label_and_refusals():
+    """``-g2nN``: gemm2's own BLOCK_N (mode ps), as triton_kernels runs its down GEMM on 256 weight rows per program
+    while gate/up keeps 2 x 128; the same width as gemm1's is no option (one id per tactic)."""
+    kc = parse_config("m128n128k128w8s3-ps-g2n256")
+    assert (kc.block_n, kc.gemm2_block_n, kc.block_n2) == (128, 256, 256) and kc.label == "m128n128k128w8s3-ps-g2n256"
+    assert kc.params()["block_n2"] == 256 and "block_n2" not in parse_config("m64n128k128w4s3-ps").params()
+    assert parse_config("m16n128k128w4s3-ps-g2sk2-g2n256-pdl").label == "m16n128k128w4s3-ps-g2sk2-g2n256-pdl"
+    assert KernelConfig(64, 128, 128, 4, 3, "ps", block_n2=128) == parse_config("m64n128k128w4s3-ps")
+    for bad in (dict(mode="x2", block_n2=256), dict(mode="ps", block_n2=96), dict(mode="ps", block_n2=-1)):
+        with pytest.raises(ValueError, match="block_n2"):
+            KernelConfig(64, 128, 128, 4, 3, **bad)

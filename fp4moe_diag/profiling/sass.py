@@ -101,7 +101,8 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
     from ..backends.triton import _kernels as K
 
     ptrs, types, ints = _GEMMS[gemm]
-    const = dict(K=k, BLOCK_M=kc.block_m, BLOCK_N=kc.block_n, BLOCK_K=kc.block_k, HAS_BIAS=True,
+    bn = kc.gemm2_block_n if gemm == "gemm2" else kc.block_n
+    const = dict(K=k, BLOCK_M=kc.block_m, BLOCK_N=bn, BLOCK_K=kc.block_k, HAS_BIAS=True,
                  EVEN_K=even_k(k, kc.block_k, kc.split_k), DOT_F32=False,
                  SPLIT_K=kc.split_k, K_SPLIT=k_split(k, kc.block_k, kc.split_k))
     if kc.ps:  # the pre-shuffled kernels: slab strides instead of row strides, no mode switches
@@ -110,7 +111,7 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
         fn = KP._moe_mxfp4_gemm1_ps_kernel if gemm == "gemm1" else KP._moe_mxfp4_gemm2_ps_kernel
         ints = [{"stride_wn": "stride_ws", "stride_sn": "stride_ss"}.get(i, i) for i in ints]
         const["N_FASTEST"] = ps_n_fastest(kc.block_m)
-        const["SCALE_WORDS"] = ps_scale_words(kc.block_n, kc.block_k, kc.num_warps)
+        const["SCALE_WORDS"] = ps_scale_words(bn, kc.block_k, kc.num_warps)
         const["PDL"] = kc.pdl
     else:
         fn = K._moe_mxfp4_gemm1_kernel if gemm == "gemm1" else K._moe_mxfp4_gemm2_kernel
@@ -158,7 +159,7 @@ def count(tactic: str, gemm: str = "gemm2", k: int = 3072, arch: int = 90) -> Lo
     body = mma_loop(sass)
     ops = collections.Counter(opcode(t) for t in body)
     tiles = 2 if gemm == "gemm1" else 1
-    per_thread = tiles * kc.block_n * kc.block_k // (kc.num_warps * 32)
+    per_thread = tiles * (kc.gemm2_block_n if gemm == "gemm2" else kc.block_n) * kc.block_k // (kc.num_warps * 32)
     mma = "HGMMA" if ops.get("HGMMA") else ("HMMA" if ops.get("HMMA") else "?")
     return LoopCount(tactic=kc.label, gemm=gemm, arch=arch, triton_version=triton.__version__,
                      loop_instructions=len(body), weights_per_thread=per_thread,

@@ -291,7 +291,7 @@ class TritonMXFP4Backend(Backend):
         calls += kern.gemm2_calls(
             inter, w2, w2_scale, p.w2_bias, p.topk_weights, pair_out,
             g.sorted_pair_ids, g.block_expert_ids, g.num_pairs,
-            bm, bn, bk, nw, ns, split_k=kc.gemm2_split, **modes,
+            bm, kc.gemm2_block_n, bk, nw, ns, split_k=kc.gemm2_split, **modes,
         )
         # one fixed-order reduction over (split planes, top_k), stored bf16: deterministic, no atomics
         direct = output is not None and output.dtype == torch.bfloat16 and output.stride(1) == 1

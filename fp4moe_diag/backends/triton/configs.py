@@ -34,6 +34,7 @@ class KernelConfig:
     split_k2: int = 0  # gemm2's split-K when it differs from gemm1's (0: the same as split_k)
     pdl: int = 0  # mode ps only: 0 off, 1 programmatic dependent launch (label -pdl), 2 / 3 that and gemm2's first
     # weight chunks prefetched into L2 before its grid-dependency wait (-pdlpf / -pdlpfe); see PDL_LABELS
+    block_n2: int = 0  # mode ps only: gemm2's BLOCK_N when it differs from gemm1's (0: the same; label -g2nN)
 
 
     def __post_init__(self) -> None:
@@ -41,6 +42,13 @@ class KernelConfig:
             raise ValueError(f"tactic: split_k2 must be an int >= 0 (0: as split_k), got {self.split_k2!r}")
         if self.split_k2 == self.split_k:
             object.__setattr__(self, "split_k2", 0)  # one id per tactic
+        if not isinstance(self.block_n2, int) or isinstance(self.block_n2, bool) or self.block_n2 < 0:
+            raise ValueError(f"tactic: block_n2 must be an int >= 0 (0: as block_n), got {self.block_n2!r}")
+        if self.block_n2 == self.block_n:
+            object.__setattr__(self, "block_n2", 0)
+        if self.block_n2 and (self.mode != "ps" or self.block_n2 % 16 or self.block_n2 & (self.block_n2 - 1)):
+            raise ValueError(f"tactic: block_n2 (gemm2's own BLOCK_N) is a mode ps option, a power of two >= 16; got "
+                             f"block_n2={self.block_n2} in mode {self.mode!r}")
         for f in ("block_m", "block_n", "block_k", "num_warps", "num_stages", "split_k"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -88,10 +96,16 @@ class KernelConfig:
         return self.split_k2 or self.split_k
 
     @property
+    def gemm2_block_n(self) -> int:
+        """gemm2's BLOCK_N (its weight rows per program): ``block_n2`` where set, else ``block_n``."""
+        return self.block_n2 or self.block_n
+
+    @property
     def label(self) -> str:
         base = f"m{self.block_m}n{self.block_n}k{self.block_k}w{self.num_warps}s{self.num_stages}"
         return (base + ("" if self.mode == "bits" else f"-{self.mode}") + (f"-sk{self.split_k}" if self.split_k > 1 else "")
-                + (f"-g2sk{self.split_k2}" if self.split_k2 else "") + PDL_LABELS[self.pdl])
+                + (f"-g2sk{self.split_k2}" if self.split_k2 else "") + (f"-g2n{self.block_n2}" if self.block_n2 else "")
+                + PDL_LABELS[self.pdl])
 
     def __str__(self) -> str:
         return self.label
@@ -100,7 +114,8 @@ class KernelConfig:
         return dict(block_m=self.block_m, block_n=self.block_n, block_k=self.block_k, num_warps=self.num_warps,
                     num_stages=self.num_stages, dot_scaled=self.dot_scaled, x2=self.x2, swap=self.swap,
                     ps=self.ps, split_k=self.split_k, split_k2=self.gemm2_split,
-                    **({"pdl": self.pdl} if self.pdl else {}))  # the key only where set: older rows unchanged
+                    **({"pdl": self.pdl} if self.pdl else {}),  # the keys only where set: older rows unchanged
+                    **({"block_n2": self.block_n2} if self.block_n2 else {}))
 
 
 
@@ -220,6 +235,9 @@ PS_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
     (128, 128, 64, 8, 3, "ps"),
     (128, 128, 64, 8, 4, "ps"),
     (64, 128, 64, 8, 4, "ps"),
+)) + tuple(KernelConfig(*c, "ps", block_n2=256) for c in (
+    (128, 128, 128, 8, 3),
+    (128, 128, 64, 8, 3),
 ))
 # Occupancy decides (registers per thread, cuobjdump -res-usage of the sm_90a cubin): m16n128k128w4s3 gemm1 168 /
 # gemm2 123 registers (3 / 4 CTAs per SM), m64n128k128w4s3 255 / 226 (2 / 2), every 8-warp tile 1 CTA per SM (slow
@@ -262,7 +280,8 @@ PS_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, pdl=1) for c i
 # Measured and not offered (s9a, same run as -pdl): -pdlpfe within noise of -pdl (120b EP4 T=64 140.1 vs 140.6 us,
 # 20b EP1 T=64 163.9 vs 162.4, T=16 159.0 vs 158.4); split-K 8 (m16n64k128w4s4-ps-sk8) slower at every decode shape.
 
-_LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds|x2|sw|ps))?(?:-sk(\d+))?(?:-g2sk(\d+))?(-pdl|-pdlpfe|-pdlpf)?$")
+_LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds|x2|sw|ps))?(?:-sk(\d+))?(?:-g2sk(\d+))?(?:-g2n(\d+))?"
+                    r"(-pdl|-pdlpfe|-pdlpf)?$")
 
 
 def parse_config(cfg: Any) -> KernelConfig:
@@ -273,12 +292,12 @@ def parse_config(cfg: Any) -> KernelConfig:
     if isinstance(cfg, str):
         m = _LABEL.match(cfg)
         if m is None:
-            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps][-skN][-g2skN][-pdl|-pdlpf|-pdlpfe], "
+            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps][-skN][-g2skN][-g2nN][-pdl|-pdlpf|-pdlpfe], "
                              f"got {cfg!r}")
         nums = [int(v) for v in m.groups()[:5]]
-        pdl = {v: k for k, v in PDL_LABELS.items()}[m.group(9) or ""]
+        pdl = {v: k for k, v in PDL_LABELS.items()}[m.group(10) or ""]
         return KernelConfig(*nums, mode=m.group(6) or "bits", split_k=int(m.group(7) or 1), split_k2=int(m.group(8) or 0),
-                            pdl=pdl)
+                            pdl=pdl, block_n2=int(m.group(9) or 0))
     if not isinstance(cfg, (tuple, list)):
         raise ValueError(f"tactic: expected a KernelConfig, a label or a tuple, got {type(cfg).__name__}")
     cfg = tuple(cfg)
