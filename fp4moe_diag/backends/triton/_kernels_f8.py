@@ -8,9 +8,12 @@ pieces of :mod:`._kernels` (tile arithmetic, gemm1's bias + activation epilogue,
   ``q = e4m3_rn(row / scale)`` (IEEE division, ``div.rn``), stored with its fp32 scale.
 * The weight fold (:func:`_fold`): ``E[n]`` is the largest ue8m0 scale byte of weight row ``n`` (all K blocks; made
   in ``prepare``); an e2m1 code of value ``v`` in a block with scale byte ``s`` becomes the e4m3 value
-  ``v * 2**(s - E[n])``: decoded to fp32 (:func:`._kernels._e2m1_to_f32`), times the bit-built ``2**d``
-  (``d = s - E[n] <= 0``; ``d < -126`` is taken as ``-126``: 6 * 2**-126 rounds to 0 in e4m3 either way), rounded
-  to e4m3 (round to nearest even, values below e4m3's subnormal range round to 0 or 2**-9).  Exact where
+  ``v * 2**(s - E[n])``: decoded to fp32 -- the code ``s.e1.e0.m`` placed as the fp32 bit pattern of ``v * 2**-126``
+  (sign to bit 31, ``e1.e0.m`` to bits 24..22: e1.e0 the exponent's low bits, code 1 the subnormal 2**-127; as
+  :func:`._kernels._e2m1_to_f32` gives, times 2**-126, in two integer ops instead of a select chain) -- times the
+  bit-built ``2**(d + 126)`` (``d = s - E[n] <= 0``; ``d < -126`` is taken as ``-126``: 6 * 2**-126 rounds to 0 in
+  e4m3 either way), rounded to e4m3 (round to nearest even, values below e4m3's subnormal range round to 0 or
+  2**-9).  fp32 subnormal inputs: PTX ``mul.f32`` without ``.ftz`` keeps them (Triton sets no flush-to-zero).  Exact where
   ``d >= -8`` (e2m1 values have one mantissa bit); blocks far below their row's largest scale lose bits.
 * The GEMMs are swap-AB like mode ``sw`` (``_kernels._sw_dot``): the folded weight tile ``[BLOCK_N, BLOCK_K]`` (row
   n, K in order: the two nibbles of a byte interleaved by ``tl.join``) is the MMA's A operand, the activation tile
@@ -28,7 +31,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ._kernels import _e2m1_to_f32, _gemm1_epilogue, _gemm2_store, _sw_masks, _sw_ptrs, _tile, _ue8m0_to_f32
+from ._kernels import _gemm1_epilogue, _gemm2_store, _sw_masks, _sw_ptrs, _tile, _ue8m0_to_f32
 
 E4M3_MAX = tl.constexpr(448.0)
 
@@ -55,10 +58,12 @@ def _fold(b, s, emax, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, INTERP: tl.c
     [BLOCK_N, BLOCK_K] of ``v * 2**(s - emax)`` in K order."""
     HALF: tl.constexpr = BLOCK_K // 2
     NB: tl.constexpr = BLOCK_K // 32
-    f = ((tl.maximum(s.to(tl.int32) - emax[:, None] + 127, 1)) << 23).to(tl.float32, bitcast=True)
+    f = ((tl.maximum(s.to(tl.int32) - emax[:, None] + 253, 127)) << 23).to(tl.float32, bitcast=True)
     f = tl.reshape(tl.broadcast_to(f[:, :, None], (BLOCK_N, NB, 16)), (BLOCK_N, HALF))
     bi = b.to(tl.int32)
-    v = tl.reshape(tl.join(_e2m1_to_f32(bi & 0xF) * f, _e2m1_to_f32(bi >> 4) * f), (BLOCK_N, BLOCK_K))
+    lo = (((bi & 7) << 22) | ((bi & 8) << 28)).to(tl.float32, bitcast=True)
+    hi = (((bi & 0x70) << 18) | ((bi & 0x80) << 24)).to(tl.float32, bitcast=True)
+    v = tl.reshape(tl.join(lo * f, hi * f), (BLOCK_N, BLOCK_K))
     return _to_e4m3(v, INTERP)
 
 
