@@ -192,7 +192,7 @@ cases = {
 }
 labels = {"uneven": ("m16n64k64w4s1-f8", "m16n64k128w4s3-f8", "m64n128k128w8s3-f8"),
           "ep_offset": ("m16n64k32w4s1-f8", "m64n64k128w4s4-f8"),
-          "prefill": ("m128n64k64w4s3-f8", "m64n128k64w4s3-f8", "m16n128k64w4s3-f8")}
+          "prefill": ("m128n64k128w4s3-f8", "m128n128k64w8s3-f8", "m16n128k64w4s3-f8")}
 for name, kw in cases.items():
     inp = build_inputs(MoECase(**{**base, **kw}))
     x = inp.hidden_states.clone(); x[1] = 0  # a zero activation row

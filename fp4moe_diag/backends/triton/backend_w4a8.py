@@ -33,7 +33,7 @@ from ...problem.inputs import MoEInputs
 from ...problem.reference_w4a8 import reference_w4a8_moe, row_emax
 from ..base import Support, Tactic, device_capability, launch_sequence
 from .backend import TritonMXFP4Backend, TritonPrepared, load_kernels
-from .configs import F8_CONFIGS, DECODE_MAX_PAIRS, parse_config
+from .configs import DECODE_MAX_PAIRS, F8_CONFIGS, F8_DEFAULTS, parse_config
 
 _LAUNCH_F8 = "fp4moe_diag.backends.triton.launch_f8"
 
@@ -74,7 +74,7 @@ class TritonW4A8Backend(TritonMXFP4Backend):
         """:data:`.configs.F8_CONFIGS`; the default a decode tile up to ``DECODE_MAX_PAIRS`` pairs, a 64-token one
         above."""
         decode = case.num_tokens * case.top_k <= DECODE_MAX_PAIRS
-        default = F8_CONFIGS[0] if decode else F8_CONFIGS[3]
+        default = parse_config(F8_DEFAULTS[0 if decode else 1])
         return [Tactic(id=kc, label=kc.label, is_default=kc == default, params=kc.params()) for kc in F8_CONFIGS]
 
     def prepare(self, inputs: MoEInputs) -> W4A8Prepared:

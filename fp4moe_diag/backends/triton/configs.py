@@ -280,11 +280,15 @@ F8_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
     (16, 64, 128, 4, 3, "f8"),
     (16, 128, 128, 4, 3, "f8"),
     (64, 64, 128, 4, 4, "f8"),
-    (64, 128, 128, 4, 3, "f8"),
     (64, 128, 128, 8, 3, "f8"),
     (128, 64, 128, 4, 3, "f8"),
-    (128, 128, 128, 8, 3, "f8"),
+    (128, 128, 64, 8, 3, "f8"),
 ))
+# sm_90a, K = 2880, triton 3.6.0 and 3.9.0 (python -m fp4moe_diag.profiling.sass, cuobjdump -res-usage): every loop
+# above is QGMMA (FP8 wgmma), none spills (gemm1 162-255 registers, gemm2 94-190).  Not offered: m64n128k128w4 and
+# m128n128k128w8 (gemm1 spills 312 / 120 bytes: two fp32 accumulators of 128 x BLOCK_M), m128n64 with 8 warps (the
+# two warpgroups split the tokens, so each folds the same 64 weight rows: twice the fold work per weight).
+F8_DEFAULTS = ("m16n64k128w4s3-f8", "m64n64k128w4s4-f8")  # decode (T * top_k <= DECODE_MAX_PAIRS), above
 
 _LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds|x2|sw|ps|f8))?(?:-sk(\d+))?(?:-g2sk(\d+))?(-pdl|-pdlpfe|-pdlpf)?$")
 
