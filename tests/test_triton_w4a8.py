@@ -6,6 +6,8 @@
   bit against the reference's, and the whole backend against the W4A8 reference (tolerance :data:`TOL_W4A8`) and
   the bf16 float32 reference (:data:`TOL_BF16`), with uneven K, EP offsets, decode and prefill tiles, a zero
   activation row and tokens routed to other ranks only; and one tuner run (the hook end to end).
+* sm_90a build on this CPU host (Triton's bundled ptxas): a decode and a prefill tile use FP8 wgmma (QGMMA) in
+  both K loops, with the f16x2 fold, and spill no registers.
 """
 
 from __future__ import annotations
@@ -250,3 +252,41 @@ def test_interpreter_tuner_rows(interp_results: dict):
     assert (t["n"], t["status"], t["correct"], t["precision"], t["label"]) == (1, "ok", True, "w4a8",
                                                                                 "m16n64k128w4s3-f8")
     assert t["rel_l2"] < TOL_W4A8 and 10 * t["rel_l2"] < t["bf16"] < TOL_BF16
+
+
+# ------------------------------------------------------------------ sm_90a build (CPU host, Triton's bundled tools)
+def _bundled(*tools: str) -> bool:
+    if not HAS_TRITON:
+        return False
+    import os
+
+    import triton
+
+    return all(os.path.exists(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", t))
+               for t in tools)
+
+
+@pytest.mark.skipif(not _bundled("ptxas", "nvdisasm", "cuobjdump"), reason="triton with its bundled CUDA tools is "
+                    "not installed")
+@pytest.mark.parametrize("label", ["m16n64k128w4s3-f8", "m128n128k64w8s3-f8"])
+def test_sm90_build_uses_fp8_wgmma_without_spills(label: str):
+    import os
+    import re
+    import subprocess
+    import tempfile
+
+    import triton
+
+    from fp4moe_diag.profiling.sass import _compile, count
+
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    for gemm in ("gemm1", "gemm2"):
+        r = count(label, gemm, k=2880)
+        assert r.mma == "QGMMA" and r.instructions_per_weight < 9, r  # FP8 wgmma in the K loop, the f16x2 fold
+        assert r.opcodes.get("HMUL2", 0) > 0 and r.opcodes.get("F2FP", 0) > 0  # mul.f16x2, cvt ... e4m3x2.f16x2
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "k.cubin")
+            with open(path, "wb") as f:
+                f.write(_compile(parse_config(label), gemm, 2880, 90).asm["cubin"])
+            res = subprocess.run([tool, "-res-usage", path], capture_output=True, text=True, check=True).stdout
+        assert int(re.search(r"STACK:(\d+)", res).group(1)) == 0, res  # no register spills

@@ -13,7 +13,8 @@ pieces of :mod:`._kernels` (tile arithmetic, gemm1's bias + activation epilogue,
   :func:`._kernels._e2m1_to_f32` gives, times 2**-126, in two integer ops instead of a select chain) -- times the
   bit-built ``2**(d + 126)`` (``d = s - E[n] <= 0``; ``d < -126`` is taken as ``-126``: 6 * 2**-126 rounds to 0 in
   e4m3 either way), rounded to e4m3 (round to nearest even, values below e4m3's subnormal range round to 0 or
-  2**-9).  fp32 subnormal inputs: PTX ``mul.f32`` without ``.ftz`` keeps them (Triton sets no flush-to-zero).  Exact where
+  2**-9).  That is the interpreter's path; compiled, :data:`_F8_ASM` does the same in f16x2 (code bits -> ``v *
+  2**-14``, times ``2**(d + 14)``, ``cvt.rn.satfinite.e4m3x2.f16x2``): the same values, half the instructions.  Exact where
   ``d >= -8`` (e2m1 values have one mantissa bit); blocks far below their row's largest scale lose bits.
 * The GEMMs are swap-AB like mode ``sw`` (``_kernels._sw_dot``): the folded weight tile ``[BLOCK_N, BLOCK_K]`` (row
   n, K in order: the two nibbles of a byte interleaved by ``tl.join``) is the MMA's A operand, the activation tile

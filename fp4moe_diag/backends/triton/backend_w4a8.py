@@ -13,10 +13,14 @@ quantizes the same way (:meth:`TritonW4A8Backend.reference`), with the tighter t
 row's ``rel_l2_bf16_ref`` is its error against the standard float32 reference, what ``rel_l2`` measures for the bf16
 path.
 
-Design notes: swap-AB (weights as the MMA's A operand from registers) as mode ``sw``, on the plain MXFP4 layout;
-the fold is fp32 decode, times ``2**d``, ``cvt`` to e4m3 (about 4 instructions per weight on sm_90a) rather than a
-bit-built e4m3 code, because e4m3's subnormals make the bit arithmetic for ``d < 0`` branchy and the cvt rounds
-the underflowing values exactly like the reference.
+Design notes: swap-AB (weights as the MMA's A operand from registers) as mode ``sw``, on the plain MXFP4 layout:
+on sm_90a every f8 loop is QGMMA (FP8 wgmma).  The fold multiplies the decoded value by ``2**d`` and rounds once with
+the hardware cvt rather than building e4m3 codes by bit arithmetic (e4m3's subnormals make that branchy for
+``d < 0``; the cvt rounds the underflowing values exactly like the reference).  Deviation from the issue's sketch
+("decode to fp32, multiply, convert"): compiled, the decode and multiply run in f16x2 (``_kernels_f8._F8_ASM``,
+two values per instruction, then ``cvt.rn.satfinite.e4m3x2.f16x2``), because the fp32 version cost 8.1 loop
+instructions per weight against 6.8 (gemm2, m16n64k128, sm_90a); both are exact up to the one e4m3 rounding, so
+they give the same bits (the interpreter runs the fp32 one).
 """
 
 from __future__ import annotations
