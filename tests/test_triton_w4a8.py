@@ -290,3 +290,38 @@ def test_sm90_build_uses_fp8_wgmma_without_spills(label: str):
                 f.write(_compile(parse_config(label), gemm, 2880, 90).asm["cubin"])
             res = subprocess.run([tool, "-res-usage", path], capture_output=True, text=True, check=True).stdout
         assert int(re.search(r"STACK:(\d+)", res).group(1)) == 0, res  # no register spills
+
+
+# ------------------------------------------------------------------ GPU (compiled kernels; not run on a CPU host)
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+@pytest.mark.parametrize("num_tokens, ep", [(4, False), (64, True), (1024, False)])
+def test_gpu_every_tactic_against_both_references(num_tokens: int, ep: bool):
+    import os
+
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        pytest.skip("TRITON_INTERPRET is set")
+    b = get_backend("triton_w4a8")
+    s = b.supports("cuda")
+    if not s:
+        pytest.skip(s.reason)
+    from fp4moe_diag.backends.triton import launch_f8
+
+    g = torch.Generator().manual_seed(3)  # the compiled (f16x2) fold, bit for bit against the reference's
+    codes = torch.randint(0, 16, (64, 128), dtype=torch.uint8, generator=g)
+    scale = (140 - torch.randint(0, 40, (64, 4), generator=g)).to(torch.uint8)
+    w8_ref, emax = fold_mxfp4_e4m3(pack_e2m1(codes), scale)
+    w8 = launch_f8.fold_e4m3(pack_e2m1(codes).cuda(), scale.cuda(), emax.cuda())
+    assert torch.equal(w8.float().cpu(), w8_ref)
+    ep_kw = dict(local_num_experts=16, local_expert_offset=16) if ep else {}
+    case = MoECase(num_tokens=num_tokens, hidden_size=2880, intermediate_size=2880, num_experts=32, top_k=4, **ep_kw)
+    inp = build_inputs(case, "cuda")
+    ref, r8 = reference_moe(inp), reference_w4a8_moe(inp)
+    prep = b.prepare(inp)
+    errs = {}
+    for t in b.tactics(case):
+        y = b.run(prep, t).float()
+        torch.cuda.synchronize()
+        errs[t.label] = (float((y - r8).norm() / r8.norm()), float((y - ref).norm() / ref.norm()))
+    assert not {k: v for k, v in errs.items() if not (v[0] < b.rel_l2_tol and v[1] < TOL_BF16)}, errs
