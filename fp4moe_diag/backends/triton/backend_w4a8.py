@@ -13,6 +13,9 @@ quantizes the same way (:meth:`TritonW4A8Backend.reference`), with the tighter t
 row's ``rel_l2_bf16_ref`` is its error against the standard float32 reference, what ``rel_l2`` measures for the bf16
 path.
 
+gemm2's per-pair products stay fp32 (the ``triton`` backend's one-split plane is bf16 since s9): the W4A8 check is
+tight, and the interpreter's fp32 -> bf16 store truncates.
+
 Design notes: swap-AB (weights as the MMA's A operand from registers) as mode ``sw``, on the plain MXFP4 layout:
 on sm_90a every f8 loop is QGMMA (FP8 wgmma).  The fold multiplies the decoded value by ``2**d`` and rounds once with
 the hardware cvt rather than building e4m3 codes by bit arithmetic (e4m3's subnormals make that branchy for
@@ -57,6 +60,7 @@ class W4A8Prepared:
     x_scale: torch.Tensor  # fp32 [T]
     inter8: torch.Tensor  # e4m3 [max padded pairs, I]
     inter_scale: torch.Tensor  # fp32 [max padded pairs]
+    pair_out: torch.Tensor  # fp32 [T * k, H]: gemm2's per-pair products (rows of non-local pairs stay zero)
 
 
 class TritonW4A8Backend(TritonMXFP4Backend):
@@ -93,6 +97,7 @@ class TritonW4A8Backend(TritonMXFP4Backend):
             x_scale=torch.empty((max(t, 1),), dtype=torch.float32, device=dev),
             inter8=torch.empty((rows, inter), dtype=torch.float8_e4m3fn, device=dev),
             inter_scale=torch.empty((rows,), dtype=torch.float32, device=dev),
+            pair_out=torch.zeros((t * inputs.case.top_k, h), dtype=torch.float32, device=dev),
         )
 
     def reference(self, inputs: MoEInputs, prepared: Any) -> Optional[torch.Tensor]:
@@ -128,11 +133,11 @@ class TritonW4A8Backend(TritonMXFP4Backend):
         if rows:
             calls += f8.quant_rows_calls(inter, q.inter8, q.inter_scale)
         calls += f8.gemm2_calls(q.inter8[: max(rows, 1)], q.inter_scale, p.w2, p.w2_scale, q.w2_emax, p.w2_bias,
-                                p.topk_weights, p.pair_out, g.sorted_pair_ids, g.block_expert_ids, g.num_pairs,
+                                p.topk_weights, q.pair_out, g.sorted_pair_ids, g.block_expert_ids, g.num_pairs,
                                 *tiles)
         direct = output is not None and output.dtype == torch.bfloat16 and output.stride(1) == 1
         y = output if direct else p.out_bf16
-        calls += kern.topk_sum_calls(p.pair_out.unsqueeze(0), y, p.inputs.case.top_k)
+        calls += kern.topk_sum_calls(q.pair_out.unsqueeze(0), y, p.inputs.case.top_k)
         if output is not None and not direct:
             calls.append(functools.partial(output.copy_, y))
         return launch_sequence(calls, output if output is not None else p.out_bf16)
