@@ -45,7 +45,9 @@ SCHEMA: list[tuple[str, str, str]] = [
     ("activation", "string", "swiglu | swiglu_oai"),
     ("has_bias", "boolean", "gemm1/gemm2 biases present"),
     ("seed", "Int64", "seed of the random inputs"),
-    ("backend", "string", "reference | cutlass | trtllm | triton"),
+    ("backend", "string", "reference | cutlass | trtllm | triton | triton_w4a8 | ... (fp4moe_diag.backends)"),
+    ("kernel_precision", "string", "what the kernel computes in: w4a16 (4-bit weights, bf16 activations), w4a8 (FP8 "
+                                   "activations: triton_w4a8, cutlass_humming), fp32 (the reference backend)"),
     ("tactic", "string", "the kernel's own tactic id, as str"),
     ("tactic_label", "string", "human-readable tactic"),
     ("is_default_tactic", "boolean", "what the library runs without tuning"),
@@ -91,7 +93,10 @@ SCHEMA: list[tuple[str, str, str]] = [
     ("ceiling_read_GBps", "float64", "measured read-only streaming GB/s in this run (float32 sum over 2 GiB; empty when "
                                      "below 0.8 x the copy ceiling)"),
     ("ceiling_datasheet_GBps", "float64", "the GPU's datasheet HBM bandwidth, GB/s (H200: 4800)"),
-    ("rel_l2", "float64", "||out - ref|| / ||ref|| vs the float32 reference"),
+    ("rel_l2", "float64", "||out - ref|| / ||ref|| vs the float32 reference; w4a8 rows of triton_w4a8: vs the W4A8 "
+                          "reference, which quantizes activations and weights as its kernels do"),
+    ("rel_l2_bf16_ref", "float64", "||out - ref|| / ||ref|| vs the float32 reference of the bf16 activations, what "
+                                   "rel_l2 is for the w4a16 rows (equal to it there): the accuracy next to the bf16 path"),
     ("max_abs_err", "float64", "max |out - ref|"),
     ("mean_abs_err", "float64", "mean |out - ref|"),
     ("cosine", "float64", "cosine similarity of out and ref"),
@@ -101,7 +106,8 @@ SCHEMA: list[tuple[str, str, str]] = [
     ("inf_count", "Int64", "Inf elements in the output"),
     ("unwritten_rows", "Int64", "rows left at the NaN poison (never written)"),
     ("ref_abs_mean", "float64", "mean |ref| (scale of the numbers compared)"),
-    ("correct", "boolean", "within the FP4 tolerances (see correctness.py)"),
+    ("correct", "boolean", "within the FP4 tolerances (see correctness.py); triton_w4a8: rel_l2 <= 1e-2 against its "
+                           "own reference"),
     ("input_source", "string", "'' (random inputs from the seed), or the log / dump call the inputs came from"),
     ("recorded_rel_l2", "float64", "||out - recorded|| / ||recorded|| vs the output the dumped call returned"),
     ("matches_recorded", "boolean", "within the FP4 tolerances of the dumped call's own output (NA: none recorded)"),
@@ -149,7 +155,8 @@ STATUSES = ("ok", "incorrect", "failed", "unsupported", "aborted")
 ADDED_LATER = ("run_id", "flashinfer_build", "rank", "world_size", "time_capture_error", "timing_pass",
                "time_median_us_repeat", "noise_ratio", *(f"time_kernel_{s}" for s in (
                    "median_us", "p10_us", "p90_us", "spread", "span_median_us", "count", "method", "breakdown")),
-               "ceiling_read_GBps", "ceiling_datasheet_GBps", "input_source", "recorded_rel_l2", "matches_recorded")
+               "ceiling_read_GBps", "ceiling_datasheet_GBps", "input_source", "recorded_rel_l2", "matches_recorded",
+               "kernel_precision", "rel_l2_bf16_ref")
 _BOOLS = {True: True, False: False, "True": True, "False": False, "true": True, "false": False, "1": True, "0": False}
 
 

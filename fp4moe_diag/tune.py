@@ -1,7 +1,7 @@
 """The device-safe tuner: every tactic of a backend, no meta tensor ever reaches a kernel.
 
 :func:`tune_case` measures one case x backend in named steps -- :func:`support_row`, :func:`prepare_step`,
-:func:`tactic_step`, :func:`measure_tactic` (each tactic), :func:`combined_step`, :func:`second_pass` (after
+:func:`reference_step` (a backend's own reference), :func:`tactic_step`, :func:`measure_tactic` (each tactic), :func:`combined_step`, :func:`second_pass` (after
 ``screen``), :func:`pick_best` (and the noise repeat), :func:`commit_step` -- over a :class:`TuneState`;
 :func:`fp4moe_diag.runs.run_sweep` calls it for every case x backend, :func:`tune` for one case.  The timed
 callable is the backend's :meth:`~fp4moe_diag.backends.base.Backend.launcher`, made once per tactic.
@@ -9,7 +9,8 @@ callable is the backend's :meth:`~fp4moe_diag.backends.base.Backend.launcher`, m
 :func:`tune` (a) checks every tensor a backend will receive before anything launches: meta
 tensors, tensors on another device than the case's, wrong dtypes -> ``ValueError`` naming the
 argument; (b) runs **every** tactic, each with a correctness check against the float32 reference
-(poisoned output, fresh activations) and warm-up + timed repeats (the best one is re-timed at
+(a backend's own where it has one: :meth:`~fp4moe_diag.backends.base.Backend.reference`; poisoned output, fresh
+activations) and warm-up + timed repeats (the best one is re-timed at
 the end: ``noise_ratio``); (c) turns a tactic that raises
 into a row (exception type and message) and carries on; after a failure on a GPU it checks that
 the CUDA context still works and, if not, marks the remaining tactics ``aborted`` and stops
@@ -33,7 +34,7 @@ from .problem.reference import reference_moe
 from .environment import environment_info
 from .results import to_frame
 from .tune_steps import (SweepContext, TuneResult, TuneState, base_row, combined_step, commit_step, measure_tactic,
-                         pick_best, prepare_step, second_pass, support_row, tactic_step)
+                         pick_best, prepare_step, reference_step, second_pass, support_row, tactic_step)
 from .validate import validate_launch_inputs
 
 
@@ -92,7 +93,7 @@ def tune_case(case: MoECase, backend: Backend, data: CaseInputs, ctx: SweepConte
         return st.finish()
     inputs, st.reference = data.get()
     st.recorded_output = inputs.recorded_output  # a dump's recorded output: each row is compared with it too
-    if not prepare_step(st, inputs) or not tactic_step(st):
+    if not prepare_step(st, inputs) or not reference_step(st, inputs) or not tactic_step(st):
         return st.finish()
     st.work = moe_work(case, inputs.local_topk_ids)
     st.out = torch.empty((case.num_tokens, case.hidden_size), dtype=torch.bfloat16, device=ctx.device)

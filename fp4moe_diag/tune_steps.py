@@ -94,7 +94,8 @@ class TuneState:
     base: dict
     result: TuneResult
     prepared: Any = None
-    reference: Optional[torch.Tensor] = None
+    reference: Optional[torch.Tensor] = None  # what rows are checked against (rel_l2, correct)
+    bf16_reference: Optional[torch.Tensor] = None  # the standard reference when the backend has its own (rel_l2_bf16_ref)
     work: Any = None
     out: Optional[torch.Tensor] = None
     recorded_output: Optional[torch.Tensor] = None  # what the user's recorded call returned (a dump replay)
@@ -116,7 +117,8 @@ class TuneState:
 
 def base_row(case: MoECase, backend: Backend, ctx: SweepContext) -> dict:
     """The columns every row of this case x backend shares (environment, case, ceilings, run id)."""
-    base = {**ctx.env, **case.to_record(), "backend": backend.name, "timestamp": _now()}
+    base = {**ctx.env, **case.to_record(), "backend": backend.name, "kernel_precision": backend.kernel_precision,
+            "timestamp": _now()}
     if ctx.run_id is not None:
         base["run_id"] = ctx.run_id
     if ctx.ceilings is not None:
@@ -145,6 +147,22 @@ def prepare_step(st: TuneState, inputs: MoEInputs) -> bool:
         st.fail("prepare", e)
         st.result.notes.append(traceback.format_exc())
         return False
+    return True
+
+
+def reference_step(st: TuneState, inputs: MoEInputs) -> bool:
+    """A backend with a reference of its own (:meth:`Backend.reference`: a W4A8 kernel's, quantizing as it does):
+    rows are checked against it (``rel_l2``, ``correct``) and compared with the standard one (``rel_l2_bf16_ref``)."""
+    if st.reference is None:
+        return True
+    try:
+        own = st.backend.reference(inputs, st.prepared)
+    except Exception as e:  # noqa: BLE001
+        st.fail("prepare", e)
+        st.result.notes.append(traceback.format_exc())
+        return False
+    if own is not None:
+        st.bf16_reference, st.reference = st.reference, own
     return True
 
 
@@ -199,7 +217,8 @@ def _check(st: TuneState, launch: Callable[[], Any]) -> dict:
         y = y[0]
     if st.ctx.device.type == "cuda":
         torch.cuda.synchronize(st.ctx.device)
-    m = error_metrics(y, st.reference)
+    m = error_metrics(y, st.reference, rel_l2_tol=st.backend.rel_l2_tol)
+    m["rel_l2_bf16_ref"] = m["rel_l2"] if st.bf16_reference is None else error_metrics(y, st.bf16_reference)["rel_l2"]
     if st.recorded_output is not None:
         m.update(recorded_fields(y, st.recorded_output))
     return m

@@ -13,6 +13,7 @@ name                      what                                                mo
 ``frost_low_latency``     ... ``FrostLowLatencyRunner`` (T <= 8)              :mod:`.flashinfer.unified`
 ``trtllm``                FlashInfer trtllm-gen routed MoE (SM100 / SM103)    :mod:`.flashinfer.trtllm`
 ``triton``                our own Triton MXFP4 MoE kernels                    :mod:`.triton`
+``triton_w4a8``           the same with FP8 activations and FP8 MMAs (W4A8)   :mod:`.triton.backend_w4a8`
 ``triton_kernels``        OpenAI triton_kernels matmul_ogs, as vLLM on SM90   :mod:`.oai_triton_kernels`
 ========================  ==================================================  ===========================
 """
@@ -35,6 +36,7 @@ REGISTRY: dict[str, str] = {
     "frost_low_latency": ".flashinfer.unified:FrostLowLatencyBackend",
     "trtllm": ".flashinfer.trtllm:TrtllmGenBackend",
     "triton": ".triton.backend:TritonMXFP4Backend",
+    "triton_w4a8": ".triton.backend_w4a8:TritonW4A8Backend",
     "triton_kernels": ".oai_triton_kernels.backend:TritonKernelsBackend",
 }
 

@@ -69,6 +69,11 @@ class Backend(ABC):
     capabilities: Optional[Sequence[tuple[int, int]]] = None
     #: device types accepted
     device_types: Sequence[str] = ("cuda",)
+    #: the precision the kernels compute in (results column ``kernel_precision``): "w4a16" (bf16 activations),
+    #: "w4a8" (FP8 activations), "fp32" (the reference)
+    kernel_precision: str = "w4a16"
+    #: the relative-L2 tolerance of the correctness check (None: measure.correctness.REL_L2_TOL)
+    rel_l2_tol: Optional[float] = None
 
     def supports(self, device: Any) -> Support:
         dev = torch.device(device)
@@ -106,6 +111,13 @@ class Backend(ABC):
         if x.dtype != torch.bfloat16 or x.dim() != 2:
             raise ValueError(f"hidden_states: expected a bf16 [T, H] tensor, got {x.dtype} {tuple(x.shape)}")
         return x
+
+    def reference(self, inputs: MoEInputs, prepared: Any) -> Optional[torch.Tensor]:
+        """The float32 ``[T, H]`` output this backend's rows are checked against, when it is not the standard
+        reference (:func:`~fp4moe_diag.problem.reference.reference_moe` of the bf16 activations): a kernel that
+        quantizes its activations is compared with a reference that quantizes the same way (``rel_l2``), and with
+        the standard one in ``rel_l2_bf16_ref``.  Default: None (the standard reference)."""
+        return None
 
     def prepare(self, inputs: MoEInputs) -> Any:
         """Per-case preparation (weight re-layout, workspaces); not timed. Default: the inputs."""

@@ -14,6 +14,7 @@ from .base import Backend, Tactic
 
 class ReferenceBackend(Backend):
     name = "reference"
+    kernel_precision = "fp32"
     capabilities = None
     device_types = ("cpu", "cuda")
 

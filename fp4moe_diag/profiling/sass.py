@@ -1,10 +1,10 @@
 """Static SASS of our Triton kernels without a GPU: instructions per weight element in the MMA loop.
 
 ``python -m fp4moe_diag.profiling.sass --tactic m16n64k128w4s3-x2 [--gemm gemm2] [--k 3072] [--arch 90]``
-compiles one of :mod:`fp4moe_diag.backends.triton._kernels` for ``sm_<arch>a`` with the installed Triton
+compiles one of :mod:`fp4moe_diag.backends.triton._kernels` (``-ps``: ``_kernels_ps``, ``-f8``: ``_kernels_f8``) for ``sm_<arch>a`` with the installed Triton
 (its bundled ptxas; no driver needed), disassembles it with the bundled ``nvdisasm`` and reports the
 loop that holds the MMAs: its instruction count, the opcode histogram, the MMA kind (``HMMA`` = mma.sync,
-``HGMMA`` = wgmma) and instructions per weight element (the loop handles ``BLOCK_N x BLOCK_K`` weights per
+``HGMMA`` = wgmma, ``QGMMA`` = FP8 wgmma) and instructions per weight element (the loop handles ``BLOCK_N x BLOCK_K`` weights per
 tile, two tiles in gemm1, over ``num_warps x 32`` threads).  Integer arguments are compiled as Triton
 specialises them at a real launch (pointers and strides divisible by 16), so loads vectorise as they do
 on the GPU.  It is a static count, not a timing: it says whether a kernel is issue-bound, the GPU says
@@ -37,6 +37,19 @@ _GEMMS = {
               ["*bf16", "*u8", "*u8", "*fp32", "*fp32", "*fp32", "*i32", "*i32"],
               ["num_pairs", "N", "stride_am", "stride_we", "stride_wn", "stride_se", "stride_sn", "stride_be",
                "stride_om", "stride_os"]),
+}
+#: the W4A8 kernels of _kernels_f8 (mode f8)
+_GEMMS_F8 = {
+    "gemm1": (["x_ptr", "xs_ptr", "w_ptr", "ws_ptr", "we_ptr", "b_ptr", "alpha_ptr", "beta_ptr", "limit_ptr", "out_ptr",
+               "sorted_pair_ptr", "block_expert_ptr"],
+              ["*fp8e4nv", "*fp32", "*u8", "*u8", "*u8", "*fp32", "*fp32", "*fp32", "*fp32", "*bf16", "*i32", "*i32"],
+              ["num_pairs", "top_k", "N", "stride_xm", "stride_we", "stride_wn", "stride_se", "stride_sn", "stride_ee",
+               "stride_be", "stride_om"]),
+    "gemm2": (["a_ptr", "as_ptr", "w_ptr", "ws_ptr", "we_ptr", "b_ptr", "topk_w_ptr", "out_ptr", "sorted_pair_ptr",
+               "block_expert_ptr"],
+              ["*fp8e4nv", "*fp32", "*u8", "*u8", "*u8", "*fp32", "*fp32", "*fp32", "*i32", "*i32"],
+              ["num_pairs", "N", "stride_am", "stride_we", "stride_wn", "stride_se", "stride_sn", "stride_ee",
+               "stride_be", "stride_om"]),
 }
 _INS = re.compile(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 _LABEL = re.compile(r"^\.(L_x_\d+):")
@@ -100,12 +113,17 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
 
     from ..backends.triton import _kernels as K
 
-    ptrs, types, ints = _GEMMS[gemm]
+    ptrs, types, ints = (_GEMMS_F8 if kc.f8 else _GEMMS)[gemm]
     bn = kc.gemm2_block_n if gemm == "gemm2" else kc.block_n
     const = dict(K=k, BLOCK_M=kc.block_m, BLOCK_N=bn, BLOCK_K=kc.block_k, HAS_BIAS=True,
                  EVEN_K=even_k(k, kc.block_k, kc.split_k), DOT_F32=False,
                  SPLIT_K=kc.split_k, K_SPLIT=k_split(k, kc.block_k, kc.split_k))
-    if kc.ps:  # the pre-shuffled kernels: slab strides instead of row strides, no mode switches
+    if kc.f8:  # the W4A8 kernels: no split-K, no mode switches
+        from ..backends.triton import _kernels_f8 as KF
+
+        fn = KF._moe_w4a8_gemm1_kernel if gemm == "gemm1" else KF._moe_w4a8_gemm2_kernel
+        del const["SPLIT_K"], const["K_SPLIT"]
+    elif kc.ps:  # the pre-shuffled kernels: slab strides instead of row strides, no mode switches
         from ..backends.triton import _kernels_ps as KP
 
         fn = KP._moe_mxfp4_gemm1_ps_kernel if gemm == "gemm1" else KP._moe_mxfp4_gemm2_ps_kernel
@@ -160,7 +178,7 @@ def count(tactic: str, gemm: str = "gemm2", k: int = 3072, arch: int = 90) -> Lo
     ops = collections.Counter(opcode(t) for t in body)
     tiles = 2 if gemm == "gemm1" else 1
     per_thread = tiles * (kc.gemm2_block_n if gemm == "gemm2" else kc.block_n) * kc.block_k // (kc.num_warps * 32)
-    mma = "HGMMA" if ops.get("HGMMA") else ("HMMA" if ops.get("HMMA") else "?")
+    mma = next((m for m in ("HGMMA", "QGMMA", "HMMA") if ops.get(m)), "?")  # QGMMA: FP8 wgmma
     return LoopCount(tactic=kc.label, gemm=gemm, arch=arch, triton_version=triton.__version__,
                      loop_instructions=len(body), weights_per_thread=per_thread,
                      instructions_per_weight=round(len(body) / per_thread, 2), mma=mma,

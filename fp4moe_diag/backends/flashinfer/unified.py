@@ -236,7 +236,8 @@ def _cutile_stage_tactics(prepared: UnifiedPrepared) -> list[Tactic]:
 
 def _make(spec: RunnerSpec) -> type[UnifiedRunnerBackend]:
     return type(f"Unified_{spec.backend}", (UnifiedRunnerBackend,),
-                {"name": spec.backend, "spec": spec, "capabilities": spec.archs, "__module__": __name__})
+                {"name": spec.backend, "spec": spec, "capabilities": spec.archs, "__module__": __name__,
+                  "kernel_precision": "w4a16" if spec.activation == "BF16" else "w4a8"})
 
 
 CutlassW4A16Backend = _make(RUNNERS["cutlass_w4a16"])

@@ -261,9 +261,20 @@ def _tile(block_expert_ptr, sorted_pair_ptr, num_pairs, N, BLOCK_M: tl.constexpr
 
 
 @triton.jit
+def _bf16_rn(v):
+    """fp32 ``v`` rounded to the nearest bf16 value (ties to even), still fp32: for the interpreter, whose fp32 ->
+    bf16 cast truncates (the cast of the result is then exact)."""
+    bits = v.to(tl.int32, bitcast=True)
+    bits = (bits + (0x7FFF + ((bits >> 16) & 1))) & -65536
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _gemm1_epilogue(acc_l, acc_g, e, offs_m, offs_n, mask_m, mask_n, b_ptr, alpha_ptr, beta_ptr, limit_ptr,
-                    out_ptr, N, stride_be, stride_om, ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr):
-    """Bias, gated activation and the bf16 store of gemm1 (in gemm1 itself, or after the split-K sum)."""
+                    out_ptr, N, stride_be, stride_om, ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr,
+                    RNE_BF16: tl.constexpr = False):
+    """Bias, gated activation and the bf16 store of gemm1 (in gemm1 itself, or after the split-K sum).
+    ``RNE_BF16`` (interpreter only, the W4A8 kernels): round to nearest even as the GPU's cvt.rn does."""
     if HAS_BIAS:
         b_row = b_ptr + e * stride_be
         acc_l += tl.load(b_row + offs_n, mask=mask_n, other=0.0)[None, :]
@@ -277,6 +288,8 @@ def _gemm1_epilogue(acc_l, acc_g, e, offs_m, offs_n, mask_m, mask_n, b_ptr, alph
         act = g * tl.sigmoid(alpha * g) * (lin + beta)
     else:
         act = acc_g * tl.sigmoid(acc_g) * acc_l
+    if RNE_BF16:
+        act = _bf16_rn(act)
     out_ptrs = out_ptr + offs_m[:, None].to(tl.int64) * stride_om + offs_n[None, :]
     tl.store(out_ptrs, act.to(tl.bfloat16), mask=mask_m[:, None] & mask_n[None, :])
 

@@ -229,6 +229,16 @@ class TritonMXFP4Backend(Backend):
         return {"triton": triton.__version__, "triton_interpret": str(int(interpret_enabled()))}
 
     def prepare(self, inputs: MoEInputs) -> TritonPrepared:
+        prep = self.prepare_common(inputs, sorted({kc.block_m for kc in CONFIGS + DOT_SCALED_CONFIGS}))
+        prep.x2_refusal = x2_scale_refusal(prep.w13_scale, prep.w2_scale)
+        if ps_refusal(inputs.case) is None:  # the offline re-layout of mode ps: once here, never timed
+            prep.ps = (ps_layout.shuffle_weights(prep.w13), ps_layout.shuffle_scales(prep.w13_scale),
+                       ps_layout.shuffle_weights(prep.w2), ps_layout.shuffle_scales(prep.w2_scale))
+        return prep
+
+    def prepare_common(self, inputs: MoEInputs, block_ms: list[int]) -> TritonPrepared:
+        """What every tactic family needs: the checked inputs, contiguous weights, the output buffers and the
+        groupings of ``block_ms`` (made now, untimed)."""
         c = inputs.case
         x = self.bf16_hidden(inputs)
         dev = x.device
@@ -252,12 +262,8 @@ class TritonMXFP4Backend(Backend):
             pair_out=torch.zeros((t * k, h), dtype=torch.bfloat16, device=dev),
             out_bf16=torch.empty((t, h), dtype=torch.bfloat16, device=dev),
         )
-        for bm in sorted({kc.block_m for kc in CONFIGS + DOT_SCALED_CONFIGS}):
+        for bm in block_ms:
             prep.grouping(bm)
-        prep.x2_refusal = x2_scale_refusal(prep.w13_scale, prep.w2_scale)
-        if ps_refusal(c) is None:  # the offline re-layout of mode ps: once here, never timed
-            prep.ps = (ps_layout.shuffle_weights(prep.w13), ps_layout.shuffle_scales(prep.w13_scale),
-                       ps_layout.shuffle_weights(prep.w2), ps_layout.shuffle_scales(prep.w2_scale))
         return prep
 
     def launcher(self, prepared: TritonPrepared, tactic: Tactic,
@@ -267,6 +273,8 @@ class TritonMXFP4Backend(Backend):
         device current (the tuner sets it once per case)."""
         kern = load_kernels()
         kc = parse_config(tactic.id)
+        if kc.f8:
+            raise ValueError(f"tactic {kc.label}: the W4A8 tactics (-f8) belong to backend triton_w4a8")
         if kc.x2_scales and prepared.x2_refusal:
             raise ValueError(f"tactic {kc.label}: {prepared.x2_refusal}")
         if kc.ps and prepared.ps is None:

@@ -12,8 +12,8 @@ from typing import Any
 #: SMs the tail of this one leaves idle, and no launch gap); ``-pdlpf`` / ``-pdlpfe`` add gemm2's L2 prefetch of its
 #: first weights (see PS_PDL_CONFIGS)
 PDL_LABELS = {0: "", 1: "-pdl", 2: "-pdlpf", 3: "-pdlpfe"}
-MODES = ("bits", "ds", "x2", "sw", "ps")  # bit-arithmetic dequant, tl.dot_scaled, packed bf16x2 upcast, x2 swap-AB,
-# swap-AB on the pre-shuffled layout of ps_layout
+MODES = ("bits", "ds", "x2", "sw", "ps", "f8")  # bit-arithmetic dequant, tl.dot_scaled, packed bf16x2 upcast, x2
+# swap-AB, swap-AB on the pre-shuffled layout of ps_layout, W4A8 (e4m3 activations and folded weights; F8_CONFIGS)
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,10 @@ class KernelConfig:
             raise ValueError(f"tactic: pdl must be one of {sorted(PDL_LABELS)}, got {self.pdl!r}")
         if self.pdl and self.mode != "ps":
             raise ValueError(f"tactic: pdl (programmatic dependent launch) is a mode ps option, got mode {self.mode!r}")
+        if self.mode == "f8" and (self.split_k != 1 or self.split_k2 or self.block_k % 32 or self.block_m < 16):
+            raise ValueError(f"tactic: mode f8 has no split-K and needs block_k a multiple of 32 and block_m >= 16, "
+                             f"got split_k={self.split_k}, split_k2={self.split_k2}, block_k={self.block_k}, "
+                             f"block_m={self.block_m}")
         if self.mode == "ps":
             pow2 = lambda v: v & (v - 1) == 0  # noqa: E731
             if not (self.block_n % 16 == 0 and self.block_k % 64 == 0 and self.block_m >= 16
@@ -91,6 +95,11 @@ class KernelConfig:
         return self.mode in ("x2", "sw", "ps")
 
     @property
+    def f8(self) -> bool:
+        """The W4A8 kernels of :mod:`._kernels_f8` (backend ``triton_w4a8``)."""
+        return self.mode == "f8"
+
+    @property
     def gemm2_split(self) -> int:
         """gemm2's split-K factor (its planes are summed with the top-k sum, so a split there costs no extra pass)."""
         return self.split_k2 or self.split_k
@@ -113,7 +122,7 @@ class KernelConfig:
     def params(self) -> dict[str, Any]:
         return dict(block_m=self.block_m, block_n=self.block_n, block_k=self.block_k, num_warps=self.num_warps,
                     num_stages=self.num_stages, dot_scaled=self.dot_scaled, x2=self.x2, swap=self.swap,
-                    ps=self.ps, split_k=self.split_k, split_k2=self.gemm2_split,
+                    ps=self.ps, split_k=self.split_k, split_k2=self.gemm2_split, **({"f8": True} if self.f8 else {}),
                     **({"pdl": self.pdl} if self.pdl else {}),  # the keys only where set: older rows unchanged
                     **({"block_n2": self.block_n2} if self.block_n2 else {}))
 
@@ -280,7 +289,27 @@ PS_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, pdl=1) for c i
 # Measured and not offered (s9a, same run as -pdl): -pdlpfe within noise of -pdl (120b EP4 T=64 140.1 vs 140.6 us,
 # 20b EP1 T=64 163.9 vs 162.4, T=16 159.0 vs 158.4); split-K 8 (m16n64k128w4s4-ps-sk8) slower at every decode shape.
 
-_LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds|x2|sw|ps))?(?:-sk(\d+))?(?:-g2sk(\d+))?(?:-g2n(\d+))?"
+#: mode ``"f8"`` (label suffix ``-f8``; issue #25), the tactics of backend ``triton_w4a8`` only: per-row e4m3
+#: activations, MXFP4 weights folded to e4m3 with each row's largest block scale taken out (:mod:`._kernels_f8`), FP8
+#: MMAs swap-AB like mode sw (the folded weights are the A operand: wgmma m64 per warpgroup, BLOCK_N >= 64), no
+#: split-K.  Prefill tiles (BLOCK_M 64 / 128 tokens, 4 and 8 warps: FP8 doubles the bf16 MMA peak) and two decode
+#: tiles (BLOCK_M 16), so every shape has a tactic.  NOT measured on a GPU yet (sm_90a build and SASS only).
+F8_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
+    (16, 64, 128, 4, 3, "f8"),
+    (16, 128, 128, 4, 3, "f8"),
+    (64, 64, 128, 4, 4, "f8"),
+    (64, 128, 128, 8, 3, "f8"),
+    (128, 64, 128, 4, 3, "f8"),
+    (128, 128, 64, 8, 3, "f8"),
+))
+# sm_90a, K = 2880, triton 3.6.0 and 3.9.0 (python -m fp4moe_diag.profiling.sass, cuobjdump -res-usage): every loop
+# above is QGMMA (FP8 wgmma), none spills (gemm1 126-255 registers, gemm2 94-190), 5.9-7.9 loop instructions per
+# weight (bf16 mode sw at m16n64k128: 6.45).  Not offered: m64n128k128w4 and
+# m128n128k128w8 (gemm1 spills 312 / 120 bytes: two fp32 accumulators of 128 x BLOCK_M), m128n64 with 8 warps (the
+# two warpgroups split the tokens, so each folds the same 64 weight rows: twice the fold work per weight).
+F8_DEFAULTS = ("m16n64k128w4s3-f8", "m64n64k128w4s4-f8")  # decode (T * top_k <= DECODE_MAX_PAIRS), above
+
+_LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds|x2|sw|ps|f8))?(?:-sk(\d+))?(?:-g2sk(\d+))?(?:-g2n(\d+))?"
                     r"(-pdl|-pdlpfe|-pdlpf)?$")
 
 
@@ -292,7 +321,7 @@ def parse_config(cfg: Any) -> KernelConfig:
     if isinstance(cfg, str):
         m = _LABEL.match(cfg)
         if m is None:
-            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps][-skN][-g2skN][-g2nN][-pdl|-pdlpf|-pdlpfe], "
+            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps|-f8][-skN][-g2skN][-g2nN][-pdl|-pdlpf|-pdlpfe], "
                              f"got {cfg!r}")
         nums = [int(v) for v in m.groups()[:5]]
         pdl = {v: k for k, v in PDL_LABELS.items()}[m.group(10) or ""]
