@@ -106,7 +106,7 @@ SCHEMA: list[tuple[str, str, str]] = [
     ("inf_count", "Int64", "Inf elements in the output"),
     ("unwritten_rows", "Int64", "rows left at the NaN poison (never written)"),
     ("ref_abs_mean", "float64", "mean |ref| (scale of the numbers compared)"),
-    ("correct", "boolean", "within the FP4 tolerances (see correctness.py); triton_w4a8: rel_l2 <= 1e-2 against its "
+    ("correct", "boolean", "within the FP4 tolerances (see correctness.py); triton_w4a8: rel_l2 <= 2e-2 against its "
                            "own reference"),
     ("input_source", "string", "'' (random inputs from the seed), or the log / dump call the inputs came from"),
     ("recorded_rel_l2", "float64", "||out - recorded|| / ||recorded|| vs the output the dumped call returned"),

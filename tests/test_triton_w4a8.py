@@ -51,7 +51,7 @@ def test_f8_labels_and_checks():
 
 def test_registry_and_kernel_precision():
     b = get_backend("triton_w4a8")
-    assert b.name == "triton_w4a8" and b.kernel_precision == "w4a8" and b.rel_l2_tol == 1e-2
+    assert b.name == "triton_w4a8" and b.kernel_precision == "w4a8" and b.rel_l2_tol == 2e-2
     assert backend_class("triton").kernel_precision == "w4a16" and backend_class("triton").rel_l2_tol is None
     assert backend_class("reference").kernel_precision == "fp32"
     assert backend_class("cutlass_humming").kernel_precision == "w4a8"

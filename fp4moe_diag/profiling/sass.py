@@ -123,6 +123,8 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
 
         fn = KF._moe_w4a8_gemm1_kernel if gemm == "gemm1" else KF._moe_w4a8_gemm2_kernel
         del const["SPLIT_K"], const["K_SPLIT"]
+        if gemm == "gemm2":
+            const["N_FASTEST"] = ps_n_fastest(kc.block_m)
     elif kc.ps:  # the pre-shuffled kernels: slab strides instead of row strides, no mode switches
         from ..backends.triton import _kernels_ps as KP
 

@@ -32,7 +32,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ._kernels import _gemm1_epilogue, _gemm2_store, _sw_masks, _sw_ptrs, _tile, _ue8m0_to_f32
+from ._kernels import _gemm1_epilogue, _gemm2_store, _sw_masks, _sw_ptrs, _tile_at, _ue8m0_to_f32
+from ._kernels_ps import _grid_ids
 
 E4M3_MAX = tl.constexpr(448.0)
 
@@ -143,8 +144,8 @@ def _moe_w4a8_gemm1_kernel(
 ):
     """Grouped gate/up GEMM on e4m3 ``x8`` [T, H] (row scales ``xs`` [T]) and the folded weights, then bias,
     activation and the bf16 store of ``out`` [padded pairs, I].  N = I, K = H; ``we`` [L, 2I] the rows' E bytes."""
-    _, e, offs_m, pair, mask_m, offs_n, mask_n = _tile(block_expert_ptr, sorted_pair_ptr, num_pairs, N,
-                                                       BLOCK_M, BLOCK_N)
+    _, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(tl.program_id(0), tl.program_id(1), 0, block_expert_ptr,
+                                                          sorted_pair_ptr, num_pairs, N, BLOCK_M, BLOCK_N)
     tok = tl.where(mask_m, pair // top_k, 0).to(tl.int64)
     HALF: tl.constexpr = BLOCK_K // 2
     NB: tl.constexpr = BLOCK_K // 32
@@ -184,12 +185,13 @@ def _moe_w4a8_gemm2_kernel(
     num_pairs, N,
     stride_am, stride_we, stride_wn, stride_se, stride_sn, stride_ee, stride_be, stride_om,
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
+    HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr, N_FASTEST: tl.constexpr = False,
 ):
     """Grouped down GEMM on the e4m3 intermediate ``a8`` [padded pairs, I] (row scales ``as`` [padded pairs]) and the
     folded weights, plus bias, times the routing weight, stored fp32 by pair to ``out`` [T * k, H].  N = H, K = I."""
-    pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile(block_expert_ptr, sorted_pair_ptr, num_pairs, N,
-                                                       BLOCK_M, BLOCK_N)
+    pid_m, pid_n = _grid_ids(N_FASTEST)
+    pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(pid_m, pid_n, 0, block_expert_ptr, sorted_pair_ptr,
+                                                              num_pairs, N, BLOCK_M, BLOCK_N)
     HALF: tl.constexpr = BLOCK_K // 2
     NB: tl.constexpr = BLOCK_K // 32
     offs_k = tl.arange(0, BLOCK_K)
