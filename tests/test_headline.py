@@ -102,3 +102,24 @@ def test_the_report_shows_the_headline_table():
     assert h["best_backend"].tolist() == ["triton_kernels", "triton"] and "cutlass@0.7.4:x_of_best" in h
     empty = comparison_tables(frame()[lambda d: d["backend"] == "reference"])
     assert empty["headline"].empty and any(n.startswith("headline: df:") for n in empty["notes"]["note"])
+
+
+def test_a_w4a8_backend_is_measured_against_the_best_bf16_kernel_and_never_is_the_best():
+    """Like for like: a W4A8 row faster than every bf16-activation kernel still has the bf16 best as its yardstick
+    (x < 1 says "faster, at another precision"), is not bold, and its column header says it is another precision."""
+    df = frame()
+    w8 = []
+    for i, us in enumerate((50.0, 60.0)):  # faster than triton_kernels' 80 us at T=64
+        r = _row("triton_w4a8", f"f8{i}", i, 64, 1, "ok", us, is_default=i == 0, is_best=i == 0)
+        r.update(flashinfer_version="0.5.2", frac_bw_roofline=1.0 / us, kernel_precision="w4a8")
+        w8.append(r)
+    df = pd.concat([df, to_frame(w8)], ignore_index=True)
+    x = x_of_best(df).set_index(["backend", "num_tokens"])
+    assert x.loc[("triton_w4a8", 64), "x_of_best"] == pytest.approx(50.0 / 80.0)
+    assert x.loc[("triton_w4a8", 64), "kernel_precision"] == "w4a8"
+    assert x.loc[("triton_kernels", 64), "best_backend"] == "triton_kernels"  # not the faster W4A8 row
+    assert x.loc[("triton_kernels", 64), "x_of_best"] == 1.0 and x.loc[("triton", 64), "kernel_precision"] == "w4a16"
+    md = headline_markdown(headline_table(df, ["triton_kernels", "triton_w4a8"]), ["triton_kernels", "triton_w4a8"])
+    assert "triton_w4a8 us (x best bf16: other precision, % read)" in md.splitlines()[0]
+    row64 = next(ln for ln in md.splitlines() if ln.startswith("| gpt-oss") and "| 64 |" in ln)
+    assert "**80.0**" in row64 and "50.0 (0.62x" in row64 and "**50" not in row64

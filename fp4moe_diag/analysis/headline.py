@@ -23,7 +23,9 @@ SHAPE = ["gpu_name", "model", "ep_size", "has_bias", "num_tokens"]
 def headline_table(df: pd.DataFrame, backends: Optional[Sequence[str]] = None) -> pd.DataFrame:
     """One row per shape (GPU x model x EP x T) with, per backend ``b``: ``b:us`` (best median time),
     ``b:tactic``, ``b:x_of_best`` and ``b:frac_read`` (share of the read ceiling), and per shape
-    ``best_backend``, ``best_us``, ``best_TFLOPs`` and ``best_frac_bf16`` (of the fastest backend's best row).
+    ``best_backend``, ``best_us``, ``best_TFLOPs`` and ``best_frac_bf16`` (of the fastest backend's best row), and
+    ``b:precision`` (``kernel_precision``: a W4A8 backend's x of best is against the best bf16-activation kernel and
+    its column says so; it is never the fastest).
 
     ``backends`` picks and orders the column groups (names as :func:`x_of_best` gives them); a name that
     no shape has is a ``ValueError`` naming the ones there are.  A backend not measured at a shape is NaN."""
@@ -37,9 +39,11 @@ def headline_table(df: pd.DataFrame, backends: Optional[Sequence[str]] = None) -
             raise ValueError(f"backends: {unknown} not measured in these rows; there are {have}")
     out = x[SHAPE].drop_duplicates().reset_index(drop=True)
     for b in backends:
-        part = x[x["backend"] == b][SHAPE + ["best_us", "best_tactic", "x_of_best", "frac_bw_roofline"]]
+        part = x[x["backend"] == b][SHAPE + ["best_us", "best_tactic", "x_of_best", "frac_bw_roofline",
+                                              "kernel_precision"]]
         part = part.rename(columns={"best_us": f"{b}:us", "best_tactic": f"{b}:tactic",
-                                    "x_of_best": f"{b}:x_of_best", "frac_bw_roofline": f"{b}:frac_read"})
+                                    "x_of_best": f"{b}:x_of_best", "frac_bw_roofline": f"{b}:frac_read",
+                                    "kernel_precision": f"{b}:precision"})
         out = out.merge(part, on=SHAPE, how="left")
     top = x[x["x_of_best"] == 1.0].drop_duplicates(SHAPE)
     top = top[SHAPE + ["backend", "best_us", "achieved_TFLOPs", "frac_flops_roofline"]].rename(
@@ -61,7 +65,11 @@ def headline_markdown(table: pd.DataFrame, backends: Optional[Sequence[str]] = N
         raise ValueError("table: headline_markdown needs the rows of headline_table, got none")
     if backends is None:
         backends = [c[:-3] for c in table.columns if c.endswith(":us")]
-    head = ["model", "EP", "T", *[f"{b} us (x best, % read)" for b in backends], "fastest: TFLOP/s (% bf16)"]
+    other = {b for b in backends if f"{b}:precision" in table
+             and (table[f"{b}:precision"].dropna().astype(str) != "w4a16").any()}
+    head = ["model", "EP", "T", *[f"{b} us (x best, % read)" if b not in other else
+                                  f"{b} us (x best bf16: other precision, % read)" for b in backends],
+            "fastest: TFLOP/s (% bf16)"]
     lines = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
     for _, r in table.iterrows():
         model = str(r["model"]) + ("" if r.get("has_bias", True) in (True, None) or pd.isna(r.get("has_bias")) else

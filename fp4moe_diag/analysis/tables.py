@@ -143,6 +143,14 @@ def summary_table(df: pd.DataFrame, max_rows: int = 150) -> str:
         return head + d[cols].to_string(index=False, float_format=lambda x: f"{x:.4g}")
 
 
+def _precisions(df: pd.DataFrame) -> dict:
+    """backend -> its rows' ``kernel_precision`` (rows from before that column: bf16 activations, ``w4a16``)."""
+    if "kernel_precision" not in df:
+        return {}
+    kp = df["kernel_precision"].astype("string")
+    return {b: str(v.dropna().iloc[0]) for b, v in kp.groupby(df["backend"].astype(str)) if v.notna().any()}
+
+
 def x_of_best(df: pd.DataFrame) -> pd.DataFrame:
     """How far each backend is from the best kernel on the GPU, per shape (GPU x case x T, one run per shape).
 
@@ -151,6 +159,9 @@ def x_of_best(df: pd.DataFrame) -> pd.DataFrame:
     ``frac_bw_roofline`` (weight + activation bytes over the read-only streaming ceiling), ``achieved_TFLOPs`` and
     ``frac_flops_roofline`` (of the bf16 GEMM ceiling) of that tactic, and the time method.  The reference backend is left out (it is the float32 check, not a kernel).  FlashInfer's backends
     are told apart by version and build (``cutlass@0.7.4``, ``cutlass@0.7.4 (fast build)``: :func:`.builds.flashinfer_label`):
+    Like for like: the best is the best *bf16-activation* kernel (``kernel_precision`` w4a16); a backend of another
+    precision (W4A8: FP8 activations) gets its time over that best, never becomes the best itself, and carries its
+    ``kernel_precision`` so that a table can say so.
     each FlashInfer build is a kernel of its own.  FlashInfer's autotuner picks (``cutlass_autotune``) are left out
     (they are tactics of ``cutlass``, not a backend: :mod:`.tuner`)."""
     df = df[df["backend"] != "cutlass_autotune"].copy()
@@ -160,7 +171,10 @@ def x_of_best(df: pd.DataFrame) -> pd.DataFrame:
     if best.empty:
         raise ValueError("df: x_of_best needs ok rows of at least one kernel backend")
     shape = ["gpu_name", *CASE_COLUMNS, "num_tokens"]
-    top = best.loc[best.groupby(shape, dropna=False)["best_us"].idxmin(), shape + ["backend", "best_us"]]
+    prec = _precisions(df)
+    best["kernel_precision"] = [prec.get(str(b), "w4a16") for b in best["backend"]]
+    bf16 = best[best["kernel_precision"] == "w4a16"]  # like for like: the best of the bf16-activation kernels
+    top = bf16.loc[bf16.groupby(shape, dropna=False)["best_us"].idxmin(), shape + ["backend", "best_us"]]
     top = top.rename(columns={"backend": "best_backend", "best_us": "best_of_all_us"})
     out = best.merge(top, on=shape, how="left")
     out["x_of_best"] = out["best_us"] / out["best_of_all_us"]
@@ -168,7 +182,8 @@ def x_of_best(df: pd.DataFrame) -> pd.DataFrame:
         lambda s: ", ".join(sorted(set(s.dropna().astype(str)) - {""}))).rename("time_method").reset_index()
     out = out.merge(methods.astype({"run_id": "string", "backend": "string"}),
                     on=["run_id", "backend"], how="left")
-    cols = ["gpu_name", "model", "ep_size", "has_bias", "num_tokens", "backend", "best_tactic", "best_us", "best_backend",
+    cols = ["gpu_name", "model", "ep_size", "has_bias", "num_tokens", "backend", "kernel_precision", "best_tactic",
+            "best_us", "best_backend",
             "best_of_all_us", "x_of_best", "frac_bw_roofline", "achieved_GBps", "achieved_TFLOPs",
             "frac_flops_roofline", "time_method", "run_id"]
     return out[cols].sort_values(["gpu_name", "model", "ep_size", "has_bias", "num_tokens", "x_of_best"]
