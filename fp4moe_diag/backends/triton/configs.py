@@ -248,12 +248,14 @@ PS_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
     (128, 128, 128, 8, 3),
     (128, 128, 64, 8, 3),
 ))
-# Occupancy decides (registers per thread, cuobjdump -res-usage of the sm_90a cubin): m16n128k128w4s3 gemm1 168 /
-# gemm2 123 registers (3 / 4 CTAs per SM), m64n128k128w4s3 255 / 226 (2 / 2), every 8-warp tile 1 CTA per SM (slow
-# on the H200, s7-ps: m128n128k128w8s3 2858 us against 2274 for m64n128k128w4s3 at 20b EP1 T=4096).  (128, 128, 64,
-# 4) and (128, 256, 64, 8) spill gemm1's two accumulators to local memory: not offered.  Tried and dropped (H200,
-# data/runs/2026-12-04-nvidia-h200-s9a, 20b EP1 T=4096, against 2127 us for m64n128k128w4s3): m64n128k64w4s5 2531,
-# m128n128k64w8s3 / s4 2954 / 3039, m64n256k64w8s3 3204 (every 8-warp tile: 255 registers, 1 CTA per SM).
+# Registers per thread (cuobjdump -res-usage, sm_90a): m16n128k128w4s3 gemm1 168 / gemm2 123 (3 / 4 CTAs per SM),
+# m64n128k128w4s3 255 / 226 (2 / 2), every 8-warp tile 1 CTA per SM.  The 8-warp tiles were slow until session 9
+# (s7-ps, s9a: m128n128k64w8s3 2954 us against 2127 for m64n128k128w4s3 at 20b EP1 T=4096) because their scale bytes,
+# under 4 per thread, were read by a synchronous load in the K loop; loaded as words (configs.ps_scale_words) they are
+# the prefill winners: s9d, 20b EP1 T=4096 m128n128k64w8s3-ps-g2n256 1904 us, T=16384 6973 (4-warp best 2092 / 8106;
+# triton_kernels 1782 / 6564); -g2n256 runs gemm2 on 256 weight rows per program, as triton_kernels does (gemm2 625
+# against 719 us).  (128, 128, 64, 4), (128, 256, 64, 8) and (256, 128, 64, 8) spill gemm1's two accumulators to local
+# memory: not offered; m64n128k64w4s5 (2531 us) and m64n256k64w8s3 (3204, before the word load) dropped in s9a.
 PS_DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
     (16, 64, 128, 4, 6, "ps", 2),
     (16, 64, 128, 4, 6, "ps", 4),
