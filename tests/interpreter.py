@@ -39,3 +39,12 @@ def run_result_script(script: str, timeout: int = 1200) -> dict:
     assert r.returncode == 0, f"interpreter run failed:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
     line = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")][-1]
     return json.loads(line[len("RESULT "):])
+
+
+def interpreted_results(script: str) -> dict:
+    """The module-scoped fixture body of an interpreter test file: skip without triton, else :func:`run_result_script`."""
+    import pytest
+
+    if not HAS_TRITON:
+        pytest.skip("triton is not installed")
+    return run_result_script(script)

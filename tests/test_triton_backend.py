@@ -41,7 +41,7 @@ from fp4moe_diag.backends.triton.configs import (
     split_k_fits,
 )
 from fp4moe_diag.backends.triton.grouping import group_pairs_by_expert
-from interpreter import HAS_TRITON, run_result_script, sub_env
+from interpreter import HAS_TRITON, interpreted_results, sub_env
 
 
 def interpreted_or_cpu() -> bool:
@@ -414,9 +414,7 @@ print("RESULT " + json.dumps(out))
 
 @pytest.fixture(scope="module")
 def interp_results() -> dict:
-    if not HAS_TRITON:
-        pytest.skip("triton is not installed")
-    return run_result_script(_INTERP_SCRIPT)
+    return interpreted_results(_INTERP_SCRIPT)
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")

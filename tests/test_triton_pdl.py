@@ -17,7 +17,7 @@ import subprocess
 
 import pytest
 
-from interpreter import HAS_TRITON, run_result_script
+from interpreter import HAS_TRITON, interpreted_results
 
 from fp4moe_diag.backends.triton.configs import PDL_LABELS, PS_PDL_CONFIGS, KernelConfig, parse_config
 
@@ -91,9 +91,7 @@ print("RESULT " + json.dumps(out))
 
 @pytest.fixture(scope="module")
 def interp_results() -> dict:
-    if not HAS_TRITON:
-        pytest.skip("triton is not installed")
-    return run_result_script(_INTERP_SCRIPT)
+    return interpreted_results(_INTERP_SCRIPT)
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interpreter import HAS_TRITON, run_result_script
+from interpreter import HAS_TRITON, interpreted_results
 
 from fp4moe_diag import MoECase, build_inputs
 from fp4moe_diag.backends import backend_class, get_backend
@@ -223,9 +223,7 @@ print("RESULT " + json.dumps(out))
 
 @pytest.fixture(scope="module")
 def interp_results() -> dict:
-    if not HAS_TRITON:
-        pytest.skip("triton is not installed")
-    return run_result_script(_INTERP_SCRIPT)
+    return interpreted_results(_INTERP_SCRIPT)
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
