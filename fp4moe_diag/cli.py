@@ -328,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--runs", type=A.positive_int, default=3)
     pr.add_argument("--device", type=A.device, default=None)
     pr.add_argument("--stalls", action="store_true",
-                    help="also collect the wgmma pipe's activity, warp-stall reasons and the register CTA limit")
+                    help="also collect why the warps wait: ncu's warp-stall reasons per kernel")
     pr.add_argument("--out", type=A.out_dir, default="reports/profile")
     pr.set_defaults(func=cmd_profile)
 

@@ -57,7 +57,7 @@ def profile_kernels(case: Any, backend: str, device: str, out_dir: Any, tactics:
     nsight-python runs ncu over a script, not over a notebook kernel, so this writes a JSON spec to
     ``out_dir`` and runs :mod:`.driver` on it in a subprocess.  Returns one row per
     (role, kernel): mean duration (µs), DRAM / SM throughput (% of peak) and achieved occupancy (%); with
-    ``stalls`` also the wgmma pipe's activity and the warp-stall reasons (:data:`.ncu.NCU_STALL_METRICS`).
+    ``stalls`` also the warp-stall reasons (:data:`.ncu.NCU_STALL_METRICS`).
     """
     if not isinstance(stalls, bool):
         raise ValueError(f"stalls: expected True or False, got {stalls!r}")
