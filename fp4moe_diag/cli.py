@@ -361,7 +361,12 @@ def build_parser() -> argparse.ArgumentParser:
     ep.set_defaults(func=lambda a: __import__("fp4moe_diag.distributed.ep_layer", fromlist=["main"]).main(a.rest))
 
     _add_compare_versions(sub)
+    _add_headline(sub)
+    C.add_parsers(sub)
+    return p
 
+
+def _add_headline(sub: Any) -> None:
     hl = sub.add_parser("headline", help="per shape: every backend's best time, x of the best, share of the ceilings",
                         description="Read run folders (or folders of runs) and print, per GPU x shape x T, each "
                         "kernel backend's best time with x_of_best and its share of the read ceiling, and the "
@@ -371,8 +376,6 @@ def build_parser() -> argparse.ArgumentParser:
                     help="column groups in this order, e.g. triton_kernels,triton,cutlass@0.5.2")
     hl.add_argument("--csv", type=Path, default=None, help="also write the wide table here")
     hl.set_defaults(func=cmd_headline)
-    C.add_parsers(sub)
-    return p
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
