@@ -137,6 +137,15 @@ class Backend(ABC):
         run = self.run
         return functools.partial(run, prepared, tactic, output)
 
+    def launch_once(self, prepared: Any, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """One call through :meth:`launcher`, then :meth:`end_launches`: the ``[T, H]`` output (the first item where
+        the entry point returns a list or tuple).  The :meth:`run` of a backend whose launcher is the whole call."""
+        try:
+            res = self.launcher(prepared, tactic, output)()
+        finally:
+            self.end_launches(prepared)
+        return res[0] if isinstance(res, (list, tuple)) else res
+
     def end_launches(self, prepared: Any) -> None:
         """Undo what :meth:`launcher` set up in a library's global state (a forced tactic), after the last call of
         a launcher; the tuner calls it after each tactic's measurement.  Default: nothing to undo."""

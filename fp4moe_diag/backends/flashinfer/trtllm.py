@@ -152,8 +152,4 @@ class TrtllmGenBackend(Backend):
         restore_after_launches(prepared)
 
     def run(self, prepared: FlashInferPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
-        try:
-            res = self.launcher(prepared, tactic, output)()
-        finally:
-            self.end_launches(prepared)
-        return res[0] if isinstance(res, (list, tuple)) else res
+        return self.launch_once(prepared, tactic, output)

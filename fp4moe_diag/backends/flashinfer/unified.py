@@ -203,8 +203,7 @@ class UnifiedRunnerBackend(Backend):
         return functools.partial(prepared.runner.forward, packed, tactic=tactic.id, **prepared.launch_kwargs)
 
     def run(self, prepared: UnifiedPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
-        res = self.launcher(prepared, tactic, output)()
-        return res[0] if isinstance(res, (list, tuple)) else res
+        return self.launch_once(prepared, tactic, output)
 
 
 def _cutlass_stage_tactics(prepared: UnifiedPrepared) -> list[Tactic]:

@@ -311,7 +311,11 @@ class TritonMXFP4Backend(Backend):
 
     def run(self, prepared: TritonPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
         launch = self.launcher(prepared, tactic, output)
-        x = prepared.hidden
-        with torch.cuda.device(x.device) if x.device.type == "cuda" else contextlib.nullcontext():
+        dev = self.device_of(prepared)
+        with torch.cuda.device(dev) if dev.type == "cuda" else contextlib.nullcontext():
             y = launch()
         return y.clone() if output is None else y
+
+    def device_of(self, prepared: TritonPrepared) -> torch.device:
+        """The device the kernels of ``prepared`` run on (that of the hidden states)."""
+        return prepared.hidden.device

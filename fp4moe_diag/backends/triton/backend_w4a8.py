@@ -28,7 +28,6 @@ they give the same bits (the interpreter runs the fp32 one).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib
 from dataclasses import dataclass
@@ -147,9 +146,5 @@ class TritonW4A8Backend(TritonMXFP4Backend):
             calls.append(functools.partial(output.copy_, y))
         return launch_sequence(calls, output if output is not None else p.out_bf16)
 
-    def run(self, prepared: W4A8Prepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
-        launch = self.launcher(prepared, tactic, output)
-        dev = prepared.base.hidden.device
-        with torch.cuda.device(dev) if dev.type == "cuda" else contextlib.nullcontext():
-            y = launch()
-        return y.clone() if output is None else y
+    def device_of(self, prepared: W4A8Prepared) -> torch.device:
+        return prepared.base.hidden.device
