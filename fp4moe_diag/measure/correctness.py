@@ -25,8 +25,9 @@ def poison_(t: torch.Tensor) -> torch.Tensor:
 def error_metrics(out: torch.Tensor, ref: torch.Tensor, token_tol: float = TOKEN_REL_TOL,
                   rel_l2_tol: Optional[float] = None) -> dict[str, Any]:
     """Error of ``out`` against ``ref``; ``correct`` needs ``rel_l2 <= rel_l2_tol`` (None: :data:`REL_L2_TOL`; a
-    backend checked against a reference of its own quantization passes its own, tighter one).  Where the reference is exactly zero (rows of tokens routed
-    only to other EP ranks, or a rank with no tokens at all) the output must be exactly zero too."""
+    backend checked against a reference of its own quantization passes its own tolerance).  Where the reference is
+    exactly zero (rows of tokens routed only to other EP ranks, or a rank with no tokens at all) the output must be
+    exactly zero too."""
     if out.shape != ref.shape:
         raise ValueError(f"out: expected shape {tuple(ref.shape)} (the reference's), got {tuple(out.shape)}")
     if ref.numel() == 0:
@@ -58,7 +59,8 @@ def error_metrics(out: torch.Tensor, ref: torch.Tensor, token_tol: float = TOKEN
     if nan or inf:
         rel_l2 = max(rel_l2, float("inf")) if nan_rows.any() else rel_l2
     passed = (
-        rel_l2 <= (REL_L2_TOL if rel_l2_tol is None else rel_l2_tol) and cos >= COSINE_TOL and nan == 0 and inf == 0 and not bool(nan_rows.any())
+        rel_l2 <= (REL_L2_TOL if rel_l2_tol is None else rel_l2_tol) and cos >= COSINE_TOL and nan == 0 and inf == 0
+        and not bool(nan_rows.any())
     )
     return {
         "rel_l2": rel_l2,
