@@ -1,4 +1,4 @@
-"""Command line: ``python -m fp4moe_diag {reproduce,sweep,profile,report,shapes,versions,headline,...}``."""
+"""Command line: ``python -m fp4moe_diag {reproduce,sweep,profile,report,shapes,versions,headline,goals,...}``."""
 
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import pandas as pd
 
 from . import cli_args as A
 from . import cli_capture as C
+from . import cli_goals as G
 
 if TYPE_CHECKING:
     from .runs import SweepSpec
-
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
@@ -81,9 +81,6 @@ def cmd_profile(args: argparse.Namespace) -> int:
     with pd.option_context("display.width", 220, "display.max_columns", 30):
         print(k.drop(columns=["annotation"], errors="ignore").to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     return 0
-
-
-
 
 
 def add_measure_flags(p: argparse.ArgumentParser) -> None:
@@ -362,6 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_compare_versions(sub)
     _add_headline(sub)
+    G.add_parser(sub)
     C.add_parsers(sub)
     return p
 

@@ -1,0 +1,190 @@
+"""Nsight Compute profiles behind the goal table (:mod:`.goals`): the ``ncu_<n>-<backend>-<model>-ep<E>-t<T>.csv``
+files of run folders (one row per kernel launch, as ``python -m fp4moe_diag profile`` writes them, see
+:mod:`fp4moe_diag.profiling.ncu`), matched to a timed best tactic, and the measured reason read off them.
+
+* :func:`read_profiles` -- every profile file of some folders, one row per kernel launch, with ``source`` (the
+  folder's name), ``file``, ``backend``, ``model``, ``ep_size``, ``num_tokens`` (from the file name),
+  ``tactic_label`` and ``top_stall`` (the largest ``stall_*_pct`` but ``selected``, which is issuing, not waiting).
+* :func:`match_profile` -- the profile of one backend x shape that best fits a timed tactic: the same tactic
+  (``exact``), else one label the other plus ``-suffixes`` (``variant``: ``-ps`` against ``-ps-pdl``), else any
+  tactic of the shape (``other tactic``); among equals the folder the timing came from, then the latest folder (by name).
+* :func:`reason_text` -- one line: the kernel role that costs the most (against the peer: the largest excess), its
+  time, and what bounds it (DRAM, SM or latency) with the SM / DRAM / issue / occupancy / registers / top stall.
+Pure pandas.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Optional
+
+import pandas as pd
+
+#: a profile file's name: ncu_<n>-<backend>-<model>-ep<E>-t<T>.csv
+PROFILE_NAME = re.compile(r"^ncu_(\d+)-([A-Za-z0-9_]+)-(.+)-ep(\d+)-t(\d+)\.csv$")
+#: a kernel whose DRAM throughput is at least this share of peak (%) is DRAM-bound
+DRAM_BOUND_PCT = 60.0
+#: else one whose SM throughput is at least this (%) is SM-bound; below both it is latency-bound
+SM_BOUND_PCT = 70.0
+#: the per-kernel columns the goal report shows (``top_stall``: "name pct %")
+KERNEL_COLUMNS = ["kernel", "duration_us", "dram_read_GBps", "dram_throughput_pct", "sm_throughput_pct",
+                  "issue_slots_busy_pct", "achieved_occupancy_pct", "registers_per_thread", "top_stall"]
+MATCH_KINDS = ("exact", "variant", "other tactic")
+
+
+@dataclass(frozen=True)
+class ProfileMatch:
+    """The profile of one backend x shape picked for a timed tactic: its kernels (one row per launch, in order),
+    ``match`` (one of :data:`MATCH_KINDS`), ``source`` (the run folder's name), ``file`` and the profiled tactic."""
+    kernels: pd.DataFrame
+    match: str
+    source: str
+    file: str
+    tactic: str
+
+    def label(self) -> str:
+        """``"<folder>"``, with ``" (variant: <profiled tactic>)"`` when not the timed tactic itself."""
+        return self.source + ("" if self.match == "exact" else f" ({self.match}: {self.tactic})")
+
+
+def top_stall(d: pd.DataFrame) -> pd.Series:
+    """Per row: ``"wait 24.9 %"``, the largest ``stall_<name>_pct`` but ``stall_selected_pct``; NA without any."""
+    cols = [c for c in d.columns if c.startswith("stall_") and c.endswith("_pct") and c != "stall_selected_pct"]
+    if not cols:
+        return pd.Series(pd.NA, index=d.index, dtype="object")
+    vals = d[cols].apply(pd.to_numeric, errors="coerce")
+    name = vals.idxmax(axis=1, skipna=True) if len(vals) else pd.Series(dtype="object")
+    out = [pd.NA if pd.isna(v) else f"{n[6:-4]} {v:.1f} %" for n, v in zip(name, vals.max(axis=1))]
+    return pd.Series(out, index=d.index, dtype="object")
+
+
+def read_profile_file(path: Path) -> Optional[pd.DataFrame]:
+    """One profile file -> its launches with the file name's keys; None for a name or table not of this kind."""
+    m = PROFILE_NAME.match(path.name)
+    if not m:
+        return None
+    d = pd.read_csv(path)
+    if not {"kernel", "duration_us"} <= set(d.columns):
+        return None
+    if "tactic_label" not in d:
+        ann = d["annotation"] if "annotation" in d else pd.Series("", index=d.index)
+        d["tactic_label"] = ann.astype(str).str.split(":", n=1).str[-1].str.strip()
+    d["top_stall"] = top_stall(d)
+    return d.assign(source=path.parent.name, file=path.name, backend=m[2], model=m[3], ep_size=int(m[4]),
+                    num_tokens=int(m[5]), tactic_label=d["tactic_label"].astype(str))
+
+
+def read_profiles(folders: Iterable[Path]) -> pd.DataFrame:
+    """Every ``ncu_*.csv`` of these folders (not of their sub-folders), one row per kernel launch; an empty frame
+    when there are none."""
+    frames = [d for f in folders for p in sorted(Path(f).glob("ncu_*.csv"))
+              if (d := read_profile_file(p)) is not None]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        columns=["source", "file", "backend", "model", "ep_size", "num_tokens", "tactic_label", *KERNEL_COLUMNS])
+
+
+def tactic_match(profiled: str, timed: str) -> str:
+    """``exact``, ``variant`` (one label is the other plus ``-<more>``: ``m16n128k128w4s3-ps`` and
+    ``m16n128k128w4s3-ps-pdl``) or ``other tactic``."""
+    if profiled == timed:
+        return "exact"
+    longer, shorter = (timed, profiled) if len(timed) > len(profiled) else (profiled, timed)
+    return "variant" if shorter and longer.startswith(shorter + "-") else "other tactic"
+
+
+def match_profile(profiles: pd.DataFrame, backend: str, model: str, ep_size: int, num_tokens: int, tactic: str,
+                  timed_in: str = "") -> Optional[ProfileMatch]:
+    """The profile of ``backend`` (a FlashInfer label ``cutlass@0.7.4`` matches files of ``cutlass``) at this shape
+    that best fits ``tactic``; ``timed_in`` (the timing's run folder) wins ties.  None when the shape has none."""
+    if profiles is None or profiles.empty:
+        return None
+    base = str(backend).split("@")[0]
+    c = profiles[(profiles["backend"] == base) & (profiles["model"] == model) & (profiles["ep_size"] == int(ep_size))
+                 & (profiles["num_tokens"] == int(num_tokens))]
+    if c.empty:
+        return None
+    cands = []
+    for (source, file, lab), g in c.groupby(["source", "file", "tactic_label"], sort=False):
+        kind = tactic_match(str(lab), str(tactic))
+        cands.append(((MATCH_KINDS.index(kind), source != timed_in, _desc(source)), kind, source, file, lab, g))
+    _, kind, source, file, lab, g = min(cands, key=lambda t: t[0])
+    sort = ["launch"] if "launch" in g else []
+    return ProfileMatch(g.sort_values(sort).reset_index(drop=True) if sort else g.reset_index(drop=True),
+                        kind, str(source), str(file), str(lab))
+
+
+def _desc(name: str) -> tuple:
+    """Sort key that puts a later folder name first."""
+    return tuple(-ord(ch) for ch in name)
+
+
+def kernel_role(name: str) -> str:
+    """``gemm1`` | ``gemm2`` | ``topk_sum`` | ``quant`` | ``splitk`` | ``other``, from a kernel's name (ours and
+    triton_kernels' ``_matmul_ogs_..._swiglu`` / ``_reduce_grouped``)."""
+    n = str(name).lower()
+    for role, keys in (("quant", ("quant",)), ("splitk", ("finalize",)), ("topk_sum", ("topk_sum", "reduce")),
+                       ("gemm1", ("gemm1", "swiglu")), ("gemm2", ("gemm2", "matmul"))):
+        if any(k in n for k in keys):
+            return role
+    return "other"
+
+
+def bound_of(k: pd.Series) -> str:
+    """``DRAM-bound`` / ``SM-bound`` / ``latency-bound`` by :data:`DRAM_BOUND_PCT` and :data:`SM_BOUND_PCT`."""
+    if as_float(k.get("dram_throughput_pct")) >= DRAM_BOUND_PCT:
+        return "DRAM-bound"
+    return "SM-bound" if as_float(k.get("sm_throughput_pct")) >= SM_BOUND_PCT else "latency-bound"
+
+
+def as_float(v: object) -> float:
+    """``float(v)``; NaN for a missing or non-numeric value (``pd.NA`` included)."""
+    try:
+        return float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def describe_kernel(k: pd.Series) -> str:
+    """``"latency-bound: SM 56 %, DRAM 0.33 TB/s (8 % of peak), issue 34 %, occupancy 12 %, 255 regs, stall wait
+    24.9 %"``."""
+    dram = as_float(k.get("dram_read_GBps")) / 1e3
+    parts = [f"SM {as_float(k.get('sm_throughput_pct')):.0f} %",
+             f"DRAM {dram:.2f} TB/s ({as_float(k.get('dram_throughput_pct')):.0f} % of peak)",
+             f"issue {as_float(k.get('issue_slots_busy_pct')):.0f} %",
+             f"occupancy {as_float(k.get('achieved_occupancy_pct')):.0f} %",
+             f"{as_float(k.get('registers_per_thread')):.0f} regs"]
+    stall = k.get("top_stall")
+    if isinstance(stall, str) and stall:
+        parts.append(f"stall {stall}")
+    return f"{bound_of(k)}: " + ", ".join(parts)
+
+
+def reason_text(ours: Optional[ProfileMatch], peer: Optional[ProfileMatch] = None) -> str:
+    """The measured reason in one line.  Without ``peer``: the slowest kernel of ours.  With it: per kernel role
+    (:func:`kernel_role`, times summed), the role where ours spends the most over the peer (where ours is ahead in
+    every role: where it gains most); both sides' largest kernel of that role described (:func:`describe_kernel`)."""
+    if ours is None:
+        return "no profile"
+    k = ours.kernels.assign(role=ours.kernels["kernel"].map(kernel_role))
+    total = k["duration_us"].sum()
+    theirs = None
+    if peer is not None:
+        pk = peer.kernels.assign(role=peer.kernels["kernel"].map(kernel_role))
+        diff = k.groupby("role")["duration_us"].sum().sub(pk.groupby("role")["duration_us"].sum(), fill_value=0)
+        role = str(diff.idxmax() if diff.max() > 0 else diff.idxmin())
+        mine, theirs = k[k["role"] == role], pk[pk["role"] == role]
+        lead = "behind most in" if diff.max() > 0 else "ahead in every role, most in"
+        head = (f"ours {lead} {role}: {mine['duration_us'].sum():.1f} us of {total:.1f} vs peer "
+                f"{theirs['duration_us'].sum():.1f} of {pk['duration_us'].sum():.1f} us (ncu)")
+    else:
+        mine = k.loc[[k["duration_us"].idxmax()]]
+        head = f"{mine['role'].iloc[0]} {mine['duration_us'].sum():.1f} us of {total:.1f} us in {len(k)} kernels (ncu)"
+    text = head
+    if not mine.empty:
+        text += f"; ours {describe_kernel(mine.loc[mine['duration_us'].idxmax()])}"
+    if theirs is not None and not theirs.empty:
+        text += f"; peer {describe_kernel(theirs.loc[theirs['duration_us'].idxmax()])}"
+    return text

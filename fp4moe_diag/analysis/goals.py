@@ -1,0 +1,264 @@
+"""Where each goal of issue #25 stands, per shape, with the measured reason (``python -m fp4moe_diag goals RUN ...``).
+
+The goals, for our Triton backend (``triton``, bf16 activations), at the goal shapes (:data:`GOAL_CASES`: gpt-oss-20b
+EP1 and EP2 at T = 1 .. 16384, gpt-oss-120b EP4 at T = 1 .. 4096; the token counts are those measured):
+
+1. never slower than any bf16-activation peer: each peer backend's best tactic (:func:`.tables.x_of_best`, like for
+   like: ``kernel_precision`` w4a16; FlashInfer told apart by version, ``cutlass@0.7.4``);
+2. decode: weight bytes / time >= :data:`DECODE_GOAL_GBPS` at :data:`DECODE_GOAL_TOKENS` (20b EP1 T = 16..64,
+   120b EP4 T = 64);
+3. T <= :data:`SMALL_T_MAX`: time <= :data:`SMALL_T_FACTOR` x (weight bytes / measured read ceiling + one launch,
+   ``launch_us``, by default :data:`LAUNCH_US`);
+4. prefill, T >= :data:`PREFILL_MIN_TOKENS`: achieved TFLOP/s >= :data:`PREFILL_GOAL_FRAC` of the measured bf16
+   ceiling (``frac_flops_roofline``);
+5. W4A8 (``triton_w4a8``), T >= :data:`PREFILL_MIN_TOKENS`: at least as fast as FlashInfer's MXFP4 x FP8 path
+   (:data:`W4A8_PEER`, ``cutlass_humming``), its accuracy (``rel_l2_bf16_ref``) next to the bf16 path's; without an
+   ok row of the peer the goal is ``not compared``, with the peer's error or ``not run``.
+
+:func:`goal_table` gives one row per goal x shape (:data:`GOAL_COLUMNS`); ``x_goal`` is the one "how far" of every
+goal: the speed-up ours needs to meet it (ours' time over the time the goal allows: goal 1 ours / peer, goal 2
+3.4 TB/s / achieved, goal 3 time / allowed, goal 4 0.70 / achieved share, goal 5 w4a8 / cutlass_humming); met when
+<= 1.  The reasons come from Nsight Compute profiles (:mod:`.goal_profiles`); :mod:`.goals_markdown` renders both.
+Pure pandas.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import pandas as pd
+
+from .builds import flashinfer_label
+from .goal_profiles import KERNEL_COLUMNS, ProfileMatch, as_float, match_profile, reason_text
+from .tables import x_of_best
+
+#: one kernel launch (us): the fixed cost in goal 3's bound, weight bytes / read ceiling + LAUNCH_US.  3 us is an
+#: H200 launch of a CUDA-graph node with its ramp-up and tail (ours at 120b EP4 T=1, no weights to read: ~4 us)
+LAUNCH_US = 3.0
+DECODE_GOAL_GBPS = 3400.0
+SMALL_T_MAX = 4
+SMALL_T_FACTOR = 1.3
+PREFILL_MIN_TOKENS = 4096
+PREFILL_GOAL_FRAC = 0.70
+W4A8_PEER = "cutlass_humming"
+#: (model, ep_size) -> the largest T of the goals
+GOAL_CASES = {("gpt-oss-20b", 1): 16384, ("gpt-oss-20b", 2): 16384, ("gpt-oss-120b", 4): 4096}
+#: (model, ep_size) -> the T range (inclusive) of goal 2
+DECODE_GOAL_TOKENS = {("gpt-oss-20b", 1): (16, 64), ("gpt-oss-120b", 4): (64, 64)}
+GOAL_NAMES = {1: "never slower than any bf16-activation peer",
+              2: f"decode >= {DECODE_GOAL_GBPS / 1e3:.1f} TB/s (weight bytes / time)",
+              3: f"T <= {SMALL_T_MAX} within {SMALL_T_FACTOR}x of weight bytes / read ceiling + one launch",
+              4: f"prefill (T >= {PREFILL_MIN_TOKENS}) >= {100 * PREFILL_GOAL_FRAC:.0f} % of the bf16 ceiling",
+              5: f"W4A8 (T >= {PREFILL_MIN_TOKENS}) at least as fast as {W4A8_PEER}"}
+SHAPE = ["gpu_name", "model", "ep_size", "has_bias", "num_tokens"]
+#: the columns of :func:`goal_table`
+GOAL_COLUMNS = {
+    "goal": "1..5 (:data:`GOAL_NAMES`)", **{c: "the shape" for c in SHAPE},
+    "measured": "ours' value in ``unit``", "target": "what the goal asks, in ``unit``", "unit": "us, TB/s or %",
+    "status": "met | not met | not compared", "x_goal": "speed-up ours needs (<= 1: met; NaN: not compared)",
+    "ours_backend": "ours (triton; goal 5: triton_w4a8)", "ours_tactic": "its best tactic", "ours_us": "its time",
+    "ours_run": "the run folder of the timing", "peer_backend": "the fastest bf16 peer (goal 5: cutlass_humming)",
+    "peer_tactic": "its best tactic", "peer_us": "its time", "peer_run": "its run folder",
+    "ours_rel_l2_bf16_ref": "ours' accuracy (rel_l2 vs the fp32 reference of the bf16 activations)",
+    "bf16_rel_l2_bf16_ref": "goal 5: the bf16 path's (triton) accuracy, for comparison",
+    "note": "how the value was made, or why not compared", "reason": "the measured reason (Nsight Compute)",
+    "ours_profile": "the folder of ours' profile (and the profiled tactic where not the timed one)",
+    "peer_profile": "the peer's",
+}
+
+
+@dataclass(frozen=True)
+class GoalReport:
+    """:func:`goal_report`'s result: ``table`` (:data:`GOAL_COLUMNS`) and ``kernels`` (per shape x side, the
+    profiled kernels: ``side`` ours | peer, ``backend``, ``tactic``, ``match``, ``source``, :data:`KERNEL_COLUMNS`)."""
+    table: pd.DataFrame
+    kernels: pd.DataFrame
+
+
+def in_goals(model: str, ep: int, t: int) -> bool:
+    top = GOAL_CASES.get((str(model), int(ep)))
+    return top is not None and 1 <= int(t) <= top
+
+
+def _facts(df: pd.DataFrame) -> pd.DataFrame:
+    """Per run x backend label x shape x tactic (ok rows): weight bytes, the run's ceilings, the accuracy."""
+    ok = df[df["status"] == "ok"].assign(backend=flashinfer_label(df[df["status"] == "ok"]))
+    acc = ok["rel_l2_bf16_ref"].where(ok["rel_l2_bf16_ref"].notna(),
+                                      ok["rel_l2"].where(ok["kernel_precision"].fillna("w4a16") == "w4a16"))
+    ok = ok.assign(rel_l2_bf16_ref=acc, run_id=ok["run_id"].astype("string"))
+    keys = ["run_id", "backend", *SHAPE, "tactic_label"]
+    cols = ["weight_bytes", "ceiling_read_GBps", "ceiling_bf16_TFLOPs", "rel_l2_bf16_ref"]
+    return ok[keys + cols].groupby(keys, dropna=False, sort=False).first().reset_index().rename(
+        columns={"tactic_label": "best_tactic"})
+
+
+def _at(d: pd.DataFrame, key: tuple) -> pd.DataFrame:
+    """The rows of ``d`` at the shape ``key`` (:data:`SHAPE` values; a missing value matches nothing)."""
+    for c, v in zip(SHAPE, key):
+        d = d[d[c].eq(v).fillna(False).astype(bool)]
+    return d
+
+
+def _why_missing(df: pd.DataFrame, backend: str, key: tuple) -> str:
+    """``"<backend> not run"``, or its rows' statuses and first error at the shape."""
+    d = _at(df[(flashinfer_label(df).str.split("@").str[0] == backend.split("@")[0])], key)
+    if d.empty:
+        return f"{backend} not run"
+    err = d[d["error_message"].notna() & (d["error_message"] != "")]
+    first = f": {err['error_type'].iloc[0]}: {err['error_message'].iloc[0]}" if len(err) else ""
+    counts = ", ".join(f"{n} {s}" for s, n in d["status"].value_counts().items())
+    return f"{backend} has no ok row ({counts}){first}"
+
+
+def _row(goal: int, key: tuple, measured: float, target: float, unit: str, x: float, ours: Optional[pd.Series],
+         peer: Optional[pd.Series], note: str = "") -> dict:
+    r = dict(zip(SHAPE, key), goal=goal, measured=measured, target=target, unit=unit, x_goal=x, note=note,
+             status="not compared" if pd.isna(x) else ("met" if x <= 1 else "not met"))
+    for side, s in (("ours", ours), ("peer", peer)):
+        r.update({f"{side}_backend": None if s is None else s["backend"],
+                  f"{side}_tactic": None if s is None else s["best_tactic"],
+                  f"{side}_us": math.nan if s is None else s["best_us"],
+                  f"{side}_run": None if s is None else s["run_id"]})
+    r["ours_rel_l2_bf16_ref"] = math.nan if ours is None else as_float(ours.get("rel_l2_bf16_ref"))
+    return r
+
+
+def _fastest_peer(g: pd.DataFrame, ours: str, w4a8: str) -> Optional[pd.Series]:
+    """The fastest bf16-activation backend but ours (never a W4A8 one, whatever its rows' ``kernel_precision``)."""
+    base = g["backend"].str.split("@").str[0]
+    p = g[(g["kernel_precision"] == "w4a16") & (g["backend"] != ours) & ~base.isin([w4a8, W4A8_PEER])]
+    return None if p.empty else p.loc[p["best_us"].idxmin()]
+
+
+def _bf16_goals(key: tuple, o: pd.Series, p: Optional[pd.Series], launch_us: float) -> list[dict]:
+    """Goals 1-4 at one shape where ours has a time."""
+    goals = applicable(key[1], key[2], int(key[4]))
+    out = [_row(1, key, o["best_us"], math.nan if p is None else p["best_us"], "us",
+                math.nan if p is None else o["best_us"] / p["best_us"], o, p,
+                "" if p is not None else "no bf16 peer measured")]
+    wb, ceil = as_float(o.get("weight_bytes")), as_float(o.get("ceiling_read_GBps"))
+    gbps = wb / (o["best_us"] * 1e3)
+    missing = "" if gbps == gbps and ceil == ceil else "not compared: the row lacks weight_bytes or ceiling_read_GBps"
+    if 2 in goals:
+        out.append(_row(2, key, gbps / 1e3, DECODE_GOAL_GBPS / 1e3, "TB/s", DECODE_GOAL_GBPS / gbps, o, p, missing or
+                        f"{wb / 1e6:.1f} MB in {o['best_us']:.1f} us; {100 * gbps / ceil:.0f} % of the read "
+                        f"ceiling {ceil / 1e3:.2f} TB/s"))
+    if 3 in goals:
+        bound = wb / (ceil * 1e3) + launch_us
+        allowed = SMALL_T_FACTOR * bound
+        out.append(_row(3, key, o["best_us"], allowed, "us", o["best_us"] / allowed, o, p, missing or
+                        f"bound {bound:.1f} us = {wb / 1e6:.1f} MB / {ceil / 1e3:.2f} TB/s + {launch_us:g} us launch; "
+                        f"{o['best_us'] / bound:.2f}x of it"))
+    if 4 in goals:
+        frac = as_float(o["frac_flops_roofline"])
+        out.append(_row(4, key, 100 * frac, 100 * PREFILL_GOAL_FRAC, "%", PREFILL_GOAL_FRAC / frac, o, p,
+                        f"{as_float(o['achieved_TFLOPs']):.0f} of {as_float(o.get('ceiling_bf16_TFLOPs')):.0f} TFLOP/s"
+                        if frac == frac else "not compared: the row lacks frac_flops_roofline"))
+    return out
+
+
+def applicable(model: str, ep: int, t: int) -> list[int]:
+    """The goals (1..5) that apply at a goal shape."""
+    lo, hi = DECODE_GOAL_TOKENS.get((str(model), int(ep)), (0, -1))
+    return [1] + [2] * (lo <= t <= hi) + [3] * (t <= SMALL_T_MAX) + [4, 5] * (t >= PREFILL_MIN_TOKENS)
+
+
+def _missing_ours(df: pd.DataFrame, key: tuple, ours: str) -> list[dict]:
+    why = _why_missing(df, ours, key)
+    return [_row(g, key, math.nan, math.nan, "", math.nan, None, None, why)
+            for g in applicable(key[1], key[2], int(key[4])) if g != 5]
+
+
+def _w4a8_goal(df: pd.DataFrame, key: tuple, g: pd.DataFrame, w4a8: str, bf16: Optional[pd.Series]) -> dict:
+    """Goal 5 at one shape: ours = ``w4a8``, peer = cutlass_humming (any FlashInfer version: the fastest)."""
+    w = g[g["backend"] == w4a8]
+    h = g[g["backend"].str.split("@").str[0] == W4A8_PEER]
+    o = None if w.empty else w.iloc[0]
+    p = None if h.empty else h.loc[h["best_us"].idxmin()]
+    notes = [_why_missing(df, w4a8, key)] if o is None else []
+    notes += [_why_missing(df, W4A8_PEER, key)] if p is None else []
+    x = math.nan if o is None or p is None else o["best_us"] / p["best_us"]
+    r = _row(5, key, math.nan if o is None else o["best_us"], math.nan if p is None else p["best_us"], "us", x, o, p,
+             "; ".join(notes))
+    r["bf16_rel_l2_bf16_ref"] = math.nan if bf16 is None else as_float(bf16.get("rel_l2_bf16_ref"))
+    return r
+
+
+def goal_shapes(df: pd.DataFrame) -> list[tuple]:
+    """The measured goal shapes (:data:`SHAPE` tuples) of ``df``'s kernel rows, sorted."""
+    d = df[df["backend"] != "reference"][SHAPE].drop_duplicates()
+    keys = [tuple(r) for r in d.itertuples(index=False) if in_goals(r.model, r.ep_size, r.num_tokens)]
+    return sorted(keys, key=lambda k: (str(k[0]), str(k[1]), int(k[2]), not bool(k[3]), int(k[4])))
+
+
+def goal_rows(df: pd.DataFrame, ours: str = "triton", w4a8: str = "triton_w4a8",
+              launch_us: float = LAUNCH_US) -> pd.DataFrame:
+    """The goal table without the reasons: one row per goal x goal shape of ``df`` (:data:`GOAL_COLUMNS` but
+    ``reason`` and the profile columns)."""
+    x = x_of_best(df)
+    x = x.merge(_facts(df), on=["run_id", "backend", *SHAPE, "best_tactic"], how="left")
+    rows: list[dict] = []
+    for key in goal_shapes(df):
+        g = _at(x, key)
+        mine = g[g["backend"] == ours]
+        o = None if mine.empty else mine.iloc[0]
+        if o is None:
+            rows += _missing_ours(df, key, ours)
+        else:
+            rows += _bf16_goals(key, o, _fastest_peer(g, ours, w4a8), launch_us)
+        if int(key[4]) >= PREFILL_MIN_TOKENS:
+            rows.append(_w4a8_goal(df, key, g, w4a8, o))
+    out = pd.DataFrame(rows)
+    for c in GOAL_COLUMNS:
+        if c not in out:
+            out[c] = pd.NA
+    return out.sort_values(["goal", *SHAPE[1:]], kind="stable").reset_index(drop=True)[list(GOAL_COLUMNS)]
+
+
+def _profile(profiles: pd.DataFrame, r: pd.Series, side: str, cache: dict) -> Optional[ProfileMatch]:
+    backend, tactic = r[f"{side}_backend"], r[f"{side}_tactic"]
+    if not isinstance(backend, str):
+        return None
+    k = (backend, r["model"], int(r["ep_size"]), int(r["num_tokens"]), str(tactic), str(r[f"{side}_run"]))
+    if k not in cache:
+        cache[k] = match_profile(profiles, *k[:5], timed_in=k[5])
+    return cache[k]
+
+
+def _kernels_of(r: pd.Series, side: str, m: ProfileMatch) -> pd.DataFrame:
+    k = m.kernels[[c for c in KERNEL_COLUMNS if c in m.kernels]].copy()
+    for c in reversed(["model", "ep_size", "num_tokens"]):
+        k.insert(0, c, r[c])
+    k.insert(3, "side", side)
+    k.insert(4, "backend", r[f"{side}_backend"])
+    k.insert(5, "tactic", m.tactic)
+    k.insert(6, "match", m.match)
+    k.insert(7, "source", m.source)
+    return k
+
+
+def goal_report(df: pd.DataFrame, profiles: Optional[pd.DataFrame] = None, ours: str = "triton",
+                w4a8: str = "triton_w4a8", launch_us: float = LAUNCH_US) -> GoalReport:
+    """:func:`goal_rows` with the measured reason of each row from ``profiles`` (:func:`.goal_profiles.read_profiles`)
+    and the profiled kernels of ours and the peer per shape.  Goal 1 and 5 name the kernel role where ours loses
+    most time to the peer (when both are profiled); goals 2-4 ours' slowest kernel."""
+    t = goal_rows(df, ours, w4a8, launch_us)
+    profiles = pd.DataFrame() if profiles is None else profiles
+    cache: dict = {}
+    reasons, ours_p, peer_p, kernels, seen = [], [], [], [], set()
+    for _, r in t.iterrows():
+        mo, mp = _profile(profiles, r, "ours", cache), _profile(profiles, r, "peer", cache)
+        reasons.append(reason_text(mo, mp if r["goal"] in (1, 5) else None) if mo is not None else "no profile")
+        ours_p.append(None if mo is None else mo.label())
+        peer_p.append(None if mp is None else mp.label())
+        for side, m in (("ours", mo), ("peer", mp)):
+            if m is not None and (m.source, m.file, m.tactic, side) not in seen:
+                seen.add((m.source, m.file, m.tactic, side))
+                kernels.append(_kernels_of(r, side, m))
+    t = t.assign(reason=reasons, ours_profile=ours_p, peer_profile=peer_p)
+    k = pd.concat(kernels, ignore_index=True) if kernels else pd.DataFrame(
+        columns=["model", "ep_size", "num_tokens", "side", "backend", "tactic", "match", "source", *KERNEL_COLUMNS])
+    k = k.sort_values(["model", "ep_size", "num_tokens"], kind="stable").reset_index(drop=True)
+    return GoalReport(t, k)

@@ -1,0 +1,74 @@
+"""``python -m fp4moe_diag goals RUN_DIR [RUN_DIR ...]``: where each goal of issue #25 stands, per shape, with the
+measured reason (:mod:`fp4moe_diag.analysis.goals`).  Folders with results give the timings; every folder's
+``ncu_*.csv`` profiles give the reasons (a folder may hold only profiles)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from . import cli_args as A
+
+
+def _has_profiles(d: Path) -> bool:
+    return any(d.glob("ncu_*.csv"))
+
+
+def check_goal_args(args: argparse.Namespace) -> list[Path]:
+    """The folders that hold results; a ValueError (one line, exit 2) for a missing folder, one with neither
+    results nor profiles, no results at all, or a backend name this suite does not know."""
+    from .backends import available_backends
+    from .run_folder import is_run_folder
+
+    names = available_backends()
+    for flag, name in (("--ours", args.ours), ("--w4a8", args.w4a8)):
+        if name not in names:
+            raise ValueError(f"argument {flag}: unknown backend {name!r}; expected one of {', '.join(names)}")
+    for d in args.runs:
+        if not d.is_dir():
+            raise ValueError(f"argument runs: {d} does not exist or is not a directory")
+        if not is_run_folder(d) and not _has_profiles(d):
+            raise ValueError(f"argument runs: {d} has no results (results.parquet / results.csv / parts/) and no "
+                             "ncu_*.csv profiles")
+    timed = [d for d in args.runs if is_run_folder(d)]
+    if not timed:
+        raise ValueError("argument runs: none of the folders has results (only profiles); pass a run folder too")
+    return timed
+
+
+def cmd_goals(args: argparse.Namespace) -> int:
+    from .analysis.goal_profiles import read_profiles
+    from .analysis.goals import goal_report
+    from .analysis.goals_markdown import goals_markdown
+    from .run_folder import load_run
+
+    timed = check_goal_args(args)
+    df = pd.concat([load_run(d) for d in timed], ignore_index=True)
+    if not (df["backend"] == args.ours).any():
+        have = sorted(set(df["backend"].dropna().astype(str)))
+        raise ValueError(f"argument --ours: no rows of backend {args.ours!r} in these runs; they have {have}")
+    report = goal_report(df, read_profiles(args.runs), ours=args.ours, w4a8=args.w4a8, launch_us=args.launch_us)
+    if args.csv:
+        report.table.to_csv(args.csv, index=False)
+    print(goals_markdown(report, launch_us=args.launch_us), end="")
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    from .analysis.goals import LAUNCH_US
+
+    g = sub.add_parser("goals", help="issue #25's goals per shape: measured, goal, met or how far, the reason",
+                       description="Read run folders and print, per goal of issue #25 and goal shape, our best "
+                       "time or rate, the goal, met / not met / not compared, the speed-up still needed, ours' and "
+                       "the peer's best tactics, and the measured reason from the folders' Nsight Compute profiles "
+                       "(ncu_*.csv), then the profiled kernels per shape (Markdown).")
+    g.add_argument("runs", nargs="+", type=Path, help="run folders (timings), and folders of ncu_*.csv profiles")
+    g.add_argument("--ours", default="triton", help="our bf16-activation backend (default triton)")
+    g.add_argument("--w4a8", default="triton_w4a8", help="our W4A8 backend for goal 5 (default triton_w4a8)")
+    g.add_argument("--launch-us", type=A.positive_float, default=LAUNCH_US,
+                   help=f"one launch in goal 3's bound, us (default {LAUNCH_US:g})")
+    g.add_argument("--csv", type=Path, default=None, help="also write the goal table here")
+    g.set_defaults(func=cmd_goals)

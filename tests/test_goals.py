@@ -1,0 +1,180 @@
+"""Issue #25's goal table (analysis.goals, goal_profiles, goals_markdown, ``goals`` CLI) on frames whose answers are
+known, and on the committed H200 runs of session 9."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fp4moe_diag.analysis.goal_profiles import kernel_role, match_profile, read_profiles, reason_text, tactic_match
+from fp4moe_diag.analysis.goals import LAUNCH_US, goal_report, goal_rows
+from fp4moe_diag.analysis.goals_markdown import goals_markdown
+from fp4moe_diag.results import to_frame
+from frames import _row
+
+REPO = Path(__file__).resolve().parent.parent
+RUNS = REPO / "data" / "runs"
+S9 = [RUNS / f"2026-12-04-nvidia-h200-s9{x}" for x in "dfac"]
+READ, BF16 = 4000.0, 800.0  # the synthetic run's ceilings: GB/s, TFLOP/s
+
+
+def row(backend, label, t, us, ep=1, precision="w4a16", status="ok", wb=None, frac=None, rel=1e-3, **kw):
+    r = _row(backend, label, 0, t, ep, status, us, rel=rel, is_best=False)
+    r.update(kernel_precision=precision, ceiling_read_GBps=READ, ceiling_bf16_TFLOPs=BF16, rel_l2_bf16_ref=rel,
+             weight_bytes=wb, frac_flops_roofline=frac, achieved_TFLOPs=None if frac is None else frac * BF16, **kw)
+    return r
+
+
+def frame(humming: str = "ok") -> pd.DataFrame:
+    """20b EP1: T=1 (goal 3), T=64 (goals 1, 2), T=4096 (goals 1, 4, 5)."""
+    rows = [row("triton", "a", 1, 15.0, wb=40_000_000), row("triton_kernels", "k", 1, 30.0),
+            row("triton", "a", 64, 100.0, wb=300_000_000), row("triton", "b", 64, 110.0, wb=300_000_000),
+            row("triton_kernels", "k1", 64, 120.0), row("triton_kernels", "k2", 64, 150.0),
+            row("cutlass", "g1:1", 64, 90.0),
+            row("triton", "p", 4096, 1000.0, frac=0.63, rel=3e-3), row("triton_kernels", "k", 4096, 1100.0),
+            row("triton_w4a8", "f8", 4096, 900.0, precision="w4a8", rel=4e-2)]
+    if humming == "ok":
+        rows.append(row("cutlass_humming", "h", 4096, 990.0, precision="w4a8"))
+    elif humming == "failed":
+        rows.append(row("cutlass_humming", "h", 4096, None, precision="w4a8", status="failed"))
+    return to_frame(rows)
+
+
+def goal(t: pd.DataFrame, n: int, tokens: int) -> pd.Series:
+    (i,) = t.index[(t["goal"] == n) & (t["num_tokens"] == tokens)]
+    return t.loc[i]
+
+
+def test_goal_rows_compute_each_goal_against_its_own_yardstick():
+    t = goal_rows(frame())
+    assert sorted(zip(t["goal"], t["num_tokens"])) == [(1, 1), (1, 64), (1, 4096), (2, 64), (3, 1), (4, 4096),
+                                                      (5, 4096)]
+    g1 = goal(t, 1, 64)  # the fastest bf16 peer is FlashInfer's CUTLASS at 90 us, not triton_kernels' best 120 us
+    assert (g1["peer_backend"], g1["peer_tactic"], g1["ours_tactic"]) == ("cutlass@0.5.2", "g1:1", "a")
+    assert g1["x_goal"] == pytest.approx(100 / 90) and g1["status"] == "not met"
+    assert goal(t, 1, 4096)["status"] == "met" and goal(t, 1, 4096)["x_goal"] == pytest.approx(1000 / 1100)
+    g2 = goal(t, 2, 64)  # 300 MB in 100 us = 3.0 TB/s
+    assert g2["measured"] == pytest.approx(3.0) and g2["target"] == 3.4 and g2["unit"] == "TB/s"
+    assert g2["x_goal"] == pytest.approx(3.4 / 3.0) and g2["status"] == "not met"
+    g4 = goal(t, 4, 4096)
+    assert (g4["measured"], g4["target"], g4["status"]) == (pytest.approx(63.0), pytest.approx(70.0), "not met")
+    assert g4["x_goal"] == pytest.approx(0.70 / 0.63)
+
+
+def test_goal_3_bound_is_weight_bytes_over_the_read_ceiling_plus_one_launch():
+    assert LAUNCH_US == 3.0
+    g3 = goal(goal_rows(frame()), 3, 1)  # 40 MB / 4000 GB/s = 10 us, + 3 us launch = 13 us; 1.3 x 13 = 16.9 us
+    assert g3["target"] == pytest.approx(16.9) and g3["x_goal"] == pytest.approx(15 / 16.9) and g3["status"] == "met"
+    assert "bound 13.0 us" in g3["note"]
+    g3 = goal(goal_rows(frame(), launch_us=1.0), 3, 1)  # 1.3 x 11 = 14.3 us < 15 us
+    assert g3["target"] == pytest.approx(14.3) and g3["status"] == "not met"
+
+
+def test_goal_5_compares_w4a8_with_cutlass_humming_and_never_passes_without_it():
+    g5 = goal(goal_rows(frame("ok")), 5, 4096)
+    assert (g5["ours_backend"], g5["peer_backend"], g5["status"]) == ("triton_w4a8", "cutlass_humming@0.5.2", "met")
+    assert g5["x_goal"] == pytest.approx(900 / 990)
+    assert (g5["ours_rel_l2_bf16_ref"], g5["bf16_rel_l2_bf16_ref"]) == (pytest.approx(4e-2), pytest.approx(3e-3))
+    failed = goal(goal_rows(frame("failed")), 5, 4096)
+    assert failed["status"] == "not compared" and pd.isna(failed["x_goal"])
+    assert "cutlass_humming has no ok row (1 failed): RuntimeError: CUDA error" in failed["note"]
+    missing = goal(goal_rows(frame("none")), 5, 4096)
+    assert missing["status"] == "not compared" and missing["note"] == "cutlass_humming not run"
+    # a W4A8 backend is never goal 1's bf16 peer, even when its rows lack kernel_precision
+    d = frame("ok")
+    d.loc[d["backend"] == "cutlass_humming", "kernel_precision"] = pd.NA
+    assert goal(goal_rows(d), 1, 4096)["peer_backend"] == "triton_kernels"
+
+
+PROFILE = ("annotation,launch,kernel,duration_us,dram_throughput_pct,sm_throughput_pct,achieved_occupancy_pct,"
+           "issue_slots_busy_pct,dram_read_bytes,registers_per_thread,stall_wait_pct,stall_selected_pct,"
+           "dram_read_GBps,runs,role,tactic_label\n")
+
+
+def write_profile(folder: Path, name: str, tactic: str, kernels: list[tuple[str, float, float]]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    body = "".join(f"t0: {tactic},{i},{k},{us},10,50,12,40,1e8,255,{wait},90,300,3,t0,{tactic}\n"
+                   for i, (k, us, wait) in enumerate(kernels))
+    (folder / name).write_text(PROFILE + body)
+
+
+def test_profiles_match_the_timed_tactic_and_give_the_measured_reason(tmp_path):
+    write_profile(tmp_path / "run-a", "ncu_1-triton-gpt-oss-20b-ep1-t4096.csv", "p",
+                  [("_moe_mxfp4_gemm1_ps_kernel", 700.0, 30.0), ("_moe_mxfp4_gemm2_ps_kernel", 250.0, 20.0),
+                   ("_topk_sum_kernel", 30.0, 1.0)])
+    write_profile(tmp_path / "run-b", "ncu_1-triton-gpt-oss-20b-ep1-t4096.csv", "p-pdl", [("_moe_gemm1", 1.0, 1.0)])
+    write_profile(tmp_path / "run-b", "ncu_2-triton_kernels-gpt-oss-20b-ep1-t4096.csv", "k",
+                  [("_matmul_ogs_x_swiglu", 600.0, 10.0), ("_matmul_ogs_x", 300.0, 10.0),
+                   ("_reduce_grouped", 30.0, 5.0)])
+    p = read_profiles([tmp_path / "run-a", tmp_path / "run-b"])
+    assert p["top_stall"].iloc[0] == "wait 30.0 %"  # 'selected' (90 %) is issuing, not a stall
+    assert (tactic_match("p", "p"), tactic_match("p", "p-pdl"), tactic_match("p", "px")) == (
+        "exact", "variant", "other tactic")
+    m = match_profile(p, "triton", "gpt-oss-20b", 1, 4096, "p")
+    assert (m.source, m.match) == ("run-a", "exact")
+    m = match_profile(p, "triton", "gpt-oss-20b", 1, 4096, "p-pdl-x")  # both variants: the later folder
+    assert (m.source, m.match, m.tactic) == ("run-b", "variant", "p-pdl")
+    assert match_profile(p, "triton", "gpt-oss-20b", 2, 4096, "p") is None
+    assert [kernel_role(k) for k in ("_matmul_ogs_x_swiglu", "_matmul_ogs_x", "_reduce_grouped", "_quant_rows")] == [
+        "gemm1", "gemm2", "topk_sum", "quant"]
+    ours, peer = match_profile(p, "triton", "gpt-oss-20b", 1, 4096, "p"), match_profile(
+        p, "triton_kernels", "gpt-oss-20b", 1, 4096, "k")
+    text = reason_text(ours, peer)  # gemm1 +100 us over the peer, gemm2 -50 us
+    assert text.startswith("ours behind most in gemm1: 700.0 us of 980.0 vs peer 600.0 of 930.0 us")
+    assert "ours latency-bound: SM 50 %" in text and "255 regs, stall wait 30.0 %" in text
+    assert reason_text(ours).startswith("gemm1 700.0 us of 980.0 us in 3 kernels")
+
+    rep = goal_report(frame(), p)
+    g1 = goal(rep.table, 1, 4096)
+    assert g1["reason"] == text and g1["ours_profile"] == "run-a" and g1["peer_profile"] == "run-b"
+    k = rep.kernels[rep.kernels["num_tokens"] == 4096]
+    assert list(k["side"]) == ["ours"] * 3 + ["peer"] * 3 and set(k["source"]) == {"run-a", "run-b"}
+    md = goals_markdown(rep)
+    assert "| 20b EP1 T=64 | 3.00 TB/s | 3.40 TB/s | **not met** | 1.13x |" in md
+    assert "| ours | triton | `p` | run-a | _moe_mxfp4_gemm1_ps_kernel | 700.0 | 300 | 50 | 40 | 12 | 255 |" in md
+
+
+def committed() -> pd.DataFrame:
+    from fp4moe_diag.run_folder import is_run_folder, load_run
+
+    return pd.concat([load_run(d) for d in S9 if is_run_folder(d)], ignore_index=True)
+
+
+def test_the_committed_h200_runs_of_session_9():
+    rep = goal_report(committed(), read_profiles(S9))
+    t = rep.table
+
+    def at(n: int, ep: int, tok: int, model: str = "gpt-oss-20b") -> pd.Series:
+        return t[(t["goal"] == n) & (t["model"] == model) & (t["ep_size"] == ep) & (t["num_tokens"] == tok)].iloc[0]
+
+    g2 = at(2, 1, 64)
+    assert g2["ours_us"] == pytest.approx(164.3, abs=0.05) and g2["measured"] == pytest.approx(2.94, abs=0.005)
+    assert g2["status"] == "not met" and g2["ours_run"] == "2026-12-04-nvidia-h200-s9d"
+    assert g2["ours_profile"] == "2026-12-04-nvidia-h200-s9d (variant: m16n128k128w4s3-ps)"
+    g1 = at(1, 1, 4096)
+    assert g1["peer_backend"] == "triton_kernels" and g1["x_goal"] == pytest.approx(1.07, abs=0.005)
+    assert g1["status"] == "not met" and g1["reason"].startswith("ours behind most in gemm1")
+    assert g1["peer_profile"] == "2026-12-04-nvidia-h200-s9c"  # tk-m128kautow8s3, the timed tactic itself
+    assert at(1, 1, 64)["status"] == "met" and at(4, 1, 4096)["measured"] == pytest.approx(61.8, abs=0.05)
+    assert (at(5, 1, 4096)["status"], at(5, 1, 4096)["note"]) == ("not compared", "cutlass_humming not run")
+    assert "2026-12-04-nvidia-h200-s9f" in set(rep.kernels["source"])  # 120b EP4 T=4096 profiled there only
+    assert set(t["status"]) <= {"met", "not met", "not compared"}
+
+
+def test_goals_cli_prints_the_report_and_refuses_bad_input_in_one_line(tmp_path, capsys):
+    from fp4moe_diag.cli import main
+
+    assert main(["goals", *map(str, S9), "--csv", str(tmp_path / "g.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "### Goal 2: decode >= 3.4 TB/s" in out and "| 20b EP1 T=64 | 2.94 TB/s | 3.40 TB/s | **not met** |" in out
+    assert len(pd.read_csv(tmp_path / "g.csv")) > 20
+    (tmp_path / "empty").mkdir()
+    for argv, why in ((["goals", str(tmp_path / "empty")], "has no results"),
+                      (["goals", str(S9[1])], "none of the folders has results"),
+                      (["goals", str(S9[0]), "--ours", "nope"], "unknown backend 'nope'"),
+                      (["goals", str(S9[0]), "--ours", "trtllm"], "no rows of backend 'trtllm'")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and why in err, err
