@@ -145,7 +145,7 @@ def test_tactics_list():
     big = dict(hidden_size=3072, intermediate_size=3072, top_k=4)
     # n_pdl: the ps decode tactics with programmatic dependent launch (compiled only; K = 64 fits no split)
     for case, n_decode, n_x2, n_sw, n_ps, n_psd, n_pdl in (
-            (_case(), 1, 0, 0, len(PS_CONFIGS), 0, 4),  # -pdl s3, s4 and their -r168 (no split)
+            (_case(), 1, 0, 0, len(PS_CONFIGS), 0, 3),  # -pdl s3, s4 and s3-r128 (no split)
             (_case(num_tokens=4096), 0, 0, 0, len(PS_CONFIGS), 0, 0),
             (_case(num_tokens=40, num_experts=2, hidden_size=96), 1, 0, 0, 0, 0, 0),
             (_case(num_tokens=64, **big), 7, 4, 3, len(PS_CONFIGS), len(PS_DECODE_CONFIGS), len(PS_PDL_CONFIGS)),

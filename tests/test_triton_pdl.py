@@ -49,7 +49,7 @@ def test_register_cap_labels_round_trip_and_checks():
     assert (kc.max_registers, kc.pdl, kc.gemm2_split) == (128, 1, 2)
     assert kc.label == "m16n128k128w4s3-ps-g2sk2-r128-pdl" and kc.params()["max_registers"] == 128
     assert "max_registers" not in parse_config("m16n128k128w4s3-ps-pdl").params()  # older rows unchanged
-    assert sum(c.max_registers == 168 for c in PS_PDL_CONFIGS) == 3
+    assert sum(c.max_registers == 128 for c in PS_PDL_CONFIGS) == 2
     for bad in (dict(mode="x2", max_registers=128), dict(mode="ps", max_registers=100),
                 dict(mode="ps", max_registers=256), dict(mode="ps", max_registers=32)):
         with pytest.raises(ValueError, match="max_registers .* a multiple of 8 in 64..248"):

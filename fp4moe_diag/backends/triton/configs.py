@@ -295,17 +295,15 @@ PS_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, pdl=1) for c i
     (16, 128, 128, 4, 3, "ps", 1, 2),
     (16, 64, 256, 4, 3, "ps", 2),
     (16, 64, 256, 4, 3, "ps", 4),
-)) + tuple(KernelConfig(*c, pdl=1, max_registers=168) for c in (
+)) + tuple(KernelConfig(*c, pdl=1, max_registers=128) for c in (
     (16, 128, 128, 4, 3, "ps"),
-    (16, 128, 128, 4, 4, "ps"),
     (16, 128, 128, 4, 3, "ps", 1, 2),
 ))
-# ``-r168`` (session 10; max_registers): ptxas' cap of 168 registers per thread, so that 3 programs of 4 warps fit
-# an SM.  The rotation-decoded ps layout took gemm1 m16n128k128w4s3 from 168 registers to 183 on the H200 (2
-# programs per SM, 11 % occupancy; s10c1 Nsight Compute) and decode 2-3 % slower (20b EP1 T=64 164 -> 168-170 us)
-# despite 7 % fewer loop instructions.  ``-r128`` (4 programs) was measured in the same run and dropped: ptxas then
-# waits for every wgmma to finish (WARPGROUP.DEPBAR 0, to free the fragment registers), 120b EP4 T=64 159.7 us
-# against 145.8 without the cap.  Measured in s10c2 (data/runs/).
+# ``-r128`` (session 10; max_registers): ptxas' cap of 128 registers, so 4 programs of 4 warps fit an SM instead of
+# 3 (m16n128k128w4s3 gemm1: 168 registers on the H200, 47 KB of shared memory per program).  At decode the kernels
+# issue 67-69 % of the slots at 17-21 % occupancy (s9a/s9d Nsight Compute): more warps to hide the upcast's
+# latency.  The price, in the SASS (triton 3.6, sm_90a): ptxas waits for each wgmma to finish (WARPGROUP.DEPBAR 0)
+# to free the fragment registers.  Measured in s10 (data/runs/).
 # Measured and not offered (s9a, same run as -pdl): -pdlpfe within noise of -pdl (120b EP4 T=64 140.1 vs 140.6 us,
 # 20b EP1 T=64 163.9 vs 162.4, T=16 159.0 vs 158.4); split-K 8 (m16n64k128w4s4-ps-sk8) slower at every decode shape.
 
