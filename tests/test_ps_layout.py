@@ -69,9 +69,8 @@ def test_unshuffle_rejects_a_wrong_k():
 # ================================================================== 2. one element, known answer
 # (row, k, code, slot, half, slab, chunk, byte offset in the 512-byte chunk, the 32-bit word), all worked out by
 # hand from the docstring: rh = (row%16)//8, g = row%8, s = (k%64)//16, kh = (k%16)//8, t = (k%8)//2, e = k%2,
-# slot j = 2kh + rh, lane = 4g + t, offset = 16 lane + 4 s.  Word bits of a code's (m, e0, e1, s), half 0 / half 1:
-# slot 0: (6, 7, 8, 15) / (22, 23, 24, 31); slot 1: (10, 11, 12, 19) / (26, 27, 28, 3); slot 2: (16, 17, 18, 25) /
-# (0, 1, 2, 9); slot 3: (4, 13, 14, 21) / (20, 29, 30, 5)  (the docstring's rotations: bit = target - rotation mod 32).
+# slot j = 2kh + rh, lane = 4g + t, offset = 16 lane + 4 s.  Bits of a code (s e1 e0 m) in one half:
+# slot 0: e1 e0 m at 8, 7, 6, s at 15; slot 1: 5, 4, 3 and 12; slot 2: 2, 1, 0 and 9; slot 3: m 10, s 11, e0 13, e1 14.
 KNOWN = [
     # row 0, k 0: rh0 g0 / s0 kh0 t0 e0 -> slot 0, lane 0; 0b1011: m@6 e0@7 s@15
     (0, 0, 0b1011, 0, 0, 0, 0, 0, 0x000080C0),
@@ -79,22 +78,22 @@ KNOWN = [
     (3, 1, 0b0110, 0, 1, 0, 0, 192, 0x01800000),
     # row 16, k 80: slab 1 rh0 g0 / chunk 1 s1 kh0 t0 e0 -> slot 0, lane 0, offset 4; 0b0100: e1@8
     (16, 80, 0b0100, 0, 0, 1, 1, 4, 0x00000100),
-    # row 9, k 70: rh1 g1 / chunk 1, s0 kh0 t3 e0 -> slot 1, lane 7; 0b1101: m@10 e1@12 s@19
-    (9, 70, 0b1101, 1, 0, 0, 1, 112, 0x00081400),
-    # row 15, k 19: rh1 g7 / s1 kh0 t1 e1 -> slot 1 high, lane 29, offset 468; 0b0011: m@26 e0@27
-    (15, 19, 0b0011, 1, 1, 0, 0, 468, 0x0C000000),
-    # row 2, k 10: rh0 g2 / s0 kh1 t1 e0 -> slot 2, lane 9; 0b1110: e0@17 e1@18 s@25
-    (2, 10, 0b1110, 2, 0, 0, 0, 144, 0x02060000),
+    # row 9, k 70: rh1 g1 / chunk 1, s0 kh0 t3 e0 -> slot 1, lane 7; 0b1101: m@3 e1@5 s@12
+    (9, 70, 0b1101, 1, 0, 0, 1, 112, 0x00001028),
+    # row 15, k 19: rh1 g7 / s1 kh0 t1 e1 -> slot 1 high, lane 29, offset 468; 0b0011: m@3 e0@4 -> 0x18 << 16
+    (15, 19, 0b0011, 1, 1, 0, 0, 468, 0x00180000),
+    # row 2, k 10: rh0 g2 / s0 kh1 t1 e0 -> slot 2, lane 9; 0b1110: e0@1 e1@2 s@9
+    (2, 10, 0b1110, 2, 0, 0, 0, 144, 0x00000206),
     # row 21, k 127: slab 1 rh0 g5 / chunk 1 s3 kh1 t3 e1 -> slot 2 high, lane 23, offset 380; 0b0101: m@0 e1@2
-    (21, 127, 0b0101, 2, 1, 1, 1, 380, 0x00000005),
-    # row 14, k 88: rh1 g6 / chunk 1 s1 kh1 t0 e0 -> slot 3, lane 24, offset 388; 0b0011: m@4 e0@13
-    (14, 88, 0b0011, 3, 0, 0, 1, 388, 0x00002010),
-    # row 8, k 8: rh1 g0 / s0 kh1 t0 e0 -> slot 3, lane 0; 0b1100: e1@14 s@21
-    (8, 8, 0b1100, 3, 0, 0, 0, 0, 0x00204000),
-    # row 28, k 45: slab 1 rh1 g4 / s2 kh1 t2 e1 -> slot 3 high, lane 18, offset 296; 0b1100: s@5 e1@30
-    (28, 45, 0b1100, 3, 1, 1, 0, 296, 0x40000020),
-    # row 31, k 63: slab 1 rh1 g7 / s3 kh1 t3 e1 -> slot 3 high, lane 31, offset 508; 0b1111: s@5 m@20 e0@29 e1@30
-    (31, 63, 0b1111, 3, 1, 1, 0, 508, 0x60100020),
+    (21, 127, 0b0101, 2, 1, 1, 1, 380, 0x00050000),
+    # row 14, k 88: rh1 g6 / chunk 1 s1 kh1 t0 e0 -> slot 3, lane 24, offset 388; 0b0011: m@10 e0@13
+    (14, 88, 0b0011, 3, 0, 0, 1, 388, 0x00002400),
+    # row 8, k 8: rh1 g0 / s0 kh1 t0 e0 -> slot 3, lane 0; 0b1100: s@11 e1@14
+    (8, 8, 0b1100, 3, 0, 0, 0, 0, 0x00004800),
+    # row 28, k 45: slab 1 rh1 g4 / s2 kh1 t2 e1 -> slot 3 high, lane 18, offset 296; 0b1100: (s@11 e1@14) << 16
+    (28, 45, 0b1100, 3, 1, 1, 0, 296, 0x48000000),
+    # row 31, k 63: slab 1 rh1 g7 / s3 kh1 t3 e1 -> slot 3 high, lane 31, offset 508; 0b1111: 0x6C00 << 16
+    (31, 63, 0b1111, 3, 1, 1, 0, 508, 0x6C000000),
     # row 7, k 7: rh0 g7 / s0 kh0 t3 e1 -> slot 0 high, lane 31, offset 496; 0b1000 (-0): s@15 -> 0x8000 << 16
     (7, 7, 0b1000, 0, 1, 0, 0, 496, 0x80000000),
 ]
@@ -119,11 +118,10 @@ def test_one_element_lands_where_the_docstring_says(row, k, code, slot, half, sl
 
 
 def test_hand_built_word_decodes_every_slot():
-    # half 0: slot0 0b1011 (0x000080C0) | slot1 0b1101 (0x00081400) | slot2 0b1110 (0x02060000) | slot3 0b0011
-    # (0x00002010); half 1: slot0 0b0110 (0x01800000) | slot1 0b0011 (0x0C000000) | slot2 0b0101 (0x00000005) |
-    # slot3 0b1100 (0x40000020); and a second word with bit 31 set (negative int32): slot0 0b1011 in half 1
-    # (0x80C00000), slot3 0b1111 in half 0 (m@4 e0@13 e1@14 s@21: 0x00206010)
-    words = torch.tensor([0x4F8EB4F5, 0x80E06010 - (1 << 32)], dtype=torch.int32)
+    # low half: slot0 0b1011 (0x80C0) | slot1 0b1101 (0x1028) | slot2 0b1110 (0x0206) | slot3 0b0011 (0x2400)
+    # high half: slot0 0b0110 (0x0180) | slot1 0b0011 (0x0018) | slot2 0b0101 (0x0005) | slot3 0b1100 (0x4800)
+    # and a second word with the sign bit of the high half set (negative int32)
+    words = torch.tensor([0x499DB6EE, 0x80C06C00 - (1 << 32)], dtype=torch.int32)  # 2nd: slot0 0b1011 high, slot3 0b1111 low
     # expected bf16 patterns (s at 15, e1 e0 m at 8..6) per slot: (low, high) of each word
     expected = {
         0: [(0x80C0, 0x0180), (0x0000, 0x80C0)],  # -1.5, 4 | 0, -1.5

@@ -144,8 +144,7 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(c),): v for c, v in const.items()},
                     attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", arch, 32),
-                          options=dict(num_warps=kc.num_warps, num_stages=kc.num_stages,
-                                       **({"maxnreg": kc.max_registers} if kc.max_registers else {})))
+                          options=dict(num_warps=kc.num_warps, num_stages=kc.num_stages))
 
 
 def _nvdisasm() -> str:

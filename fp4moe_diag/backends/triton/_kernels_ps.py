@@ -58,16 +58,16 @@ from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 from ._kernels import X2_UNSCALE, _dot, _gemm1_store, _gemm2_store, _tile_at, _x2_factor
 
 # $4: one word of the layout; $5 / $6: the bf16x2 factors of rows g / g+8.  Out: $0 a0a1 (row g), $1 a2a3 (g+8),
-# $2 a4a5 (g), $3 a6a7 (g+8): slots 0..3 of both halves decoded to bf16 patterns (value x 2**-126) by one rotation
-# and mask each (slot 3: two; ps_layout.DECODE), times the factor.  13 instructions per word.
+# $2 a4a5 (g), $3 a6a7 (g+8): slots 0..3 of both halves decoded to bf16 patterns (value x 2**-126), times the factor.
 _PS_ASM = tl.constexpr(r"""
 {
-  .reg .b32 u, v;
+  .reg .b32 u, v, q;
   and.b32 u, $4, 0x81C081C0;  mul.rn.bf16x2 $0, u, $5;
-  shf.l.wrap.b32 u, $4, $4, 28;  and.b32 u, u, 0x81C081C0;  mul.rn.bf16x2 $1, u, $6;
-  shf.l.wrap.b32 u, $4, $4, 22;  and.b32 u, u, 0x81C081C0;  mul.rn.bf16x2 $2, u, $5;
-  shf.l.wrap.b32 u, $4, $4, 26;  and.b32 u, u, 0x81808180;
-  shf.l.wrap.b32 v, $4, $4, 2;  and.b32 v, v, 0x00400040;  or.b32 u, u, v;  mul.rn.bf16x2 $3, u, $6;
+  shl.b32 u, $4, 3;  and.b32 u, u, 0x81C081C0;  mul.rn.bf16x2 $1, u, $6;
+  shl.b32 u, $4, 6;  and.b32 u, u, 0x81C081C0;  mul.rn.bf16x2 $2, u, $5;
+  shl.b32 u, $4, 4;  and.b32 u, u, 0x80008000;
+  shr.b32 v, $4, 6;  and.b32 v, v, 0x01800180;  or.b32 u, u, v;
+  shr.b32 q, $4, 4;  and.b32 q, q, 0x00400040;  or.b32 u, u, q;  mul.rn.bf16x2 $3, u, $6;
 }
 """)
 
@@ -138,23 +138,12 @@ def _l2_prefetch_slabs(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_
 
 
 @triton.jit
-def _rotl(w, R: tl.constexpr):
-    """Interpreter: 32-bit left rotation of uint32 words by ``R`` (0 < R < 32)."""
-    return (w << R) | (w >> (32 - R))
-
-
-@triton.jit
 def _slot(w, SLOT: tl.constexpr):
-    """Interpreter: slot ``SLOT`` of uint32 words -> (low, high) bf16 patterns as fp32 values (times 2**-126); the
-    rotations and masks of ``ps_layout.DECODE``."""
-    if SLOT == 0:
-        u = w & 0x81C081C0
-    elif SLOT == 1:
-        u = _rotl(w, 28) & 0x81C081C0
-    elif SLOT == 2:
-        u = _rotl(w, 22) & 0x81C081C0
+    """Interpreter: slot ``SLOT`` of uint32 words -> (low, high) bf16 patterns as fp32 values (times 2**-126)."""
+    if SLOT == 3:
+        u = ((w << 4) & 0x80008000) | ((w >> 6) & 0x01800180) | ((w >> 4) & 0x00400040)
     else:
-        u = (_rotl(w, 26) & 0x81808180) | (_rotl(w, 2) & 0x00400040)
+        u = (w << (3 * SLOT)) & 0x81C081C0
     lo = ((u & 0xFFFF) << 16).to(tl.float32, bitcast=True)
     hi = (u & 0xFFFF0000).to(tl.float32, bitcast=True)
     return lo, hi

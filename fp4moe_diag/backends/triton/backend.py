@@ -290,7 +290,7 @@ class TritonMXFP4Backend(Backend):
         inter = p.inter_buf[: max(g.num_padded_pairs, 1)]
         pair_out = p.gemm2_planes(kc.gemm2_split)
         w13, w13_scale, w2, w2_scale = p.ps if kc.ps else (p.w13, p.w13_scale, p.w2, p.w2_scale)
-        modes = dict(dot_scaled=kc.dot_scaled, x2=kc.x2, swap=kc.swap, ps=kc.ps, pdl=kc.pdl, maxnreg=kc.max_registers)
+        modes = dict(dot_scaled=kc.dot_scaled, x2=kc.x2, swap=kc.swap, ps=kc.ps, pdl=kc.pdl)
         calls = kern.gemm1_calls(
             x, w13, w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
             g.sorted_pair_ids, g.block_expert_ids, g.num_pairs, g.top_k, p.activation,

@@ -35,8 +35,6 @@ class KernelConfig:
     pdl: int = 0  # mode ps only: 0 off, 1 programmatic dependent launch (label -pdl), 2 / 3 that and gemm2's first
     # weight chunks prefetched into L2 before its grid-dependency wait (-pdlpf / -pdlpfe); see PDL_LABELS
     block_n2: int = 0  # mode ps only: gemm2's BLOCK_N when it differs from gemm1's (0: the same; label -g2nN)
-    max_registers: int = 0  # mode ps only: ptxas' register cap per thread for both GEMMs (Triton's ``maxnreg``;
-    # 0: none; label -rN): fewer registers, more programs per SM (see PS_REG_CONFIGS)
 
 
     def __post_init__(self) -> None:
@@ -51,11 +49,6 @@ class KernelConfig:
         if self.block_n2 and (self.mode != "ps" or self.block_n2 % 16 or self.block_n2 & (self.block_n2 - 1)):
             raise ValueError(f"tactic: block_n2 (gemm2's own BLOCK_N) is a mode ps option, a power of two >= 16; got "
                              f"block_n2={self.block_n2} in mode {self.mode!r}")
-        if self.max_registers and (self.mode != "ps" or isinstance(self.max_registers, bool)
-                                   or not isinstance(self.max_registers, int)
-                                   or self.max_registers % 8 or not 64 <= self.max_registers <= 248):
-            raise ValueError(f"tactic: max_registers (ptxas' register cap) is a mode ps option, a multiple of 8 in "
-                             f"64..248; got max_registers={self.max_registers!r} in mode {self.mode!r}")
         for f in ("block_m", "block_n", "block_k", "num_warps", "num_stages", "split_k"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -121,7 +114,7 @@ class KernelConfig:
         base = f"m{self.block_m}n{self.block_n}k{self.block_k}w{self.num_warps}s{self.num_stages}"
         return (base + ("" if self.mode == "bits" else f"-{self.mode}") + (f"-sk{self.split_k}" if self.split_k > 1 else "")
                 + (f"-g2sk{self.split_k2}" if self.split_k2 else "") + (f"-g2n{self.block_n2}" if self.block_n2 else "")
-                + (f"-r{self.max_registers}" if self.max_registers else "") + PDL_LABELS[self.pdl])
+                + PDL_LABELS[self.pdl])
 
     def __str__(self) -> str:
         return self.label
@@ -131,8 +124,7 @@ class KernelConfig:
                     num_stages=self.num_stages, dot_scaled=self.dot_scaled, x2=self.x2, swap=self.swap,
                     ps=self.ps, split_k=self.split_k, split_k2=self.gemm2_split, **({"f8": True} if self.f8 else {}),
                     **({"pdl": self.pdl} if self.pdl else {}),  # the keys only where set: older rows unchanged
-                    **({"block_n2": self.block_n2} if self.block_n2 else {}),
-                    **({"max_registers": self.max_registers} if self.max_registers else {}))
+                    **({"block_n2": self.block_n2} if self.block_n2 else {}))
 
 
 
@@ -295,15 +287,7 @@ PS_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, pdl=1) for c i
     (16, 128, 128, 4, 3, "ps", 1, 2),
     (16, 64, 256, 4, 3, "ps", 2),
     (16, 64, 256, 4, 3, "ps", 4),
-)) + tuple(KernelConfig(*c, pdl=1, max_registers=128) for c in (
-    (16, 128, 128, 4, 3, "ps"),
-    (16, 128, 128, 4, 3, "ps", 1, 2),
 ))
-# ``-r128`` (session 10; max_registers): ptxas' cap of 128 registers, so 4 programs of 4 warps fit an SM instead of
-# 3 (m16n128k128w4s3 gemm1: 168 registers on the H200, 47 KB of shared memory per program).  At decode the kernels
-# issue 67-69 % of the slots at 17-21 % occupancy (s9a/s9d Nsight Compute): more warps to hide the upcast's
-# latency.  The price, in the SASS (triton 3.6, sm_90a): ptxas waits for each wgmma to finish (WARPGROUP.DEPBAR 0)
-# to free the fragment registers.  Measured in s10 (data/runs/).
 # Measured and not offered (s9a, same run as -pdl): -pdlpfe within noise of -pdl (120b EP4 T=64 140.1 vs 140.6 us,
 # 20b EP1 T=64 163.9 vs 162.4, T=16 159.0 vs 158.4); split-K 8 (m16n64k128w4s4-ps-sk8) slower at every decode shape.
 
@@ -328,7 +312,7 @@ F8_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
 F8_DEFAULTS = ("m16n64k128w4s3-f8", "m64n64k128w4s4-f8")  # decode (T * top_k <= DECODE_MAX_PAIRS), above
 
 _LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds|x2|sw|ps|f8))?(?:-sk(\d+))?(?:-g2sk(\d+))?(?:-g2n(\d+))?"
-                    r"(?:-r(\d+))?(-pdl|-pdlpfe|-pdlpf)?$")
+                    r"(-pdl|-pdlpfe|-pdlpf)?$")
 
 
 def parse_config(cfg: Any) -> KernelConfig:
@@ -339,13 +323,12 @@ def parse_config(cfg: Any) -> KernelConfig:
     if isinstance(cfg, str):
         m = _LABEL.match(cfg)
         if m is None:
-            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps|-f8][-skN][-g2skN][-g2nN][-rN]"
-                             f"[-pdl|-pdlpf|-pdlpfe], "
+            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps|-f8][-skN][-g2skN][-g2nN][-pdl|-pdlpf|-pdlpfe], "
                              f"got {cfg!r}")
         nums = [int(v) for v in m.groups()[:5]]
-        pdl = {v: k for k, v in PDL_LABELS.items()}[m.group(11) or ""]
+        pdl = {v: k for k, v in PDL_LABELS.items()}[m.group(10) or ""]
         return KernelConfig(*nums, mode=m.group(6) or "bits", split_k=int(m.group(7) or 1), split_k2=int(m.group(8) or 0),
-                            pdl=pdl, block_n2=int(m.group(9) or 0), max_registers=int(m.group(10) or 0))
+                            pdl=pdl, block_n2=int(m.group(9) or 0))
     if not isinstance(cfg, (tuple, list)):
         raise ValueError(f"tactic: expected a KernelConfig, a label or a tuple, got {type(cfg).__name__}")
     cfg = tuple(cfg)

@@ -70,16 +70,6 @@ def _pdl_args(pdl: int, ps: bool) -> dict:
     return dict(PDL=pdl, launch_pdl=True) if pdl and not INTERPRETED else {}
 
 
-def _maxnreg_args(maxnreg: int, ps: bool) -> dict:
-    """Triton's ``maxnreg`` launch option (ptxas' register cap per thread); the interpreter ignores it."""
-    if not maxnreg:
-        return {}
-    if not ps or isinstance(maxnreg, bool) or not isinstance(maxnreg, int) or maxnreg % 8 or not 64 <= maxnreg <= 248:
-        raise ValueError(f"maxnreg: expected 0 or, with ps=True, a multiple of 8 in 64..248; got {maxnreg!r} "
-                         f"(ps={ps})")
-    return dict(maxnreg=maxnreg)
-
-
 def _x2(requested: bool, dot_scaled: bool) -> bool:
     if requested and dot_scaled:
         raise ValueError("x2: the packed bf16x2 upcast replaces the bit-arithmetic dequant; it cannot be combined "
@@ -100,16 +90,14 @@ def gemm1_calls(
     num_pairs: int, top_k: int, activation: int,
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
     split_k: int = 1, part: Optional[torch.Tensor] = None, x2: bool = False, swap: bool = False, ps: bool = False,
-    pdl: int = 0, maxnreg: int = 0,
+    pdl: int = 0,
 ) -> list[Callable[[], None]]:
     """The launches of gemm1 on ``block_expert_ids.numel()`` M-blocks. ``w [L, 2I, H/2]`` (``ps``: the layout of
     :mod:`.ps_layout`, ``[L, 2I/16, H/64, 512]``), ``out [P, I]``.
     ``split_k > 1`` needs ``part``: fp32 ``[split_k, >= P, 2I]`` (then a finalize kernel runs, launched plainly).
-    ``pdl`` (ps only): 1 launches it as a programmatic dependent (:func:`._kernels_ps._pdl_enter`), 2 the same.
-    ``maxnreg`` (ps only; 0: none): ptxas' cap on registers per thread (Triton's ``maxnreg`` option)."""
+    ``pdl`` (ps only): 1 launches it as a programmatic dependent (:func:`._kernels_ps._pdl_enter`), 2 the same."""
     inter, hidden = _weight_dims(w, ps)[0] // 2, x.shape[1]
-    modes = (_mode_args(dot_scaled, x2, swap, ps, (block_m, block_n, block_k, num_warps)) | _pdl_args(pdl, ps)
-             | _maxnreg_args(maxnreg, ps))
+    modes = _mode_args(dot_scaled, x2, swap, ps, (block_m, block_n, block_k, num_warps)) | _pdl_args(pdl, ps)
     num_blocks = block_expert_ids.numel()
     if num_blocks == 0:
         return []
@@ -162,15 +150,13 @@ def gemm2_calls(
     topk_weights: torch.Tensor, out: torch.Tensor, sorted_pair_ids: torch.Tensor,
     block_expert_ids: torch.Tensor, num_pairs: int,
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
-    split_k: int = 1, x2: bool = False, swap: bool = False, ps: bool = False, pdl: int = 0, maxnreg: int = 0,
+    split_k: int = 1, x2: bool = False, swap: bool = False, ps: bool = False, pdl: int = 0,
 ) -> list[Callable[[], None]]:
     """The launch of gemm2. ``a [P, I]`` bf16, ``w [L, H, I/2]`` (``ps``: ``[L, H/16, I/64, 512]``), ``out [T*k, H]``
     (rows by pair index), or ``out [>= split_k, T*k, H]`` (one plane per split; the caller sums them).
-    ``pdl`` (ps only): 1 programmatic dependent launch, 2 that and the L2 prefetch of its first weight chunks.
-    ``maxnreg``: as in :func:`gemm1_calls`."""
+    ``pdl`` (ps only): 1 programmatic dependent launch, 2 that and the L2 prefetch of its first weight chunks."""
     hidden, inter = _weight_dims(w, ps)[0], a.shape[1]
-    modes = (_mode_args(dot_scaled, x2, swap, ps, (block_m, block_n, block_k, num_warps)) | _pdl_args(pdl, ps)
-             | _maxnreg_args(maxnreg, ps))
+    modes = _mode_args(dot_scaled, x2, swap, ps, (block_m, block_n, block_k, num_warps)) | _pdl_args(pdl, ps)
     num_blocks = block_expert_ids.numel()
     if num_blocks == 0:
         return []

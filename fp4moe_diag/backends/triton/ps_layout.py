@@ -14,22 +14,18 @@ Weights ``[N, K]`` of one expert -> bytes ``[N/16, K/64, 512]``: slab ``r`` (row
 16-byte load, word ``s`` = k16 step ``s`` of the chunk holding ``a0..a7`` of rows (g, g+8), i.e. logical row
 ``16r + 8 rh + g`` and K ``64c + 16s + 8kh + 2t + e`` for value ``i = 4kh + 2rh + e`` of the word.
 
-Word bits.  The upcast target of value pair ``j = 2kh + rh`` (slot ``j``: value ``e`` of the pair in half ``e``)
-is the bf16 pattern ``s`` at bit 15 and ``e1 e0 m`` at bits 8..6 of each 16-bit half (the value times 2**-126; the
-factor folds the 2**126 back, see ``_kernels.X2_OFFSET``), for a code ``s e1 e0 m``.  Each slot's bits are placed so
-that one 32-bit rotation (``shf.l.wrap``) brings them there and one mask keeps them (:data:`ROTATIONS`):
+Word bits (two 16-bit halves, ``e`` = 0 low, 1 high; value pair ``j = 2kh + rh`` in slot ``j`` of both halves;
+code ``c`` = sign s, exponent e1 e0, mantissa m).  The upcast target is the bf16 pattern ``s`` at bit 15 and
+``e1 e0 m`` at bits 8..6 (the value times 2**-126; the factor folds the 2**126 back, see ``_kernels.X2_OFFSET``):
 
-* slot 0: rotation 0 -- ``w & 0x81C081C0``;
-* slot 1: rotation 28 -- ``rotl(w, 28) & 0x81C081C0``;
-* slot 2: rotation 22 -- ``rotl(w, 22) & 0x81C081C0``;
-* slot 3: no single rotation is left for it (no 4-bit translate of the first three tiles the word), so two:
-  ``s e1 e0`` by 26 and ``m`` by 2: ``(rotl(w, 26) & 0x81808180) | (rotl(w, 2) & 0x00400040)``.
+* slot 0: ``e1 e0 m`` at bits 8..6, ``s`` at 15: decoded by one mask ``& 0x81C081C0``;
+* slot 1: the same shifted right by 3 (bits 5..3, 12): ``(w << 3) & 0x81C081C0``;
+* slot 2: shifted right by 6 (bits 2..0, 9): ``(w << 6) & 0x81C081C0``;
+* slot 3, the bits left (10, 11, 13, 14): ``m`` at 10, ``s`` at 11, ``e0 e1`` at 13, 14:
+  ``((w << 4) & 0x80008000) | ((w >> 6) & 0x01800180) | ((w >> 4) & 0x00400040)``.
 
-Bit ``b`` of the target lands from bit ``(b - rotation) mod 32`` of the word, so a rotation moves some bits
-between the halves (slot 1's low-half sign is stored at bit 19): :data:`SOURCE_BITS` lists every position.  Per
-8 weights: 4 rotations, 5 logic ops, 4 ``mul.bf16x2`` (13; the shift-only layout before this one took 5 shifts and
-6 logic ops for slot 3's scattered bits: 15; the layout of ``sw``: 2 byte permutes, 8 shifts, 8 logic ops, 4
-multiplies, plus the shared-memory shuffles).
+Per 8 weights: 5 shifts, 6 logic ops, 4 ``mul.bf16x2`` (the layout of ``sw``: 2 byte permutes, 8 shifts, 8
+logic ops, 4 multiplies, plus the shared-memory shuffles).
 
 Scales ``[N, K/32]`` -> ``[N/16, K/64, 32]``: per (slab, chunk) ``[g 8, sb 2, rh 2]`` (block ``2c + sb`` of
 row ``16r + 8rh + g``): the 4 bytes a lane's fragment needs are one 32-bit word.
@@ -71,24 +67,11 @@ def _dims(name: str, t: torch.Tensor, k_per_column: int) -> tuple[int, int, int]
     return nl, n, k
 
 
-#: slot -> the left rotation that decodes each code bit (m, e0, e1, s) of that slot (see the module docstring)
-ROTATIONS = ((0, 0, 0, 0), (28, 28, 28, 28), (22, 22, 22, 22), (2, 26, 26, 26))
-#: the bf16 bit each code bit (m, e0, e1, s) is decoded to, in the low half (the high half: + 16)
-TARGET_BITS = (6, 7, 8, 15)
-#: slot -> half -> the word bits holding code bits (m, e0, e1, s): ``(target + 16 half - rotation) mod 32``
-SOURCE_BITS = tuple(tuple(tuple((b + 16 * h - r) % 32 for b, r in zip(TARGET_BITS, rot)) for h in range(2))
-                    for rot in ROTATIONS)
-#: slot -> ((rotation, mask), ...): the decode, one masked rotation per group of bits with the same rotation
-DECODE = tuple(tuple((r, sum(((1 << b) | (1 << (b + 16))) for b, rb in zip(TARGET_BITS, rot) if rb == r))
-                     for r in sorted(set(rot), reverse=True)) for rot in ROTATIONS)
-
-
-def _encode(c: torch.Tensor, slot: int, half: int) -> torch.Tensor:
-    """int32 e2m1 codes -> their bits in the 32-bit word for ``slot`` and ``half`` (see :data:`SOURCE_BITS`)."""
-    out = torch.zeros_like(c)
-    for i, pos in enumerate(SOURCE_BITS[slot][half]):
-        out |= ((c >> i) & 1) << pos
-    return out
+def _encode(c: torch.Tensor, slot: int) -> torch.Tensor:
+    """int32 e2m1 codes -> their bits in one 16-bit half for ``slot`` (see the module docstring)."""
+    if slot == 3:
+        return ((c & 1) << 10) | ((c & 8) << 8) | ((c & 6) << 12)
+    return (((c & 7) << 6) | ((c & 8) << 12)) >> (3 * slot)
 
 
 def _codes(data: torch.Tensor) -> torch.Tensor:
@@ -110,7 +93,7 @@ def shuffle_weights(data: torch.Tensor) -> torch.Tensor:
         for kh in range(2):
             for rh in range(2):
                 slot = 2 * kh + rh
-                word |= _encode(c[..., kh, rh, 0], slot, 0) | _encode(c[..., kh, rh, 1], slot, 1)
+                word |= _encode(c[..., kh, rh, 0], slot) | (_encode(c[..., kh, rh, 1], slot) << 16)
         out[e0:e0 + per] = word.contiguous().view(torch.uint8).view(d.shape[0], n // ROWS, k // KCHUNK, CHUNK_BYTES)
     return out
 
@@ -122,17 +105,13 @@ def shuffle_scales(scale: torch.Tensor) -> torch.Tensor:
     return s.permute(0, 1, 4, 3, 5, 2).contiguous().view(nl, n // ROWS, k // KCHUNK, SCALE_BYTES)
 
 
-def _rotl(w: torch.Tensor, r: int) -> torch.Tensor:
-    """32-bit left rotation of non-negative int64 words."""
-    return ((w << r) | (w >> (32 - r))) & 0xFFFFFFFF if r else w
-
-
 def _decode(word: torch.Tensor, slot: int) -> torch.Tensor:
-    """The kernel's upcast of one slot as integer ops (:data:`DECODE`): 32-bit words -> the two bf16 patterns."""
+    """The kernel's upcast of one slot as integer ops: 32-bit words -> the two bf16 patterns (int32)."""
     w = word.to(torch.int64) & 0xFFFFFFFF
-    u = torch.zeros_like(w)
-    for r, mask in DECODE[slot]:
-        u |= _rotl(w, r) & mask
+    if slot == 3:
+        u = ((w << 4) & 0x80008000) | ((w >> 6) & 0x01800180) | ((w >> 4) & 0x00400040)
+    else:
+        u = (w << (3 * slot)) & 0x81C081C0
     return u
 
 
