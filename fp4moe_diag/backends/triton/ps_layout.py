@@ -27,6 +27,13 @@ code ``c`` = sign s, exponent e1 e0, mantissa m).  The upcast target is the bf16
 Per 8 weights: 5 shifts, 6 logic ops, 4 ``mul.bf16x2`` (the layout of ``sw``: 2 byte permutes, 8 shifts, 8
 logic ops, 4 multiplies, plus the shared-memory shuffles).
 
+Measured and not adopted (session 10, data/runs/2026-12-04-nvidia-h200-s10a, -s10b): a placement where every slot
+is one 32-bit rotation (``shf.l.wrap``) and mask away from its target (slot 3 two: no 4-bit translate of the other
+three tiles the word), 13 instructions per 8 weights.  The gemm1 loop of m16n128k128w4s3 went from 3.12 to 2.85
+instructions per weight (sm_90a), but on the H200 gemm1 took 183 registers instead of 168 (2 programs per SM, not 3)
+and decode ran 2-3 % slower; capped at 168 registers (Triton's ``maxnreg``) it ran as fast as this layout, not
+faster, and a cap of 128 made ptxas wait for every wgmma.  The decode kernels are latency-bound, not issue-bound.
+
 Scales ``[N, K/32]`` -> ``[N/16, K/64, 32]``: per (slab, chunk) ``[g 8, sb 2, rh 2]`` (block ``2c + sb`` of
 row ``16r + 8rh + g``): the 4 bytes a lane's fragment needs are one 32-bit word.
 
