@@ -29,6 +29,8 @@ from fp4moe_diag.backends.triton.configs import (
     DOT_SCALED_CONFIGS,
     PS_CONFIGS,
     PS_DECODE_CONFIGS,
+    PS_GU_CONFIGS,
+    PS_GU_PDL_CONFIGS,
     PS_PDL_CONFIGS,
     SW_CONFIGS,
     SW_DECODE_CONFIGS,
@@ -144,17 +146,20 @@ def test_tactics_list():
     # H = I = 64 admits only split_k 1; T*k > 256 gets no decode configs; H = 96 has no ps layout
     big = dict(hidden_size=3072, intermediate_size=3072, top_k=4)
     # n_pdl: the ps decode tactics with programmatic dependent launch (compiled only; K = 64 fits no split)
+    # (n_ps counts the -gu variants of PS_GU_CONFIGS, n_pdl those of PS_GU_PDL_CONFIGS)
+    n_all, n_gu, n_pdl_all = len(PS_CONFIGS) + len(PS_GU_CONFIGS), len(PS_GU_CONFIGS), len(PS_PDL_CONFIGS) + 1
     for case, n_decode, n_x2, n_sw, n_ps, n_psd, n_pdl in (
-            (_case(), 1, 0, 0, len(PS_CONFIGS), 0, 2),
-            (_case(num_tokens=4096), 0, 0, 0, len(PS_CONFIGS), 0, 0),
+            (_case(), 1, 0, 0, n_all, 0, 3),
+            (_case(num_tokens=4096), 0, 0, 0, n_all, 0, 0),
             (_case(num_tokens=40, num_experts=2, hidden_size=96), 1, 0, 0, 0, 0, 0),
-            (_case(num_tokens=64, **big), 7, 4, 3, len(PS_CONFIGS), len(PS_DECODE_CONFIGS), len(PS_PDL_CONFIGS)),
-            (_case(num_tokens=65, **big), 0, 0, 0, len(PS_CONFIGS), 0, 0)):
+            (_case(num_tokens=64, **big), 7, 4, 3, n_all, len(PS_DECODE_CONFIGS), n_pdl_all),
+            (_case(num_tokens=65, **big), 0, 0, 0, n_all, 0, 0)):
         tac = b.tactics(case)
         assert len(tac) == (len(CONFIGS) + len(X2_CONFIGS) + n_x2 + len(SW_CONFIGS) + n_sw + n_ps + n_psd
                             + (len(DOT_SCALED_CONFIGS) + n_decode + n_pdl if compiled else 0))
         assert sum(t.id.ps and not t.id.pdl for t in tac) == n_ps + n_psd
         assert sum(t.id.pdl > 0 for t in tac) == (n_pdl if compiled else 0)
+        assert sum(t.id.gate_up for t in tac) == (n_gu + (compiled and n_pdl > 0) if n_ps else 0)
         assert sum(t.id.mode == "x2" for t in tac) == len(X2_CONFIGS) + n_x2
         assert sum(t.id.swap for t in tac) == len(SW_CONFIGS) + n_sw and all(t.id.x2 for t in tac if t.id.swap)
         labels = [t.label for t in tac]
@@ -167,6 +172,7 @@ def test_tactics_list():
             mode, sk = t.id.mode, t.id.split_k
             assert mode in ("bits", "ds", "x2", "sw", "ps") and sk in (1, 2, 4, 8)
             assert t.label == (f"m{bm}n{bn}k{bk}w{nw}s{ns}" + ("" if mode == "bits" else f"-{mode}")
+                               + "-gu" * t.id.gate_up
                                + (f"-sk{sk}" if sk > 1 else "") + (f"-g2sk{t.id.split_k2}" if t.id.split_k2 else "")
                                + (f"-g2n{t.id.block_n2}" if t.id.block_n2 else "") + ("", "-pdl", "-pdlpf")[t.id.pdl])
             assert bm in (16, 32, 64, 128, 256) and bk in (64, 128, 256) and bn in (16, 32, 64, 128, 256)
@@ -174,11 +180,12 @@ def test_tactics_list():
                                     dot_scaled=mode == "ds", x2=mode in ("x2", "sw"), swap=mode == "sw",
                                     ps=mode == "ps", split_k=sk, split_k2=t.id.gemm2_split,
                                     **({"pdl": t.id.pdl} if t.id.pdl else {}),
-                                    **({"block_n2": t.id.block_n2} if t.id.block_n2 else {}))
+                                    **({"block_n2": t.id.block_n2} if t.id.block_n2 else {}),
+                                    **({"gate_up": True} if t.id.gate_up else {}))
     assert b.default_tactic(_case(num_tokens=1)).label == "m16n64k128w4s3"
     assert b.default_tactic(_case(num_tokens=4096)).params["block_m"] == 64
     every = (CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS + X2_CONFIGS + X2_DECODE_CONFIGS + SW_CONFIGS
-             + SW_DECODE_CONFIGS + PS_CONFIGS + PS_DECODE_CONFIGS + PS_PDL_CONFIGS)
+             + SW_DECODE_CONFIGS + PS_CONFIGS + PS_DECODE_CONFIGS + PS_PDL_CONFIGS + PS_GU_CONFIGS + PS_GU_PDL_CONFIGS)
     assert len(set(every)) == len(every)
 
 
@@ -432,8 +439,9 @@ def test_interpreter_matches_reference(interp_results: dict, name: str):
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
 def test_interpreter_all_tactics_and_edge_cases(interp_results: dict):
     assert sum(k.startswith("oai_bias/") for k in interp_results) == (len(CONFIGS) + len(X2_CONFIGS) + len(SW_CONFIGS)
-                                                                      + len(PS_CONFIGS) + 3)
-    assert sum(k.startswith("oai_bias/") and "-ps" in k for k in interp_results) == len(PS_CONFIGS)
+                                                                      + len(PS_CONFIGS) + len(PS_GU_CONFIGS) + 3)
+    assert sum(k.startswith("oai_bias/") and "-ps" in k for k in interp_results) == len(PS_CONFIGS) + len(PS_GU_CONFIGS)
+    assert sum(k.startswith("oai_bias/") and "-ps-gu" in k for k in interp_results) == len(PS_GU_CONFIGS)
     assert interp_results["ps_vs_x2"] < 1e-2  # the same products, another summation order
     assert {"ps_uneven/m16n64k128w4s1-ps", "ps_uneven/m32n128k64w4s1-ps-sk2", "ps_uneven/m16n16k64w4s1-ps",
             "ps_uneven/m16n64k128w4s1-ps-sk2", "ep_offset/m16n64k64w4s1-ps",

@@ -129,9 +129,12 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
         from ..backends.triton import _kernels_ps as KP
 
         fn = KP._moe_mxfp4_gemm1_ps_kernel if gemm == "gemm1" else KP._moe_mxfp4_gemm2_ps_kernel
+        gu = kc.gate_up and gemm == "gemm1"  # -gu: gemm1 on gate/up-interleaved slabs, one tile of 2 BLOCK_N rows
+        if gu:
+            from ..backends.triton._kernels_ps_gu import _moe_mxfp4_gemm1_ps_gu_kernel as fn
         ints = [{"stride_wn": "stride_ws", "stride_sn": "stride_ss"}.get(i, i) for i in ints]
         const["N_FASTEST"] = ps_n_fastest(kc.block_m)
-        const["SCALE_WORDS"] = ps_scale_words(bn, kc.block_k, kc.num_warps)
+        const["SCALE_WORDS"] = ps_scale_words(2 * bn if gu else bn, kc.block_k, kc.num_warps)
         const["PDL"] = kc.pdl
     else:
         fn = K._moe_mxfp4_gemm1_kernel if gemm == "gemm1" else K._moe_mxfp4_gemm2_kernel

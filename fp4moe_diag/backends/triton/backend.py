@@ -29,7 +29,7 @@ from ...problem.inputs import MoEInputs
 from ..base import Backend, Support, Tactic, device_capability, launch_sequence
 from . import ps_layout
 from .configs import (CONFIGS, DECODE_CONFIGS, DECODE_MAX_PAIRS, DOT_SCALED_CONFIGS, PS_CONFIGS, PS_DECODE_CONFIGS,
-                      PS_PDL_CONFIGS,
+                      PS_GU_CONFIGS, PS_GU_PDL_CONFIGS, PS_PDL_CONFIGS,
                       SW_CONFIGS, SW_DECODE_CONFIGS, X2_CONFIGS, X2_DECODE_CONFIGS, KernelConfig, default_config,
                       parse_config, split_k_fits)
 from .grouping import ExpertGrouping, group_pairs_by_expert
@@ -122,6 +122,7 @@ class TritonPrepared:
     pair_planes: dict[int, torch.Tensor] = field(default_factory=dict)  # split_k > 1 -> fp32 [S, T*k, H]
     x2_refusal: Optional[str] = None  # why the x2 tactics cannot run these weights exactly (None: they can)
     ps: Optional[tuple[torch.Tensor, ...]] = None  # (w13, w13_scale, w2, w2_scale) in the ps layout, made in prepare
+    ps_gu: Optional[tuple[torch.Tensor, torch.Tensor]] = None  # (w13, w13_scale) gate/up-interleaved: gate_up_weights
 
     def grouping(self, block_m: int) -> ExpertGrouping:
         """The grouping for ``block_m`` (made on first use), with an intermediate buffer large enough."""
@@ -136,6 +137,15 @@ class TritonPrepared:
                     (max(rows, 1), c.intermediate_size), dtype=torch.bfloat16, device=self.pair_out.device
                 )
         return self.groupings[block_m]
+
+    def gate_up_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """w13 and its scales in the ps layout with gate / up interleaved per slab (tactics ``-gu``,
+        :func:`.ps_layout.shuffle_gate_up`): made on the first -gu launcher of this case (not timed), then kept.
+        It costs the ps w13 bytes once more (gpt-oss-20b, 32 experts: 265 MB + 17 MB of scales; 120b EP1: 1.06 GB
+        + 66 MB), only in runs that use -gu."""
+        if self.ps_gu is None:
+            self.ps_gu = ps_layout.shuffle_gate_up(self.w13, self.w13_scale)
+        return self.ps_gu
 
     def gemm1_partials(self, split_k: int, rows: int) -> Optional[torch.Tensor]:
         """gemm1's fp32 partials ``[split_k, >= rows, 2I]`` for ``split_k`` > 1 (None for one split)."""
@@ -203,9 +213,9 @@ class TritonMXFP4Backend(Backend):
 
     def tactics(self, case: MoECase, prepared: Any = None) -> list[Tactic]:
         """The bit-arithmetic, x2 and sw configs everywhere, ps where the weights have that layout (H and I
-        multiples of 64); the ``tl.dot_scaled`` ones only when compiled (GPU); for ``T * top_k <= DECODE_MAX_PAIRS``
+        multiples of 64; with the ``-gu`` gemm1 variants of PS_GU_CONFIGS); the ``tl.dot_scaled`` ones only when compiled (GPU); for ``T * top_k <= DECODE_MAX_PAIRS``
         the split-K decode configs (x2 / sw / ps ones everywhere, ds ones on GPU); at decode on GPU the ps
-        tactics with programmatic dependent launch (``-pdl``)."""
+        tactics with programmatic dependent launch (``-pdl``, and PS_GU_PDL_CONFIGS)."""
         default = default_config(case)
         decode = case.num_tokens * case.top_k <= DECODE_MAX_PAIRS
         configs: tuple[KernelConfig, ...] = CONFIGS + X2_CONFIGS + SW_CONFIGS
@@ -213,9 +223,10 @@ class TritonMXFP4Backend(Backend):
             configs += tuple(c for c in X2_DECODE_CONFIGS + SW_DECODE_CONFIGS if _split_fits(case, c))
         if ps_refusal(case) is None:
             configs += PS_CONFIGS + (tuple(c for c in PS_DECODE_CONFIGS if _split_fits(case, c)) if decode else ())
+            configs += PS_GU_CONFIGS
         if not (interpret_enabled() or kernels_interpreted()):
             if decode and ps_refusal(case) is None:  # programmatic dependent launch: compiled kernels only
-                configs += tuple(c for c in PS_PDL_CONFIGS if _split_fits(case, c))
+                configs += tuple(c for c in PS_PDL_CONFIGS + PS_GU_PDL_CONFIGS if _split_fits(case, c))
             configs += DOT_SCALED_CONFIGS
             if decode:
                 configs += tuple(c for c in DECODE_CONFIGS if _split_fits(case, c))
@@ -291,10 +302,13 @@ class TritonMXFP4Backend(Backend):
         pair_out = p.gemm2_planes(kc.gemm2_split)
         w13, w13_scale, w2, w2_scale = p.ps if kc.ps else (p.w13, p.w13_scale, p.w2, p.w2_scale)
         modes = dict(dot_scaled=kc.dot_scaled, x2=kc.x2, swap=kc.swap, ps=kc.ps, pdl=kc.pdl)
+        if kc.gate_up:  # gemm1 reads the gate/up-interleaved copy of w13 (made now on first use); gemm2 as ps
+            w13, w13_scale = p.gate_up_weights()
         calls = kern.gemm1_calls(
             x, w13, w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
             g.sorted_pair_ids, g.block_expert_ids, g.num_pairs, g.top_k, p.activation,
             bm, bn, bk, nw, ns, split_k=kc.split_k, part=p.gemm1_partials(kc.split_k, g.num_padded_pairs), **modes,
+            gate_up=kc.gate_up,
         )
         calls += kern.gemm2_calls(
             inter, w2, w2_scale, p.w2_bias, p.topk_weights, pair_out,

@@ -4,7 +4,7 @@ split-K arithmetic.  Imports nothing of ours and no triton."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 #: KernelConfig.pdl -> label suffix: the three kernels of a call launched with programmatic dependent launch (each
@@ -12,6 +12,8 @@ from typing import Any
 #: SMs the tail of this one leaves idle, and no launch gap); ``-pdlpf`` / ``-pdlpfe`` add gemm2's L2 prefetch of its
 #: first weights (see PS_PDL_CONFIGS)
 PDL_LABELS = {0: "", 1: "-pdl", 2: "-pdlpf", 3: "-pdlpfe"}
+#: KernelConfig.gate_up -> this label suffix, right after ``-ps`` (parse_config takes it out before the pattern below)
+GATE_UP_LABEL = "-gu"
 MODES = ("bits", "ds", "x2", "sw", "ps", "f8")  # bit-arithmetic dequant, tl.dot_scaled, packed bf16x2 upcast, x2
 # swap-AB, swap-AB on the pre-shuffled layout of ps_layout, W4A8 (e4m3 activations and folded weights; F8_CONFIGS)
 
@@ -35,6 +37,8 @@ class KernelConfig:
     pdl: int = 0  # mode ps only: 0 off, 1 programmatic dependent launch (label -pdl), 2 / 3 that and gemm2's first
     # weight chunks prefetched into L2 before its grid-dependency wait (-pdlpf / -pdlpfe); see PDL_LABELS
     block_n2: int = 0  # mode ps only: gemm2's BLOCK_N when it differs from gemm1's (0: the same; label -g2nN)
+    gate_up: bool = False  # mode ps only: gemm1 on the copy of w13 with gate / up rows interleaved in every 16-row
+    # slab, one weight tile and one dot per K step (label -gu, right after -ps; see PS_GU_CONFIGS)
 
 
     def __post_init__(self) -> None:
@@ -63,6 +67,9 @@ class KernelConfig:
             raise ValueError(f"tactic: mode f8 has no split-K and needs block_k a multiple of 32 and block_m >= 16, "
                              f"got split_k={self.split_k}, split_k2={self.split_k2}, block_k={self.block_k}, "
                              f"block_m={self.block_m}")
+        if not isinstance(self.gate_up, bool) or (self.gate_up and self.mode != "ps"):
+            raise ValueError(f"tactic: gate_up (-gu, gemm1 on gate/up rows interleaved per slab) is a mode ps option, "
+                             f"a bool; got gate_up={self.gate_up!r} in mode {self.mode!r}")
         if self.mode == "ps":
             pow2 = lambda v: v & (v - 1) == 0  # noqa: E731
             if not (self.block_n % 16 == 0 and self.block_k % 64 == 0 and self.block_m >= 16
@@ -112,7 +119,8 @@ class KernelConfig:
     @property
     def label(self) -> str:
         base = f"m{self.block_m}n{self.block_n}k{self.block_k}w{self.num_warps}s{self.num_stages}"
-        return (base + ("" if self.mode == "bits" else f"-{self.mode}") + (f"-sk{self.split_k}" if self.split_k > 1 else "")
+        return (base + ("" if self.mode == "bits" else f"-{self.mode}") + GATE_UP_LABEL * self.gate_up
+                + (f"-sk{self.split_k}" if self.split_k > 1 else "")
                 + (f"-g2sk{self.split_k2}" if self.split_k2 else "") + (f"-g2n{self.block_n2}" if self.block_n2 else "")
                 + PDL_LABELS[self.pdl])
 
@@ -124,7 +132,8 @@ class KernelConfig:
                     num_stages=self.num_stages, dot_scaled=self.dot_scaled, x2=self.x2, swap=self.swap,
                     ps=self.ps, split_k=self.split_k, split_k2=self.gemm2_split, **({"f8": True} if self.f8 else {}),
                     **({"pdl": self.pdl} if self.pdl else {}),  # the keys only where set: older rows unchanged
-                    **({"block_n2": self.block_n2} if self.block_n2 else {}))
+                    **({"block_n2": self.block_n2} if self.block_n2 else {}),
+                    **({"gate_up": True} if self.gate_up else {}))
 
 
 
@@ -291,6 +300,24 @@ PS_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, pdl=1) for c i
 # Measured and not offered (s9a, same run as -pdl): -pdlpfe within noise of -pdl (120b EP4 T=64 140.1 vs 140.6 us,
 # 20b EP1 T=64 163.9 vs 162.4, T=16 159.0 vs 158.4); split-K 8 (m16n64k128w4s4-ps-sk8) slower at every decode shape.
 
+#: mode ps with ``gate_up`` (label suffix ``-gu`` right after ``-ps``; :mod:`._kernels_ps_gu`): gemm1 reads a copy of
+#: w13 whose rows are interleaved in every 16-row slab (rows 0..7 lin, 8..15 the gate rows of the same 8 output
+#: columns: ``ps_layout.gate_up_rows``), made on the first -gu run of a prepared case (not timed; the w13 bytes once
+#: more), and runs ONE tile of 2 x BLOCK_N weight rows and ONE dot per K step into one accumulator, split into lin
+#: and gate in the epilogue, as triton_kernels' gemm1 runs one dot over its 256-row tile (H200, 20b EP1 T=4096:
+#: our two-dot gemm1 1268 us, triton_kernels' 1145; Nsight Compute puts ours in the upcast, theirs in the HGMMA).
+#: gemm2 is unchanged.  The prefill winners of s9d and the decode winner of s7c with -gu: NOT measured on a GPU yet
+#: (sm_90a build, SASS and interpreter only).
+PS_GU_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, "ps", block_n2=n2, gate_up=True) for *c, n2 in (
+    (128, 128, 64, 8, 3, 256),
+    (128, 128, 128, 8, 3, 256),
+    (64, 128, 64, 8, 4, 0),
+    (64, 128, 128, 4, 3, 0),
+    (16, 128, 128, 4, 3, 0),
+))
+#: the decode winner with -gu and programmatic dependent launch, offered with PS_PDL_CONFIGS (NOT measured on a GPU yet)
+PS_GU_PDL_CONFIGS: tuple[KernelConfig, ...] = (KernelConfig(16, 128, 128, 4, 3, "ps", pdl=1, gate_up=True),)
+
 #: mode ``"f8"`` (label suffix ``-f8``; issue #25), the tactics of backend ``triton_w4a8`` only: per-row e4m3
 #: activations, MXFP4 weights folded to e4m3 with each row's largest block scale taken out (:mod:`._kernels_f8`), FP8
 #: MMAs swap-AB like mode sw (the folded weights are the A operand: wgmma m64 per warpgroup, BLOCK_N >= 64), no
@@ -314,6 +341,8 @@ F8_DEFAULTS = ("m16n64k128w4s3-f8", "m64n64k128w4s4-f8")  # decode (T * top_k <=
 _LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds|x2|sw|ps|f8))?(?:-sk(\d+))?(?:-g2sk(\d+))?(?:-g2n(\d+))?"
                     r"(-pdl|-pdlpfe|-pdlpf)?$")
 
+_GATE_UP = re.compile(r"^(m\d.*-ps)" + GATE_UP_LABEL + r"((?:-(?!gu(?:-|$))\w+)*)$")  # the mode, -gu, the rest
+
 
 def parse_config(cfg: Any) -> KernelConfig:
     """A :class:`KernelConfig`, its label (``m16n64k128w4s3-ds-sk2``) or a legacy tuple id (committed runs:
@@ -321,9 +350,12 @@ def parse_config(cfg: Any) -> KernelConfig:
     if isinstance(cfg, KernelConfig):
         return cfg
     if isinstance(cfg, str):
+        gu = _GATE_UP.match(cfg)
+        if gu is not None:  # "...-ps-gu[-sk..]" -> the label without -gu, then gate_up=True
+            return replace(parse_config(gu.group(1) + gu.group(2)), gate_up=True)
         m = _LABEL.match(cfg)
         if m is None:
-            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps|-f8][-skN][-g2skN][-g2nN][-pdl|-pdlpf|-pdlpfe], "
+            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu]|-f8][-skN][-g2skN][-g2nN][-pdl|-pdlpf|-pdlpfe], "
                              f"got {cfg!r}")
         nums = [int(v) for v in m.groups()[:5]]
         pdl = {v: k for k, v in PDL_LABELS.items()}[m.group(10) or ""]

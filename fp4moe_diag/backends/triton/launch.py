@@ -15,6 +15,7 @@ import triton
 from ._kernels import (INTERPRETED, _moe_mxfp4_gemm1_finalize_kernel, _moe_mxfp4_gemm1_kernel,
                        _moe_mxfp4_gemm2_kernel, _topk_sum_kernel)
 from ._kernels_ps import _moe_mxfp4_gemm1_ps_kernel, _moe_mxfp4_gemm2_ps_kernel
+from ._kernels_ps_gu import _moe_mxfp4_gemm1_ps_gu_kernel
 from .configs import even_k, k_split, ps_n_fastest, ps_scale_words, split_k_fits
 
 
@@ -90,14 +91,17 @@ def gemm1_calls(
     num_pairs: int, top_k: int, activation: int,
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
     split_k: int = 1, part: Optional[torch.Tensor] = None, x2: bool = False, swap: bool = False, ps: bool = False,
-    pdl: int = 0,
+    pdl: int = 0, gate_up: bool = False,
 ) -> list[Callable[[], None]]:
     """The launches of gemm1 on ``block_expert_ids.numel()`` M-blocks. ``w [L, 2I, H/2]`` (``ps``: the layout of
     :mod:`.ps_layout`, ``[L, 2I/16, H/64, 512]``), ``out [P, I]``.
     ``split_k > 1`` needs ``part``: fp32 ``[split_k, >= P, 2I]`` (then a finalize kernel runs, launched plainly).
-    ``pdl`` (ps only): 1 launches it as a programmatic dependent (:func:`._kernels_ps._pdl_enter`), 2 the same."""
+    ``pdl`` (ps only): 1 launches it as a programmatic dependent (:func:`._kernels_ps._pdl_enter`), 2 the same.
+    ``gate_up`` (ps only): ``w`` / ``w_scale`` are the gate/up-interleaved copy (``ps_layout.shuffle_gate_up``), run
+    by :mod:`._kernels_ps_gu` (one tile of ``2 block_n`` weight rows per K step: SCALE_WORDS is decided for it)."""
     inter, hidden = _weight_dims(w, ps)[0] // 2, x.shape[1]
-    modes = _mode_args(dot_scaled, x2, swap, ps, (block_m, block_n, block_k, num_warps)) | _pdl_args(pdl, ps)
+    tile_rows = _gate_up_rows(gate_up, ps, block_n)
+    modes = _mode_args(dot_scaled, x2, swap, ps, (block_m, tile_rows, block_k, num_warps)) | _pdl_args(pdl, ps)
     num_blocks = block_expert_ids.numel()
     if num_blocks == 0:
         return []
@@ -111,7 +115,8 @@ def gemm1_calls(
     part_arg = dummy if split_k == 1 else part
     grid = _grid(num_blocks, triton.cdiv(inter, block_n), split_k, modes.get("N_FASTEST", False))
     calls = [functools.partial(
-        (_moe_mxfp4_gemm1_ps_kernel if ps else _moe_mxfp4_gemm1_kernel)[grid],
+        (_moe_mxfp4_gemm1_ps_gu_kernel if gate_up else _moe_mxfp4_gemm1_ps_kernel if ps else
+         _moe_mxfp4_gemm1_kernel)[grid],
         x, w, w_scale, *epi, out, part_arg, sorted_pair_ids, block_expert_ids,
         num_pairs, top_k, inter,
         x.stride(0), w.stride(0), w.stride(1), w_scale.stride(0), w_scale.stride(1),
@@ -131,6 +136,13 @@ def gemm1_calls(
             num_warps=4,
         ))
     return calls
+
+
+def _gate_up_rows(gate_up: bool, ps: bool, block_n: int) -> int:
+    """Weight rows of gemm1's one tile per K step: ``2 block_n`` with ``gate_up`` (mode ps only), else ``block_n``."""
+    if gate_up and not ps:
+        raise ValueError("gate_up: only the pre-shuffled kernels (ps=True) have the gate/up-interleaved gemm1")
+    return 2 * block_n if gate_up else block_n
 
 
 def _check_split(k: int, block_k: int, split_k: int) -> int:

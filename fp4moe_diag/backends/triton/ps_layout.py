@@ -37,7 +37,12 @@ faster, and a cap of 128 made ptxas wait for every wgmma.  The decode kernels ar
 Scales ``[N, K/32]`` -> ``[N/16, K/64, 32]``: per (slab, chunk) ``[g 8, sb 2, rh 2]`` (block ``2c + sb`` of
 row ``16r + 8rh + g``): the 4 bytes a lane's fragment needs are one 32-bit word.
 
-Only torch here; the kernels that read the layout are in :mod:`._kernels_ps`.
+Gate/up interleaved (tactics ``-gu``, :mod:`._kernels_ps_gu`): w13 ``[L, 2I, K/2]`` (rows ``0..I-1`` lin / up,
+``I..2I-1`` gate) with its rows in the order of :func:`gate_up_rows`, so that slab ``j`` holds lin rows
+``8j..8j+7`` as its rows 0..7 (``rh`` 0: a thread's accumulator row g) and the gate rows of the same output columns
+as rows 8..15 (``rh`` 1: row g + 8), then this layout (:func:`shuffle_gate_up`).  The bias keeps its order.
+
+Only torch here; the kernels that read the layout are in :mod:`._kernels_ps` and :mod:`._kernels_ps_gu`.
 """
 
 from __future__ import annotations
@@ -138,3 +143,30 @@ def unshuffle_codes(ps: torch.Tensor, k: int) -> torch.Tensor:
                 out[..., kh, rh, e] = (((pat >> 15) & 1) << 3) | ((pat >> 6) & 7)
     # L, r, c, g, t, s, kh, rh, e -> L, r, rh, g, c, s, kh, t, e
     return out.permute(0, 1, 7, 3, 2, 5, 6, 4, 8).reshape(nl, slabs * ROWS, k)
+
+
+def gate_up_rows(inter: int) -> torch.Tensor:
+    """The rows of w13 ``[lin I; gate I]`` in the ``-gu`` order (int64 ``[2I]``): new row ``16 j + 8 h + g`` is old
+    row ``h I + 8 j + g`` (``h`` 0 lin, 1 gate), i.e. output column ``8 j + g``'s lin row, then its gate row 8 later."""
+    if not isinstance(inter, int) or inter <= 0 or inter % 8:
+        raise ValueError(f"inter: the gate/up interleave takes 8 output columns per slab; got I={inter!r}")
+    j, h, g = torch.arange(inter // 8), torch.arange(2), torch.arange(8)
+    return (h[None, :, None] * inter + 8 * j[:, None, None] + g[None, None, :]).reshape(-1)
+
+
+def shuffle_gate_up(w13: torch.Tensor, w13_scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """w13 ``[L, 2I, K/2]`` and its scales ``[L, 2I, K/32]`` -> their ps layouts (:func:`shuffle_weights`,
+    :func:`shuffle_scales`) with the rows in :func:`gate_up_rows` order: as large as the plain ps copy.  Made in
+    steps of experts, so the row-permuted temporaries stay under ``_TEMP_BYTES`` (beside those of the shuffle)."""
+    nl, n, k = _dims("w13", w13, 2)
+    if tuple(w13_scale.shape) != (nl, n, k // 32):
+        raise ValueError(f"w13_scale: expected [{nl}, {n}, {k // 32}] for w13 {tuple(w13.shape)}, got "
+                         f"{tuple(w13_scale.shape)}")
+    rows = gate_up_rows(n // 2).to(w13.device)
+    w = torch.empty((nl, n // ROWS, k // KCHUNK, CHUNK_BYTES), dtype=torch.uint8, device=w13.device)
+    s = torch.empty((nl, n // ROWS, k // KCHUNK, SCALE_BYTES), dtype=torch.uint8, device=w13.device)
+    per = max(1, _TEMP_BYTES // (n * k))
+    for e0 in range(0, nl, per):
+        w[e0:e0 + per] = shuffle_weights(w13[e0:e0 + per].index_select(1, rows))
+        s[e0:e0 + per] = shuffle_scales(w13_scale[e0:e0 + per].index_select(1, rows))
+    return w, s
