@@ -24,8 +24,8 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import Optional, Sequence
 
-from ..backends.triton.configs import (KernelConfig, even_k, k_split, parse_config, ps_n_fastest, ps_scale_words,
-                                        split_k_fits)
+from ..backends.triton.configs import (KernelConfig, even_k, k_split, parse_config, ps_gu_chunk_dots, ps_n_fastest,
+                                        ps_scale_words, split_k_fits)
 
 _GEMMS = {
     "gemm1": (["x_ptr", "w_ptr", "ws_ptr", "b_ptr", "alpha_ptr", "beta_ptr", "limit_ptr", "out_ptr", "part_ptr",
@@ -136,6 +136,8 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
         const["N_FASTEST"] = ps_n_fastest(kc.block_m)
         const["SCALE_WORDS"] = ps_scale_words(2 * bn if gu else bn, kc.block_k, kc.num_warps)
         const["PDL"] = kc.pdl
+        if gu:
+            const["CHUNK_DOTS"] = ps_gu_chunk_dots(kc.block_k, kc.num_warps)
     else:
         fn = K._moe_mxfp4_gemm1_kernel if gemm == "gemm1" else K._moe_mxfp4_gemm2_kernel
         const |= dict(DOT_SCALED=kc.dot_scaled, X2=kc.x2, SWAP=kc.swap)

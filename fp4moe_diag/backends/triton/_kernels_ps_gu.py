@@ -18,6 +18,14 @@ the ``part`` planes as the plain ps gemm1 stores them, summed by the same finali
 Rows past N: ``N`` (= I) is a multiple of 64 wherever ps runs (``ps_layout.refusal``), so slabs are whole and a
 tile's slabs past ``2N / 16`` read as zeros; output column ``c < N`` is valid (``mask_n``).  Grid order, PDL,
 SCALE_WORDS (decided by the launcher for the ``2 BLOCK_N``-row tile) and EVEN_K masking as in :mod:`._kernels_ps`.
+
+``CHUNK_DOTS`` (the launcher's choice, :func:`.configs.ps_gu_chunk_dots`: 4 warps and BLOCK_K > 64): the K step's
+tile is upcast and multiplied one 64-K chunk at a time (``BLOCK_K / 64`` dots into the same accumulator, the
+activations loaded per chunk), so that fewer upcast weight registers are live at once.  sm_90a, K = 2880, triton
+3.6.0 (``profiling.sass``; ptxas -v on the PTX): m64n128k128w4s3 gemm1 with one dot spills 252 bytes (1032 loop
+instructions, 4.03 per weight), with chunk dots none (855, 3.34; the two-dot ps gemm1: 28 bytes, 868, 3.39);
+m16n128k128w4s3 224 -> 205 registers, 781 -> 758 instructions (ps: 218, 799).  With 8 warps (m128n128k128w8s3)
+chunk dots are worse (562 instructions and 16 bytes of spills against 532 and none): one dot there.
 """
 
 from __future__ import annotations
@@ -47,11 +55,11 @@ def _moe_mxfp4_gemm1_ps_gu_kernel(
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
     SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr, PDL: tl.constexpr = 0,
-    SCALE_WORDS: tl.constexpr = False,
+    SCALE_WORDS: tl.constexpr = False, CHUNK_DOTS: tl.constexpr = False,
 ):
     """gemm1 (gate/up + activation, N = I, K = H) on the gate/up-interleaved ps matrix ``[2N / 16, K / 64, 512]``:
-    ``BLOCK_N / 8`` slabs from slab ``pid_n * BLOCK_N / 8``, one dot per K step.  Arguments as
-    :func:`._kernels_ps._moe_mxfp4_gemm1_ps_kernel`."""
+    ``BLOCK_N / 8`` slabs from slab ``pid_n * BLOCK_N / 8``, one dot per K step (``CHUNK_DOTS``: one per 64-K chunk,
+    see :func:`.configs.ps_gu_chunk_dots`).  Arguments as :func:`._kernels_ps._moe_mxfp4_gemm1_ps_kernel`."""
     _pdl_enter(PDL)
     pid_m, pid_n = _grid_ids(N_FASTEST)
     pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(pid_m, pid_n, tl.program_id(2), block_expert_ptr,
@@ -60,17 +68,24 @@ def _moe_mxfp4_gemm1_ps_gu_kernel(
     S: tl.constexpr = BLOCK_N // 8  # slabs per tile: lin and gate rows of BLOCK_N output columns
     C: tl.constexpr = BLOCK_K // 64
     kb = pid_k * K_SPLIT
-    offs_k = tl.arange(0, BLOCK_K)
+    offs_k = tl.arange(0, 64 if CHUNK_DOTS else BLOCK_K)
     x_ptrs = x_ptr + tok[:, None] * stride_xm + kb + offs_k[None, :]
     w_base = w_ptr + e * stride_we
     s_base = ws_ptr + e * stride_se
     slab0 = pid_n * S
     acc_t = tl.zeros((2 * BLOCK_N, BLOCK_M), dtype=tl.float32)
     for kk in range(0, K_SPLIT, BLOCK_K):
-        xt = tl.trans(_act_tile(x_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
-        w = _ps_tile(w_base, s_base, slab0, (kb + kk) // 64, N // 8, K // 64, stride_ws, stride_ss, S, C, DOT_F32,
-                     SCALE_WORDS)
-        acc_t = _dot(w, xt, acc_t, DOT_F32)
+        if CHUNK_DOTS:  # one dot per 64-K chunk of the tile (its activations loaded per chunk), same accumulator
+            for c in tl.static_range(C):
+                xt = tl.trans(_act_tile(x_ptrs + 64 * c, mask_m, kb + kk + 64 * c, offs_k, K, EVEN_K))
+                w = _ps_tile(w_base, s_base, slab0, (kb + kk) // 64 + c, N // 8, K // 64, stride_ws, stride_ss, S, 1,
+                             DOT_F32, SCALE_WORDS)
+                acc_t = _dot(w, xt, acc_t, DOT_F32)
+        else:
+            xt = tl.trans(_act_tile(x_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
+            w = _ps_tile(w_base, s_base, slab0, (kb + kk) // 64, N // 8, K // 64, stride_ws, stride_ss, S, C,
+                         DOT_F32, SCALE_WORDS)
+            acc_t = _dot(w, xt, acc_t, DOT_F32)
         x_ptrs += BLOCK_K
     lin, gate = _gate_up_split(acc_t * X2_UNSCALE, BLOCK_M, BLOCK_N)
     _gemm1_store(lin, gate, pid_k, e, offs_m, offs_n, mask_m, mask_n, b_ptr, alpha_ptr, beta_ptr, limit_ptr, out_ptr,

@@ -315,6 +315,12 @@ PS_GU_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, "ps", block_n2=
     (64, 128, 128, 4, 3, 0),
     (16, 128, 128, 4, 3, 0),
 ))
+# gemm1 sm_90a, K = 2880, triton 3.6.0 (python -m fp4moe_diag.profiling.sass; ptxas -v on the PTX): loop instructions
+# per weight / registers / spill bytes, -gu against the same tile without: m128n128k64w8s3 4.27 / 255 / 8 (4.36 / 255 /
+# 12), m128n128k128w8s3 4.16 / 255 / 0 (4.18 / 255 / 0), m64n128k64w8s4 4.11 / 190 / 0 (4.27 / 128 / 0: 1 program per
+# SM by registers instead of 2), m64n128k128w4s3 3.34 / 255 / 0 (3.39 / 255 / 28), m16n128k128w4s3 2.96 / 205 / 0
+# (3.12 / 218 / 0); the last two with one dot per 64-K chunk (ps_gu_chunk_dots).  The lin / gate split after the loop
+# is register-local (no layout conversion of the accumulator in the TTGIR; tests/test_triton_gu.py).
 #: the decode winner with -gu and programmatic dependent launch, offered with PS_PDL_CONFIGS (NOT measured on a GPU yet)
 PS_GU_PDL_CONFIGS: tuple[KernelConfig, ...] = (KernelConfig(16, 128, 128, 4, 3, "ps", pdl=1, gate_up=True),)
 
@@ -384,6 +390,12 @@ def ps_scale_words(block_n: int, block_k: int, num_warps: int) -> bool:
     which as bytes Triton reads with a synchronous load inside the K loop instead of cp.async (every 8-warp tile
     offered).  Above that, bytes: the byte split of the words costs shifts that the byte load does not."""
     return (block_n // 16) * (block_k // 64) * 32 < 4 * 32 * num_warps
+
+
+def ps_gu_chunk_dots(block_k: int, num_warps: int) -> bool:
+    """Whether the -gu gemm1 (:mod:`._kernels_ps_gu`) runs one dot per 64-K chunk of its tile instead of one per K
+    step: 4-warp tiles with BLOCK_K > 64, where the one dot's upcast tile made ptxas spill (sm_90a SASS, not timed)."""
+    return num_warps == 4 and block_k > 64
 
 
 def even_k(k: int, block_k: int, split_k: int) -> bool:
