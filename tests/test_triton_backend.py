@@ -29,8 +29,6 @@ from fp4moe_diag.backends.triton.configs import (
     DOT_SCALED_CONFIGS,
     PS_CONFIGS,
     PS_DECODE_CONFIGS,
-    PS_GU_CONFIGS,
-    PS_GU_PDL_CONFIGS,
     PS_PDL_CONFIGS,
     SW_CONFIGS,
     SW_DECODE_CONFIGS,
@@ -42,6 +40,7 @@ from fp4moe_diag.backends.triton.configs import (
     parse_config,
     split_k_fits,
 )
+from fp4moe_diag.backends.triton.configs_gu import PS_GU_CONFIGS, PS_GU_PDL_CONFIGS
 from fp4moe_diag.backends.triton.grouping import group_pairs_by_expert
 from interpreter import HAS_TRITON, interpreted_results, sub_env
 

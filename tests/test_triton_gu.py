@@ -18,8 +18,8 @@ import torch
 from fp4moe_diag import MoECase
 from fp4moe_diag.backends.triton import ps_layout
 from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend
-from fp4moe_diag.backends.triton.configs import (PS_CONFIGS, PS_GU_CONFIGS, PS_GU_PDL_CONFIGS, PS_PDL_CONFIGS,
-                                                 KernelConfig, parse_config, ps_gu_chunk_dots)
+from fp4moe_diag.backends.triton.configs import PS_CONFIGS, PS_PDL_CONFIGS, KernelConfig, parse_config
+from fp4moe_diag.backends.triton.configs_gu import PS_GU_CONFIGS, PS_GU_PDL_CONFIGS, ps_gu_chunk_dots
 from interpreter import HAS_TRITON, interpreted_results
 
 TOL = 1e-2  # relative L2 against the fp32 reference, as tests/test_triton_backend.py

@@ -24,8 +24,9 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import Optional, Sequence
 
-from ..backends.triton.configs import (KernelConfig, even_k, k_split, parse_config, ps_gu_chunk_dots, ps_n_fastest,
-                                        ps_scale_words, split_k_fits)
+from ..backends.triton.configs import (KernelConfig, even_k, k_split, parse_config, ps_n_fastest, ps_scale_words,
+                                        split_k_fits)
+from ..backends.triton.configs_gu import ps_gu_chunk_dots
 
 _GEMMS = {
     "gemm1": (["x_ptr", "w_ptr", "ws_ptr", "b_ptr", "alpha_ptr", "beta_ptr", "limit_ptr", "out_ptr", "part_ptr",

@@ -19,7 +19,7 @@ Rows past N: ``N`` (= I) is a multiple of 64 wherever ps runs (``ps_layout.refus
 tile's slabs past ``2N / 16`` read as zeros; output column ``c < N`` is valid (``mask_n``).  Grid order, PDL,
 SCALE_WORDS (decided by the launcher for the ``2 BLOCK_N``-row tile) and EVEN_K masking as in :mod:`._kernels_ps`.
 
-``CHUNK_DOTS`` (the launcher's choice, :func:`.configs.ps_gu_chunk_dots`: 4 warps and BLOCK_K > 64): the K step's
+``CHUNK_DOTS`` (the launcher's choice, :func:`.configs_gu.ps_gu_chunk_dots`: 4 warps and BLOCK_K > 64): the K step's
 tile is upcast and multiplied one 64-K chunk at a time (``BLOCK_K / 64`` dots into the same accumulator, the
 activations loaded per chunk), so that fewer upcast weight registers are live at once.  sm_90a, K = 2880, triton
 3.6.0 (``profiling.sass``; ptxas -v on the PTX): m64n128k128w4s3 gemm1 with one dot spills 252 bytes (1032 loop
@@ -59,7 +59,7 @@ def _moe_mxfp4_gemm1_ps_gu_kernel(
 ):
     """gemm1 (gate/up + activation, N = I, K = H) on the gate/up-interleaved ps matrix ``[2N / 16, K / 64, 512]``:
     ``BLOCK_N / 8`` slabs from slab ``pid_n * BLOCK_N / 8``, one dot per K step (``CHUNK_DOTS``: one per 64-K chunk,
-    see :func:`.configs.ps_gu_chunk_dots`).  Arguments as :func:`._kernels_ps._moe_mxfp4_gemm1_ps_kernel`."""
+    see :func:`.configs_gu.ps_gu_chunk_dots`).  Arguments as :func:`._kernels_ps._moe_mxfp4_gemm1_ps_kernel`."""
     _pdl_enter(PDL)
     pid_m, pid_n = _grid_ids(N_FASTEST)
     pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(pid_m, pid_n, tl.program_id(2), block_expert_ptr,

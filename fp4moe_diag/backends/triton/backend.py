@@ -29,9 +29,10 @@ from ...problem.inputs import MoEInputs
 from ..base import Backend, Support, Tactic, device_capability, launch_sequence
 from . import ps_layout
 from .configs import (CONFIGS, DECODE_CONFIGS, DECODE_MAX_PAIRS, DOT_SCALED_CONFIGS, PS_CONFIGS, PS_DECODE_CONFIGS,
-                      PS_GU_CONFIGS, PS_GU_PDL_CONFIGS, PS_PDL_CONFIGS,
+                      PS_PDL_CONFIGS,
                       SW_CONFIGS, SW_DECODE_CONFIGS, X2_CONFIGS, X2_DECODE_CONFIGS, KernelConfig, default_config,
                       parse_config, split_k_fits)
+from .configs_gu import PS_GU_CONFIGS, PS_GU_PDL_CONFIGS
 from .grouping import ExpertGrouping, group_pairs_by_expert
 
 _LAUNCH = "fp4moe_diag.backends.triton.launch"

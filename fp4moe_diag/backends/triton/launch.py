@@ -16,7 +16,8 @@ from ._kernels import (INTERPRETED, _moe_mxfp4_gemm1_finalize_kernel, _moe_mxfp4
                        _moe_mxfp4_gemm2_kernel, _topk_sum_kernel)
 from ._kernels_ps import _moe_mxfp4_gemm1_ps_kernel, _moe_mxfp4_gemm2_ps_kernel
 from ._kernels_ps_gu import _moe_mxfp4_gemm1_ps_gu_kernel
-from .configs import even_k, k_split, ps_gu_chunk_dots, ps_n_fastest, ps_scale_words, split_k_fits
+from .configs import even_k, k_split, ps_n_fastest, ps_scale_words, split_k_fits
+from .configs_gu import ps_gu_chunk_dots
 
 
 def _dot_scaled(requested: bool) -> bool:
@@ -99,7 +100,7 @@ def gemm1_calls(
     ``pdl`` (ps only): 1 launches it as a programmatic dependent (:func:`._kernels_ps._pdl_enter`), 2 the same.
     ``gate_up`` (ps only): ``w`` / ``w_scale`` are the gate/up-interleaved copy (``ps_layout.shuffle_gate_up``), run
     by :mod:`._kernels_ps_gu` (one tile of ``2 block_n`` weight rows per K step: SCALE_WORDS is decided for it;
-    CHUNK_DOTS by ``configs.ps_gu_chunk_dots``)."""
+    CHUNK_DOTS by ``configs_gu.ps_gu_chunk_dots``)."""
     inter, hidden = _weight_dims(w, ps)[0] // 2, x.shape[1]
     tile_rows = _gate_up_rows(gate_up, ps, block_n)
     modes = _mode_args(dot_scaled, x2, swap, ps, (block_m, tile_rows, block_k, num_warps)) | _pdl_args(pdl, ps)

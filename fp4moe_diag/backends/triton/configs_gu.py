@@ -1,0 +1,37 @@
+"""The ``-gu`` tactics of mode ps (:class:`.configs.KernelConfig` ``gate_up``): gemm1 on the copy of w13 with gate and
+up rows interleaved in every 16-row slab (:mod:`._kernels_ps_gu`).  Imports nothing of ours but :mod:`.configs`, no
+triton."""
+
+from __future__ import annotations
+
+from .configs import KernelConfig
+
+#: mode ps with ``gate_up`` (label suffix ``-gu`` right after ``-ps``; :mod:`._kernels_ps_gu`): gemm1 reads a copy of
+#: w13 whose rows are interleaved in every 16-row slab (rows 0..7 lin, 8..15 the gate rows of the same 8 output
+#: columns: ``ps_layout.gate_up_rows``), made on the first -gu run of a prepared case (not timed; the w13 bytes once
+#: more), and runs ONE tile of 2 x BLOCK_N weight rows and ONE dot per K step into one accumulator, split into lin
+#: and gate in the epilogue, as triton_kernels' gemm1 runs one dot over its 256-row tile (H200, 20b EP1 T=4096:
+#: our two-dot gemm1 1268 us, triton_kernels' 1145; Nsight Compute puts ours in the upcast, theirs in the HGMMA).
+#: gemm2 is unchanged.  The prefill winners of s9d and the decode winner of s7c with -gu: NOT measured on a GPU yet
+#: (sm_90a build, SASS and interpreter only).
+PS_GU_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, "ps", block_n2=n2, gate_up=True) for *c, n2 in (
+    (128, 128, 64, 8, 3, 256),
+    (128, 128, 128, 8, 3, 256),
+    (64, 128, 64, 8, 4, 0),
+    (64, 128, 128, 4, 3, 0),
+    (16, 128, 128, 4, 3, 0),
+))
+# gemm1 sm_90a, K = 2880, triton 3.6.0 (python -m fp4moe_diag.profiling.sass; ptxas -v on the PTX): loop instructions
+# per weight / registers / spill bytes, -gu against the same tile without: m128n128k64w8s3 4.27 / 255 / 8 (4.36 / 255 /
+# 12), m128n128k128w8s3 4.16 / 255 / 0 (4.18 / 255 / 0), m64n128k64w8s4 4.11 / 190 / 0 (4.27 / 128 / 0: 1 program per
+# SM by registers instead of 2), m64n128k128w4s3 3.34 / 255 / 0 (3.39 / 255 / 28), m16n128k128w4s3 2.96 / 205 / 0
+# (3.12 / 218 / 0); the last two with one dot per 64-K chunk (ps_gu_chunk_dots).  The lin / gate split after the loop
+# is register-local (no layout conversion of the accumulator in the TTGIR; tests/test_triton_gu.py).
+#: the decode winner with -gu and programmatic dependent launch, offered with PS_PDL_CONFIGS (NOT measured on a GPU yet)
+PS_GU_PDL_CONFIGS: tuple[KernelConfig, ...] = (KernelConfig(16, 128, 128, 4, 3, "ps", pdl=1, gate_up=True),)
+
+
+def ps_gu_chunk_dots(block_k: int, num_warps: int) -> bool:
+    """Whether the -gu gemm1 (:mod:`._kernels_ps_gu`) runs one dot per 64-K chunk of its tile instead of one per K
+    step: 4-warp tiles with BLOCK_K > 64, where the one dot's upcast tile made ptxas spill (sm_90a SASS, not timed)."""
+    return num_warps == 4 and block_k > 64
