@@ -40,10 +40,10 @@ def cmd_source(args: argparse.Namespace, labels: list[str]) -> int:
 def cmd_profile(args: argparse.Namespace) -> int:
     """Nsight Compute (through nsight-python) per-kernel metrics of chosen tactics of one shape."""
     from .problem.shapes import load_vllm_cases
-    from .profiling.session import nsight_status, profile_kernels
+    from .profiling.session import nsight_status, profile_kernels, source_status
 
     device = args.device or "cuda"
-    ok, why = nsight_status(device)
+    ok, why = source_status(device) if args.source is not None else nsight_status(device)
     if not ok:
         print(f"cannot profile here: {why}", file=sys.stderr)
         return 2
