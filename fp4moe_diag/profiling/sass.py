@@ -53,7 +53,8 @@ _GEMMS_F8 = {
                "stride_be", "stride_om"]),
 }
 #: the fused ends of the ps kernels (tactics ``-fs``, :mod:`fp4moe_diag.backends.triton._kernels_fused`): pointer and
-#: integer arguments after the ones above, and constexprs (gpt-oss: top_k 4; no token without a local pair)
+#: integer arguments after the ones above, and constexprs (gpt-oss: top_k 4; no token without a local pair); the
+#: ``FUSED`` constexpr switches them on
 _FUSED = {
     "gemm1": ({"cnt_ptr": "*i32"}, {}),
     "gemm2": ({"y_ptr": "*bf16", "cnt_ptr": "*i32", "tok_pairs_ptr": "*i32", "orph_ptr": "*i32", "stride_ym": "i32"},
@@ -141,11 +142,10 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
         const["N_FASTEST"] = ps_n_fastest(kc.block_m)
         const["SCALE_WORDS"] = ps_scale_words(bn, kc.block_k, kc.num_warps)
         const["PDL"] = kc.pdl
-        if kc.fused and (gemm == "gemm2" or kc.split_k > 1):  # gemm1 has a fused end only when split
-            args, fconst = _FUSED[gemm]
-            ptrs, types = ptrs + [a for a in args if args[a] != "i32"], types + [t for t in args.values() if t != "i32"]
-            ints = ints + [a for a in args if args[a] == "i32"]
-            const |= fconst | {"FUSED": True}
+        args, fconst = _FUSED[gemm]  # typed even when unused (Triton 3.9 wants every argument in the signature)
+        ptrs, types = ptrs + [a for a in args if args[a] != "i32"], types + [t for t in args.values() if t != "i32"]
+        ints = ints + [a for a in args if args[a] == "i32"]
+        const |= fconst | {"FUSED": kc.fused and (gemm == "gemm2" or kc.split_k > 1)}  # gemm1's: only when split
     else:
         fn = K._moe_mxfp4_gemm1_kernel if gemm == "gemm1" else K._moe_mxfp4_gemm2_kernel
         const |= dict(DOT_SCALED=kc.dot_scaled, X2=kc.x2, SWAP=kc.swap)
