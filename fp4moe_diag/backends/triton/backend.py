@@ -4,7 +4,8 @@ BF16 activations, MXFP4 weights (ue8m0 block-32 scales) dequantized inside the k
 accumulation, bf16 intermediate.  ``prepare`` groups the routed pairs by local expert for every
 ``BLOCK_M`` of the tactic list (:mod:`.grouping`) and allocates the workspaces; ``run``
 launches gemm1 (gate/up + activation) and gemm2 (down, times routing weight) of
-:mod:`.launch`, then one kernel sums gemm2's split planes and the ``top_k`` slots into the bf16 output.
+:mod:`.launch`, then one kernel sums gemm2's split planes and the ``top_k`` slots into the bf16 output (``-fs``
+tactics: gemm2 itself, and a split gemm1 its own finalize: two kernels; arrival counters made at bind time).
 
 Triton is imported lazily: importing this module never needs it.  On CPU the backend runs only
 under Triton's interpreter, i.e. when ``TRITON_INTERPRET=1`` was set before the kernels module
@@ -227,7 +228,7 @@ class TritonMXFP4Backend(Backend):
         """The bit-arithmetic, x2 and sw configs everywhere, ps where the weights have that layout (H and I
         multiples of 64); the ``tl.dot_scaled`` ones only when compiled (GPU); for ``T * top_k <= DECODE_MAX_PAIRS``
         the split-K decode configs (x2 / sw / ps ones everywhere, ds ones on GPU); at decode on GPU the ps
-        tactics with programmatic dependent launch (``-pdl``)."""
+        tactics with programmatic dependent launch (``-pdl``), with and without the fused ends (``-fs``)."""
         default = default_config(case)
         decode = case.num_tokens * case.top_k <= DECODE_MAX_PAIRS
         configs: tuple[KernelConfig, ...] = CONFIGS + X2_CONFIGS + SW_CONFIGS
@@ -316,7 +317,8 @@ class TritonMXFP4Backend(Backend):
         g = p.grouping(bm)
         inter = p.inter_buf[: max(g.num_padded_pairs, 1)]
         pair_out = p.gemm2_planes(kc.gemm2_split)
-        # one fixed-order reduction over (split planes, top_k), stored bf16: deterministic, no atomics
+        # one fixed-order reduction over (split planes, top_k), stored bf16: deterministic (the top-k sum kernel, or
+        # with -fs gemm2's last arrival per token: atomics count arrivals only, the sum has the same order and bits)
         direct = output is not None and output.dtype == torch.bfloat16 and output.stride(1) == 1
         y = output if direct else p.out_bf16
         w13, w13_scale, w2, w2_scale = p.ps if kc.ps else (p.w13, p.w13_scale, p.w2, p.w2_scale)
