@@ -167,7 +167,8 @@ for name, (kw, labels) in cases.items():
         launch = b.launcher(prep, t_fs, output=buf)
         y1 = launch().clone()
         zero1 = all(int(c.abs().sum()) == 0 for c in prep.counter_bufs.values())
-        y2 = launch()  # a replay
+        buf.fill_(float("nan"))
+        y2 = launch()  # a replay: writes every row again
         zero2 = all(int(c.abs().sum()) == 0 for c in prep.counter_bufs.values())
         base_lab = lab.replace("-pdl", "")
         kernels = lambda t: sum("num_warps" in c.keywords for c in b.calls(prep, t))  # torch copies left out
@@ -181,6 +182,36 @@ inp = dataclasses.replace(inp, topk_ids=torch.randint(0, 4, inp.topk_ids.shape, 
 buf = torch.full((3, 192), float("nan"), dtype=torch.bfloat16)
 b.run(b.prepare(inp), Tactic(id="m16n64k128w4s1-ps-sk2-fs", label="-fs"), output=buf)
 out["no_local_pairs"] = [float(buf.float().abs().max()), bool(torch.isnan(buf.float()).any())]
+# the summation order itself, on planes where it shows in bf16: split 0 holds 1 and -1 (slots 0, 1), split 1 holds
+# 2**-30 and 0: (1 + -1) + 2**-30 + 0 = 2**-30 in the top-k sum's order (splits, then slots); 0 in any order that
+# adds 2**-30 to 1 first.  The fused sum runs in a probe kernel (one token, 2 pairs, 2 splits: 4 arrivals).
+import importlib, sys, tempfile
+from fp4moe_diag.backends.triton import launch as L
+probe_dir = tempfile.mkdtemp()
+with open(probe_dir + "/fs_probe.py", "w") as f:
+    f.write('''import triton
+import triton.language as tl
+from fp4moe_diag.backends.triton._kernels_fused import _gemm2_fused_topk_sum
+
+
+@triton.jit
+def probe(planes, cnt, tok_pairs, y):
+    offs_m = tl.arange(0, 16)
+    mask_m = offs_m < 2
+    offs_n = tl.arange(0, 16)
+    _gemm2_fused_topk_sum(tl.program_id(0), tl.program_id(1), tl.program_id(2), tl.where(mask_m, offs_m, 2), mask_m,
+                          offs_n, offs_n < 16, planes, 32, 16, cnt, tok_pairs, tok_pairs, y, 16, 16, 2, 2, 16, 16, 0,
+                          True)
+''')
+sys.path.insert(0, probe_dir)
+probe = importlib.import_module("fs_probe").probe
+planes = torch.zeros(2, 2, 16)
+planes[0, 0], planes[0, 1], planes[1, 0] = 1.0, -1.0, 2.0 ** -30
+cnt, y = torch.zeros(16, dtype=torch.int32), torch.full((1, 16), 7.0, dtype=torch.bfloat16)
+y_ref = torch.zeros(1, 16, dtype=torch.bfloat16)
+probe[(1, 1, 2)](planes, cnt, torch.tensor([2], dtype=torch.int32), y)
+L.launch_topk_sum(planes, y_ref, 2)
+out["order_probe"] = [float(y[0, 0]), bool(torch.equal(y, y_ref)), int(cnt.abs().sum())]
 out["interpreted"] = kernels_interpreted()
 print("RESULT " + json.dumps(out))
 """
@@ -210,6 +241,7 @@ def test_the_cases_cover_what_they_claim(interp_results: dict):
     assert interp_results["ep:orphans"] >= 1 and interp_results["ep:partial_tokens"] >= 1  # EP: none / some local
     assert interp_results["blocks:max_blocks"] >= 2 and interp_results["t1:max_blocks"] == 1
     assert interp_results["no_local_pairs"] == [0.0, False]
+    assert interp_results["order_probe"] == [2.0 ** -30, True, 0]  # the top-k sum's order, its bits, counter reset
 
 
 def _bundled(tool: str) -> str:
