@@ -145,7 +145,7 @@ def test_tactics_list():
     big = dict(hidden_size=3072, intermediate_size=3072, top_k=4)
     # n_pdl: the ps decode tactics with programmatic dependent launch (compiled only; K = 64 fits no split)
     for case, n_decode, n_x2, n_sw, n_ps, n_psd, n_pdl in (
-            (_case(), 1, 0, 0, len(PS_CONFIGS), 0, 2),
+            (_case(), 1, 0, 0, len(PS_CONFIGS), 0, 4),  # m16n128k128w4s3/s4 -pdl and their -fs variants
             (_case(num_tokens=4096), 0, 0, 0, len(PS_CONFIGS), 0, 0),
             (_case(num_tokens=40, num_experts=2, hidden_size=96), 1, 0, 0, 0, 0, 0),
             (_case(num_tokens=64, **big), 7, 4, 3, len(PS_CONFIGS), len(PS_DECODE_CONFIGS), len(PS_PDL_CONFIGS)),
@@ -168,13 +168,15 @@ def test_tactics_list():
             assert mode in ("bits", "ds", "x2", "sw", "ps") and sk in (1, 2, 4, 8)
             assert t.label == (f"m{bm}n{bn}k{bk}w{nw}s{ns}" + ("" if mode == "bits" else f"-{mode}")
                                + (f"-sk{sk}" if sk > 1 else "") + (f"-g2sk{t.id.split_k2}" if t.id.split_k2 else "")
-                               + (f"-g2n{t.id.block_n2}" if t.id.block_n2 else "") + ("", "-pdl", "-pdlpf")[t.id.pdl])
+                               + (f"-g2n{t.id.block_n2}" if t.id.block_n2 else "") + ("", "-pdl", "-pdlpf")[t.id.pdl]
+                               + ("-fs" if t.id.fused else ""))
             assert bm in (16, 32, 64, 128, 256) and bk in (64, 128, 256) and bn in (16, 32, 64, 128, 256)
             assert t.params == dict(block_m=bm, block_n=bn, block_k=bk, num_warps=nw, num_stages=ns,
                                     dot_scaled=mode == "ds", x2=mode in ("x2", "sw"), swap=mode == "sw",
                                     ps=mode == "ps", split_k=sk, split_k2=t.id.gemm2_split,
                                     **({"pdl": t.id.pdl} if t.id.pdl else {}),
-                                    **({"block_n2": t.id.block_n2} if t.id.block_n2 else {}))
+                                    **({"block_n2": t.id.block_n2} if t.id.block_n2 else {}),
+                                    **({"fused": True} if t.id.fused else {}))
     assert b.default_tactic(_case(num_tokens=1)).label == "m16n64k128w4s3"
     assert b.default_tactic(_case(num_tokens=4096)).params["block_m"] == 64
     every = (CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS + X2_CONFIGS + X2_DECODE_CONFIGS + SW_CONFIGS
