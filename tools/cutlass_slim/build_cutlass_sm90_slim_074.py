@@ -171,29 +171,30 @@ def use_slim_module(so_path) -> object:
 
 # --------------------------------------------------------------------------- build side
 def generate_sources(args, generate_gemm_operations):
-    """Per path of ``args.paths``: its kernel files, runner TU (and, for Humming, the MoeGemmRunner TU); the
-    bf16 finalize instantiation once; the deep_gemm no-op export; the stub placeholder.
-    Returns ``(gen, sources, items, n_gen, stubs, expected_stubs)``."""
+    """Per path of ``args.paths``: its kernel files (and, for Humming, the MoeGemmRunner TU); one runner TU with
+    every path's ``CutlassMoeFCRunner`` and the bf16 finalize instantiation (one TU: cutlass_fused_moe_kernels.cuh
+    defines non-inline functions, e.g. ``GemmProfilerBackend::prepare``, so two TUs including it do not link);
+    the deep_gemm no-op export; the stub placeholder.  Returns ``(gen, sources, items, n_gen, stubs, expected_stubs)``."""
     gen = slim_sources.gen_dir(args)
     probe = common.run_generator(gen, generate_gemm_operations)
     sources, items, n_gen, expected = [], [], 0, 0
-    for i, key in enumerate(args.paths):
+    for key in args.paths:
         path = PATHS[key]
         its, n, files = slim_sources.write_kernels(gen, probe, LAUNCHER, path.dtype_prefix,
                                                    wanted(args.tactics, key), path.stem, args.per_file)
-        runner = slim_sources.write_runner(gen, f"slim_moe_runner_{key}_instantiation.cu",
-                                           path.runner + (FINALIZE if i == 0 else ""))
         moe_gemm = path.moe_gemm
         if moe_gemm.startswith("template"):
             moe_gemm = slim_sources.write_runner(gen, f"slim_moe_gemm_runner_{key}.cu", moe_gemm,
                                                  include="moe_gemm/moe_gemm_template_dispatch.h")
-        sources += [moe_gemm, runner, *files]
+        sources += [moe_gemm, *files]
         items += its
         n_gen += n
         expected += path.dispatched - len(its)
+    runner = slim_sources.write_runner(gen, f"slim_moe_runner_{'_'.join(args.paths)}_instantiation.cu",
+                                       "".join(PATHS[k].runner for k in args.paths) + FINALIZE)
     deepgemm = gen / "slim_deepgemm_jit_setup_noop.cu"
     common.write_if_different(deepgemm, DEEPGEMM_NOOP)
-    return gen, [deepgemm, *sources], items, n_gen, slim_sources.placeholder_stubs(gen), expected
+    return gen, [deepgemm, runner, *sources], items, n_gen, slim_sources.placeholder_stubs(gen), expected
 
 
 DEEPGEMM_NOOP = (
