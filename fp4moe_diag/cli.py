@@ -14,6 +14,8 @@ import pandas as pd
 from . import cli_args as A
 from . import cli_capture as C
 from . import cli_goals as G
+from . import cli_profile as P
+from .cli_profile import split_labels  # noqa: F401 -- re-exported (tests)
 
 if TYPE_CHECKING:
     from .runs import SweepSpec
@@ -52,35 +54,6 @@ def check_log_case(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         parser.error(f"argument --log: {args.log}: its hidden_states are {case.activation_format.value} "
                      "activations (float8_e4m3fn); reproduce builds bf16 hidden states only: pass the log of a "
                      "bf16-activation call")
-
-
-def split_labels(text: Optional[str]) -> list[str]:
-    """Comma list of tactic labels; commas inside parentheses belong to the label ("default(-1,-1)")."""
-    return [x.strip() for x in re.split(r",(?![^()]*\))", text or "") if x.strip()]
-
-
-def cmd_profile(args: argparse.Namespace) -> int:
-    """Nsight Compute (through nsight-python) per-kernel metrics of chosen tactics of one shape."""
-    from .profiling.session import nsight_status, profile_kernels
-    from .problem.shapes import load_vllm_cases
-
-    device = args.device or "cuda"
-    ok, why = nsight_status(device)
-    if not ok:
-        print(f"cannot profile here: {why}", file=sys.stderr)
-        return 2
-    cases = load_vllm_cases(models=[args.model], ep_sizes=[args.ep], token_counts=[args.tokens])
-    if not cases:
-        print(f"no shape {args.model} EP{args.ep} in the shape table", file=sys.stderr)
-        return 2
-    labels = split_labels(args.tactics)
-    tactics = {f"t{i}": lab for i, lab in enumerate(labels)}
-    out = Path(args.out)
-    k = profile_kernels(cases[0], args.backend, device, out, tactics, runs=args.runs,  # also writes kernels.csv
-                        stalls=args.stalls)
-    with pd.option_context("display.width", 220, "display.max_columns", 30):
-        print(k.drop(columns=["annotation"], errors="ignore").to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-    return 0
 
 
 def add_measure_flags(p: argparse.ArgumentParser) -> None:
@@ -314,20 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_sweep(sub)
 
-    pr = sub.add_parser("profile", help="Nsight Compute metrics per kernel of chosen tactics (nsight-python)",
-                        description="Runs the given tactics of one backend on one vLLM shape under ncu (through "
-                        "nsight-python) and prints per-kernel time, DRAM/SM throughput, issue-slot use, occupancy.")
-    pr.add_argument("--backend", type=A.backend_name, default="triton")
-    pr.add_argument("--model", type=A.model_name, default="gpt-oss-20b")
-    pr.add_argument("--ep", type=A.positive_int, default=1)
-    pr.add_argument("--tokens", type=A.positive_int, default=64)
-    pr.add_argument("--tactics", required=True, help="comma list of tactic labels (as in the sweep table)")
-    pr.add_argument("--runs", type=A.positive_int, default=3)
-    pr.add_argument("--device", type=A.device, default=None)
-    pr.add_argument("--stalls", action="store_true",
-                    help="also collect why the warps wait: ncu's warp-stall reasons per kernel")
-    pr.add_argument("--out", type=A.out_dir, default="reports/profile")
-    pr.set_defaults(func=cmd_profile)
+    P.add_parser(sub)
 
     rp = sub.add_parser("report", help="execute the notebooks headless (papermill) into reports/ + HTML",
                         description="Runs notebooks/*.ipynb with papermill into reports/ and exports HTML. "

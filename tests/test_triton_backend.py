@@ -148,7 +148,7 @@ def test_tactics_list():
     # (n_ps counts the -gu variants of PS_GU_CONFIGS, n_pdl those of PS_GU_PDL_CONFIGS)
     n_all, n_gu, n_pdl_all = len(PS_CONFIGS) + len(PS_GU_CONFIGS), len(PS_GU_CONFIGS), len(PS_PDL_CONFIGS) + 1
     for case, n_decode, n_x2, n_sw, n_ps, n_psd, n_pdl in (
-            (_case(), 1, 0, 0, n_all, 0, 3),
+            (_case(), 1, 0, 0, n_all, 0, 5),  # m16n128k128w4s3/s4 -pdl, their -fs variants, the -gu -pdl
             (_case(num_tokens=4096), 0, 0, 0, n_all, 0, 0),
             (_case(num_tokens=40, num_experts=2, hidden_size=96), 1, 0, 0, 0, 0, 0),
             (_case(num_tokens=64, **big), 7, 4, 3, n_all, len(PS_DECODE_CONFIGS), n_pdl_all),
@@ -173,14 +173,16 @@ def test_tactics_list():
             assert t.label == (f"m{bm}n{bn}k{bk}w{nw}s{ns}" + ("" if mode == "bits" else f"-{mode}")
                                + "-gu" * t.id.gate_up
                                + (f"-sk{sk}" if sk > 1 else "") + (f"-g2sk{t.id.split_k2}" if t.id.split_k2 else "")
-                               + (f"-g2n{t.id.block_n2}" if t.id.block_n2 else "") + ("", "-pdl", "-pdlpf")[t.id.pdl])
+                               + (f"-g2n{t.id.block_n2}" if t.id.block_n2 else "") + ("", "-pdl", "-pdlpf")[t.id.pdl]
+                               + ("-fs" if t.id.fused else ""))
             assert bm in (16, 32, 64, 128, 256) and bk in (64, 128, 256) and bn in (16, 32, 64, 128, 256)
             assert t.params == dict(block_m=bm, block_n=bn, block_k=bk, num_warps=nw, num_stages=ns,
                                     dot_scaled=mode == "ds", x2=mode in ("x2", "sw"), swap=mode == "sw",
                                     ps=mode == "ps", split_k=sk, split_k2=t.id.gemm2_split,
                                     **({"pdl": t.id.pdl} if t.id.pdl else {}),
                                     **({"block_n2": t.id.block_n2} if t.id.block_n2 else {}),
-                                    **({"gate_up": True} if t.id.gate_up else {}))
+                                    **({"gate_up": True} if t.id.gate_up else {}),
+                                    **({"fused": True} if t.id.fused else {}))
     assert b.default_tactic(_case(num_tokens=1)).label == "m16n64k128w4s3"
     assert b.default_tactic(_case(num_tokens=4096)).params["block_m"] == 64
     every = (CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS + X2_CONFIGS + X2_DECODE_CONFIGS + SW_CONFIGS

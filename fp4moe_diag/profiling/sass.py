@@ -1,7 +1,8 @@
 """Static SASS of our Triton kernels without a GPU: instructions per weight element in the MMA loop.
 
 ``python -m fp4moe_diag.profiling.sass --tactic m16n64k128w4s3-x2 [--gemm gemm2] [--k 3072] [--arch 90]``
-compiles one of :mod:`fp4moe_diag.backends.triton._kernels` (``-ps``: ``_kernels_ps``, ``-f8``: ``_kernels_f8``) for ``sm_<arch>a`` with the installed Triton
+compiles one of :mod:`fp4moe_diag.backends.triton._kernels` (``-ps``: ``_kernels_ps``, with ``-fs`` its fused ends;
+``-f8``: ``_kernels_f8``) for ``sm_<arch>a`` with the installed Triton
 (its bundled ptxas; no driver needed), disassembles it with the bundled ``nvdisasm`` and reports the
 loop that holds the MMAs: its instruction count, the opcode histogram, the MMA kind (``HMMA`` = mma.sync,
 ``HGMMA`` = wgmma, ``QGMMA`` = FP8 wgmma) and instructions per weight element (the loop handles ``BLOCK_N x BLOCK_K`` weights per
@@ -51,6 +52,14 @@ _GEMMS_F8 = {
               ["*fp8e4nv", "*fp32", "*u8", "*u8", "*u8", "*fp32", "*fp32", "*fp32", "*i32", "*i32"],
               ["num_pairs", "N", "stride_am", "stride_we", "stride_wn", "stride_se", "stride_sn", "stride_ee",
                "stride_be", "stride_om"]),
+}
+#: the fused ends of the ps kernels (tactics ``-fs``, :mod:`fp4moe_diag.backends.triton._kernels_fused`): pointer and
+#: integer arguments after the ones above, and constexprs (gpt-oss: top_k 4; no token without a local pair); the
+#: ``FUSED`` constexpr switches them on
+_FUSED = {
+    "gemm1": ({"cnt_ptr": "*i32"}, {}),
+    "gemm2": ({"y_ptr": "*bf16", "cnt_ptr": "*i32", "tok_pairs_ptr": "*i32", "orph_ptr": "*i32", "stride_ym": "i32"},
+              {"TOP_K": 4, "ORPH": 0}),
 }
 _INS = re.compile(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 _LABEL = re.compile(r"^\.(L_x_\d+):")
@@ -139,6 +148,10 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
         const["PDL"] = kc.pdl
         if gu:
             const["CHUNK_DOTS"] = ps_gu_chunk_dots(kc.block_k, kc.num_warps)
+        args, fconst = _FUSED[gemm]  # typed even when unused (Triton 3.9 wants every argument in the signature)
+        ptrs, types = ptrs + [a for a in args if args[a] != "i32"], types + [t for t in args.values() if t != "i32"]
+        ints = ints + [a for a in args if args[a] == "i32"]
+        const |= fconst | {"FUSED": kc.fused and (gemm == "gemm2" or kc.split_k > 1)}  # gemm1's: only when split
     else:
         fn = K._moe_mxfp4_gemm1_kernel if gemm == "gemm1" else K._moe_mxfp4_gemm2_kernel
         const |= dict(DOT_SCALED=kc.dot_scaled, X2=kc.x2, SWAP=kc.swap)

@@ -36,6 +36,18 @@ def module_version(name: str) -> str:
 
 def nsight_status(device: str) -> tuple[bool, str]:
     """Whether notebook 04 can profile here: a CUDA device, ``ncu`` on PATH, nsight-python importable."""
+    ok, why = source_status(device)
+    if not ok:
+        return ok, why
+    try:
+        importlib.import_module("nsight")
+    except Exception as e:  # noqa: BLE001
+        return False, f"nsight-python is not importable ({type(e).__name__}: {e}); pip install nsight-python"
+    return True, f"{why}, nsight-python {module_version('nsight')}"
+
+
+def source_status(device: str) -> tuple[bool, str]:
+    """Whether ``profile --source`` can run here: a CUDA device and ``ncu`` on PATH (no nsight-python needed)."""
     import torch
 
     if not str(device).startswith("cuda") or not torch.cuda.is_available():
@@ -43,11 +55,7 @@ def nsight_status(device: str) -> tuple[bool, str]:
     ncu = shutil.which("ncu")
     if not ncu:
         return False, "Nsight Compute CLI `ncu` is not on PATH (install Nsight Compute / the CUDA toolkit)"
-    try:
-        importlib.import_module("nsight")
-    except Exception as e:  # noqa: BLE001
-        return False, f"nsight-python is not importable ({type(e).__name__}: {e}); pip install nsight-python"
-    return True, f"ncu at {ncu}, nsight-python {module_version('nsight')}"
+    return True, f"ncu at {ncu}"
 
 
 def profile_kernels(case: Any, backend: str, device: str, out_dir: Any, tactics: dict[str, str],

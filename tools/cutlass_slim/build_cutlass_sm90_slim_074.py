@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Slim build of FlashInfer 0.7.4's SM90 CUTLASS fused-MoE module (bf16 x MXFP4 only).
+"""Slim build of FlashInfer 0.7.4's SM90 CUTLASS fused-MoE module (bf16 x MXFP4, and/or MXFP4 x FP8 Humming).
 
 Stock ``flashinfer.fused_moe.core.get_cutlass_fused_moe_module("90")`` builds
 ``flashinfer.jit.fused_moe.gen_cutlass_fused_moe_sm90_module`` (JitSpec ``fused_moe_90``):
@@ -34,10 +34,21 @@ Kept (everything else is resolved by the generated throwing stubs, see cutlass_s
   workspace kernel = 5.  The generator emits 184 for this dtype; the dispatcher references
   all 184, so 68 (full) / 179 (fast) launcher symbols become stubs.
 
+``--paths both`` (JitSpec ``fused_moe_90_humming074``) / ``--paths humming`` (``..._only``) add the Humming
+path of the same ``fused_moe_90`` module (``cutlass_fused_moe(..., use_w4_group_scaling=True,
+use_wfp4afp8_humming=True)``, ``CutlassHummingRunner``): ``isWMxfp4AFp8HummingQuant`` ->
+``CutlassMoeFCRunner<__nv_fp8_e4m3, Fp4Type, bf16, bf16, bf16, false, kHummingPreMmaE8M0>`` (bf16 in,
+online FP8 quantisation) -> ``MoeGemmRunner<__nv_fp8_e4m3, Fp4Type, bf16, bf16, false, kHummingPreMmaE8M0>``
+(a generated one-line TU instead of ``moe_gemm_kernels_fp8_fp4.cu``'s 8 runners) -> ScaleMode kPreMmaE8M0
+launchers ``sm90_generic_mixed_moe_gemm_kernelLauncher<__nv_fp8_e4m3, SafeFP4, __nv_bfloat16, ...>`` (the same
+tile/schedule/cluster set as bf16: 116 full, 5 fast) + the 10 single-warpgroup
+``sm90_generic_mixed_moe_small_k_kernelLauncher`` tactics SM90 always appends (15 fast, 126 full).
+
 Usage (CPU build host)::
 
     PYTHONPATH=/work/fi/074 python tools/cutlass_slim/build_cutlass_sm90_slim_074.py --only-generate
     PYTHONPATH=/work/fi/074 python tools/cutlass_slim/build_cutlass_sm90_slim_074.py --build [--tactics full]
+    PYTHONPATH=/work/fi/074 python tools/cutlass_slim/build_cutlass_sm90_slim_074.py --build --paths both -j 1
 
 GPU host: :func:`use_slim_module` or ``--install-aot``; see tools/cutlass_slim/README.md.
 """
@@ -48,18 +59,53 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import cutlass_slim_common as common  # tools/ is sys.path[0] when this runs as a script (PYTHONPATH=tools to import)
 import cutlass_slim_sources as slim_sources
 
 DEFAULT_OUT = Path(os.environ.get("FI_SLIM_OUT", "/work/cutlass_slim_074"))
-DEFAULT_NAME = "fused_moe_90_slim074"
 STOCK_NAME = "fused_moe_90"  # H200/H100; H20 (78 SMs) uses fused_moe_90_h20_prebuilt_d
-DTYPE_PREFIX = "__nv_bfloat16, SafeFP4, __nv_bfloat16,"
-LAUNCHER = "sm90_generic_mixed_moe_gemm_kernelLauncher"
+#: both mixed-input launchers of 0.7.4 (the small-K one only exists for the Humming FP8 x FP4 path)
+LAUNCHER = "sm90_generic_mixed_moe_(?:gemm|small_k)_kernelLauncher"
+LAUNCHER_PREFIX = "sm90_generic_mixed_moe_"  # what counts as a launcher symbol among the stubs
 EXPORTS = ("init", "interleave_moe_weights_for_sm90_mixed_gemm", "set_deepgemm_jit_include_dirs")
-WHAT = "bf16 x MXFP4 W4A16 on SM90"
+HUMMING_MODE = "Sm90Wfp4Afp8ScaleMode::kHummingPreMmaE8M0"
+
+
+@dataclass(frozen=True)
+class SlimPath:
+    """One runner path a slim 0.7.4 module holds (``--paths``)."""
+
+    dtype_prefix: str  # first template arguments of its launcher instantiations
+    stem: str  # generated kernel files
+    runner: str  # CutlassMoeFCRunner explicit instantiation (runner TU)
+    moe_gemm: str  # csrc file (under the kernels dir) or a generated MoeGemmRunner instantiation
+    dispatched: int  # launcher instantiations its dispatcher references (the rest of the tactics are stubs)
+    what: str
+
+
+PATHS = {
+    # FusedMoeRunner(bf16, uint8, bf16, use_w4_group_scaling=True): isWFP4A16Quant
+    "bf16": SlimPath("__nv_bfloat16, SafeFP4, __nv_bfloat16,", "slim_sm90_bf16_fp4_mixed",
+                     "template class CutlassMoeFCRunner<__nv_bfloat16, Fp4Type>;\n",
+                     "cutlass_kernels/moe_gemm/moe_gemm_kernels_bf16_fp4.cu", 184, "bf16 x MXFP4 W4A16"),
+    # FusedMoeRunner(bf16, uint8, bf16, use_w4_group_scaling=True, use_wfp4afp8_humming=True):
+    # isWMxfp4AFp8HummingQuant -> switch_output_type<__nv_fp8_e4m3, Fp4Type, NeedQuant=true, false, Humming>
+    # (bf16 in, online FP8 quantisation, bf16 out); its MoeGemmRunner is one of the 8 in moe_gemm_kernels_fp8_fp4.cu
+    "humming": SlimPath("__nv_fp8_e4m3, SafeFP4, __nv_bfloat16,", "slim_sm90_fp8_fp4_humming",
+                        "template class CutlassMoeFCRunner<__nv_fp8_e4m3, Fp4Type, __nv_bfloat16, __nv_bfloat16, "
+                        f"__nv_bfloat16, false, {HUMMING_MODE}>;\n",
+                        "template class MoeGemmRunner<__nv_fp8_e4m3, Fp4Type, __nv_bfloat16, __nv_bfloat16, false, "
+                        f"{HUMMING_MODE}>;\n", 194, "MXFP4 x FP8 Humming"),
+}
+#: --paths -> (paths, default JitSpec name; "_full" is appended for --tactics full)
+PATH_SETS = {"bf16": (("bf16",), "fused_moe_90_slim074"),
+             "both": (("bf16", "humming"), "fused_moe_90_humming074"),
+             "humming": (("humming",), "fused_moe_90_humming074_only")}
+DEFAULT_NAME = PATH_SETS["bf16"][1]
+FINALIZE = "INSTANTIATE_FINALIZE_MOE_ROUTING(__nv_bfloat16, __nv_bfloat16, __nv_bfloat16);\n"
 # FusedMoeRunner(act, weight, out, deepseek_fp8, w4_group, mxfp8_act, packed_w, fused_finalize,
 # wfp4afp8_humming); the constructor's first CUDA call is common::getSMVersion()
 SMOKE_INIT = ("torch.bfloat16, torch.uint8, torch.bfloat16, False, True, False, False, True, "
@@ -79,10 +125,10 @@ HEURISTIC_TILES = [(m, n, k) for m, n in ((64, 16), (64, 32), (64, 64), (64, 128
                                           (128, 32), (128, 64), (128, 128)) for k in (128, 256, 512)]
 HEURISTIC_TILES += [(128, 256, 128), (128, 256, 256), (256, 128, 128), (256, 128, 256),
                     (256, 256, 128)]
-# moe_gemm_template_dispatch_tma_ws_mixed_dtype.h (ScaleMode kPostMma): 29 DISPATCH tiles x 4
-# clusters x {pingpong, cooperative if tile M >= 128} = 12*4 + 17*4*2 launcher instantiations
-DISPATCHED = 184
-WORKSPACE_KERNEL = ((128, 64, 256), (1, 1, 1), "coop")  # calcMaxWorkspaceSize...MixedInput, Fp4
+# SlimPath.dispatched: moe_gemm_template_dispatch_tma_ws_mixed_dtype.h references, per path, 29 DISPATCH tiles x 4
+# clusters x {pingpong, cooperative if tile M >= 128} = 12*4 + 17*4*2 = 184 launcher instantiations (ScaleMode
+# kPostMma for bf16, kPreMmaE8M0 for Humming), and for Humming the 10 single-warpgroup small-K ones
+WORKSPACE_KERNEL = ((128, 64, 256), (1, 1, 1), "coop")  # calcMaxWorkspaceSize...MixedInput, Fp4 (both paths)
 
 
 def sm90_supports_coop(tile) -> bool:
@@ -95,8 +141,13 @@ def sm90_supports_coop(tile) -> bool:
     return m == 256 and n == 256 and k == 128
 
 
-def wanted(tactics: str):
+def wanted(tactics: str, path: str = "bf16"):
+    """Which launcher instantiations of ``path`` the ``tactics`` set compiles.  Humming adds, whatever the set,
+    the 10 single-warpgroup small-K tactics ``getTmaWarpSpecializedConfigs`` appends on SM90 (tiles
+    128x{8,16,32,40,64}x128, PREFILL and ROLLING, cluster 1x1; not under FAST_BUILD)."""
     def pred(tile, cluster, sched) -> bool:
+        if sched.startswith("single_warpgroup"):
+            return path == "humming"
         if (tile, cluster, sched) == WORKSPACE_KERNEL:
             return True
         if tactics == "fast":  # FAST_BUILD: one tile, sm90_supports_coop() == false
@@ -120,25 +171,44 @@ def use_slim_module(so_path) -> object:
 
 # --------------------------------------------------------------------------- build side
 def generate_sources(args, generate_gemm_operations):
-    gen, items, n_gen, kernel_files, runner, stubs = slim_sources.generate_common(
-        args, generate_gemm_operations, LAUNCHER, DTYPE_PREFIX, wanted(args.tactics),
-        "template class CutlassMoeFCRunner<__nv_bfloat16, Fp4Type>;\n"
-        "INSTANTIATE_FINALIZE_MOE_ROUTING(__nv_bfloat16, __nv_bfloat16, __nv_bfloat16);\n")
+    """Per path of ``args.paths``: its kernel files (and, for Humming, the MoeGemmRunner TU); one runner TU with
+    every path's ``CutlassMoeFCRunner`` and the bf16 finalize instantiation (one TU: cutlass_fused_moe_kernels.cuh
+    defines non-inline functions, e.g. ``GemmProfilerBackend::prepare``, so two TUs including it do not link);
+    the deep_gemm no-op export; the stub placeholder.  Returns ``(gen, sources, items, n_gen, stubs, expected_stubs)``."""
+    gen = slim_sources.gen_dir(args)
+    probe = common.run_generator(gen, generate_gemm_operations)
+    sources, items, n_gen, expected = [], [], 0, 0
+    for key in args.paths:
+        path = PATHS[key]
+        its, n, files = slim_sources.write_kernels(gen, probe, LAUNCHER, path.dtype_prefix,
+                                                   wanted(args.tactics, key), path.stem, args.per_file)
+        moe_gemm = path.moe_gemm
+        if moe_gemm.startswith("template"):
+            moe_gemm = slim_sources.write_runner(gen, f"slim_moe_gemm_runner_{key}.cu", moe_gemm,
+                                                 include="moe_gemm/moe_gemm_template_dispatch.h")
+        sources += [moe_gemm, *files]
+        items += its
+        n_gen += n
+        expected += path.dispatched - len(its)
+    runner = slim_sources.write_runner(gen, f"slim_moe_runner_{'_'.join(args.paths)}_instantiation.cu",
+                                       "".join(PATHS[k].runner for k in args.paths) + FINALIZE)
     deepgemm = gen / "slim_deepgemm_jit_setup_noop.cu"
-    common.write_if_different(
-        deepgemm,
-        "// get_cutlass_fused_moe_module() calls set_deepgemm_jit_include_dirs after loading.\n"
-        "// deep_gemm only serves the fp8 block-scale runner, which is not compiled here.\n"
-        "#include <tvm/ffi/extra/module.h>\n"
-        "namespace flashinfer_slim {\n"
-        "void set_deepgemm_jit_include_dirs(tvm::ffi::Array<tvm::ffi::String> include_dirs) {\n"
-        "  (void)include_dirs;\n"
-        "}\n"
-        "}  // namespace flashinfer_slim\n"
-        "TVM_FFI_DLL_EXPORT_TYPED_FUNC(set_deepgemm_jit_include_dirs,\n"
-        "                              flashinfer_slim::set_deepgemm_jit_include_dirs);\n",
-    )
-    return gen, items, n_gen, kernel_files, runner, deepgemm, stubs
+    common.write_if_different(deepgemm, DEEPGEMM_NOOP)
+    return gen, [deepgemm, runner, *sources], items, n_gen, slim_sources.placeholder_stubs(gen), expected
+
+
+DEEPGEMM_NOOP = (
+    "// get_cutlass_fused_moe_module() calls set_deepgemm_jit_include_dirs after loading.\n"
+    "// deep_gemm only serves the fp8 block-scale runner, which is not compiled here.\n"
+    "#include <tvm/ffi/extra/module.h>\n"
+    "namespace flashinfer_slim {\n"
+    "void set_deepgemm_jit_include_dirs(tvm::ffi::Array<tvm::ffi::String> include_dirs) {\n"
+    "  (void)include_dirs;\n"
+    "}\n"
+    "}  // namespace flashinfer_slim\n"
+    "TVM_FFI_DLL_EXPORT_TYPED_FUNC(set_deepgemm_jit_include_dirs,\n"
+    "                              flashinfer_slim::set_deepgemm_jit_include_dirs);\n"
+)
 
 
 def make_spec(args):
@@ -147,8 +217,7 @@ def make_spec(args):
     from flashinfer.jit.cpp_ext import is_cuda_version_at_least
     from flashinfer.jit.gemm.cutlass.generate_kernels import generate_gemm_operations
 
-    gen, items, n_gen, kernel_files, runner, deepgemm, stubs = generate_sources(
-        args, generate_gemm_operations)
+    gen, generated, items, n_gen, stubs, expected = generate_sources(args, generate_gemm_operations)
     C = jit_env.FLASHINFER_CSRC_DIR
     K = C / "nv_internal/tensorrt_llm/kernels"
     # identical to flashinfer/jit/fused_moe.py gen_cutlass_fused_moe_sm90_module (non-H20)
@@ -165,27 +234,29 @@ def make_spec(args):
     ]
     sources = [
         K / "cutlass_kernels/moe_gemm/moe_gemm_tma_warp_specialized_input.cu",
-        K / "cutlass_kernels/moe_gemm/moe_gemm_kernels_bf16_fp4.cu",
         K / "cutlass_kernels/moe_gemm/moe_gemm_mixed_utils.cu",
         C / "fused_moe/cutlass_backend/flashinfer_cutlass_fused_moe_binding.cu",
-        deepgemm,
-        runner,
-        *kernel_files,
+        *(K / g if isinstance(g, str) else g for g in generated),
         stubs,
     ]
     spec = slim_sources.slim_spec(gen_jit_spec, args.name, C, sources, nvcc_flags, args.tactics, extra_includes=[gen])
-    return spec, items, n_gen, stubs, jit_env
+    return spec, items, n_gen, stubs, jit_env, expected
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    common.add_cli(ap, DEFAULT_OUT, DEFAULT_NAME, "5 kernels, 4 tactics per GEMM",
-                   "116 kernels = 116 tactics per GEMM")
+    common.add_cli(ap, DEFAULT_OUT, DEFAULT_NAME, "bf16: 5 kernels, 4 tactics per GEMM; Humming: 15 kernels, "
+                   "14 tactics per GEMM", "bf16: 116 kernels = 116 tactics per GEMM; Humming: 126")
+    ap.add_argument("--paths", choices=sorted(PATH_SETS), default="bf16",
+                    help="runner paths the module holds: bf16 (bf16 x MXFP4, default), humming (MXFP4 x FP8 "
+                         "Humming, use_wfp4afp8_humming=True) or both; default names "
+                         + ", ".join(f"{k}: {v[1]}" for k, v in sorted(PATH_SETS.items())))
     args = ap.parse_args(argv)
     if args.install_aot:
         print("installed:", common.install_aot(args.install_aot, STOCK_NAME))
         return 0
-    common.finish_args(args, DEFAULT_NAME)
+    args.paths, default_name = PATH_SETS[args.paths]
+    common.finish_args(args, default_name)
     common.setup_env(args)
     import flashinfer
 
@@ -198,10 +269,10 @@ def main(argv=None):
 
         so = jit_env.FLASHINFER_JIT_DIR / args.name / f"{args.name}.so"
         return 1 if common.verify(so, EXPORTS) or common.smoke(so, *smoke_args(so)) else 0
-    spec, items, n_gen, stubs, jit_env = make_spec(args)
+    spec, items, n_gen, stubs, jit_env, expected = make_spec(args)
+    what = " + ".join(PATHS[k].what for k in args.paths) + " on SM90"
     return common.run_build(args, spec, jit_env.FLASHINFER_JIT_DIR, items, n_gen, stubs,
-                            LAUNCHER, WHAT, EXPORTS, DISPATCHED - len(items), t0,
-                            smoke_args(spec.jit_library_path))
+                            LAUNCHER_PREFIX, what, EXPORTS, expected, t0, smoke_args(spec.jit_library_path))
 
 
 def smoke_args(so: Path):

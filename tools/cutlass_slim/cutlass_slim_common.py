@@ -142,11 +142,14 @@ _NS_RE = re.compile(r"namespace\s+tensorrt_llm\s*\{\s*namespace\s+kernels\s*\{\s
 
 
 def parse_inst(text: str):
-    """-> (normalised text, tile MxNxK, cluster, 'coop'|'pingpong')."""
+    """-> (normalised text, tile MxNxK, cluster, 'coop'|'pingpong'|'single_warpgroup_prefill'|'..._rolling');
+    the last two: 0.7.4's Humming small-K launcher (``MainloopScheduleType::SINGLE_WARPGROUP_*``)."""
     t = " ".join(text.split())
     ints = [int(x) for x in re.findall(r"cute::Int<(\d+)>", t)]
     tile, cluster = tuple(ints[0:3]), tuple(ints[3:6])
     sched = "coop" if "gemm::KernelTmaWarpSpecializedCooperative" in t else "pingpong"
+    sw = re.search(r"MainloopScheduleType::(SINGLE_WARPGROUP_\w+)", t)
+    sched = sw.group(1).lower() if sw else sched
     return t, tile, cluster, sched
 
 

@@ -37,19 +37,43 @@ def generate_common(args, generate_gemm_operations, launcher: str, dtype_prefix:
     tactic set needs (one kernel per file), the runner TU with ``runner_body`` inside the cutlass_kernels
     namespace, and a placeholder stub file (regenerated after the first compile phase).
     Returns ``(gen, items, n_gen, kernel_files, runner, stubs)``."""
+    gen = gen_dir(args)
+    probe = common.run_generator(gen, generate_gemm_operations)
+    items, n_gen, kernel_files = write_kernels(gen, probe, launcher, dtype_prefix, wanted,
+                                               "slim_sm90_bf16_fp4_mixed", args.per_file)
+    runner = write_runner(gen, "slim_moe_runner_bf16_fp4_instantiation.cu", runner_body)
+    return gen, items, n_gen, kernel_files, runner, placeholder_stubs(gen)
+
+
+def gen_dir(args):
     gen = args.out / "gen" / args.name  # per spec name: variants must not share sources
     gen.mkdir(parents=True, exist_ok=True)
-    probe = common.run_generator(gen, generate_gemm_operations)
+    return gen
+
+
+def write_kernels(gen, probe, launcher: str, dtype_prefix: str, wanted, stem: str, per_file: int):
+    """The ``launcher`` (a regex) instantiations for ``dtype_prefix`` in the generator output ``probe`` that
+    ``wanted(tile, cluster, sched)`` keeps, ``per_file`` per ``<stem>_NN.generated.cu``.
+    Returns ``(items, n_generated, files)``."""
     header, ns, items, n_gen = common.collect_instantiations(probe, launcher, dtype_prefix, wanted)
-    kernel_files = common.write_kernel_files(gen, "slim_sm90_bf16_fp4_mixed", header, ns, items, args.per_file)
-    runner = gen / "slim_moe_runner_bf16_fp4_instantiation.cu"
+    return items, n_gen, common.write_kernel_files(gen, stem, header, ns, items, per_file)
+
+
+def write_runner(gen, name: str, body: str, include: str = "moe_kernels.h"):
+    """A TU ``name`` with ``body`` inside namespace ``tensorrt_llm::kernels::cutlass_kernels``."""
+    runner = gen / name
+    head = ('#include "fused_moe/cutlass_backend/cutlass_fused_moe_kernels.cuh"\n'
+            if include == "moe_kernels.h" else "")
     common.write_if_different(
         runner,
-        '#include "fused_moe/cutlass_backend/cutlass_fused_moe_kernels.cuh"\n'
-        '#include "moe_kernels.h"\n'
-        "namespace tensorrt_llm::kernels::cutlass_kernels {\n" + runner_body + "}\n",
+        head + f'#include "{include}"\n'
+        "namespace tensorrt_llm::kernels::cutlass_kernels {\n" + body + "}\n",
     )
+    return runner
+
+
+def placeholder_stubs(gen):
     stubs = gen / "slim_missing_symbol_stubs.cpp"
     if not stubs.exists():
         stubs.write_text("// regenerated after the first compile phase\n")
-    return gen, items, n_gen, kernel_files, runner, stubs
+    return stubs

@@ -12,7 +12,8 @@
 # background from .carry/fi074_{py,data}.tar.xz with tools/cutlass_slim/build_cutlass_sm90_slim_074.py: 116 kernels, all
 # cores; FI074_TACTICS=fast builds the 4-tactic fast build instead) and fi074-wait (waits for it, copies the .so.xz
 # to $OUT).  A sweep entry's 6th field 'fi074' ('fi074fast': the fast build) runs it
-# under FlashInfer 0.7.4 (/tmp/fi074 first on PYTHONPATH, FP4MOE_CUTLASS_MODULE = that build). (PROFILES="backend|model|ep|tokens|tactic labels;...": Nsight Compute tables)
+# under FlashInfer 0.7.4 (/tmp/fi074 first on PYTHONPATH, FP4MOE_CUTLASS_MODULE = that build; 'fi074humming': the carried
+# .carry/fused_moe_90_humming074.so.xz, bf16 x MXFP4 + Humming, for cutlass,cutlass_w4a16,cutlass_humming in one sweep). (PROFILES="backend|model|ep|tokens|tactic labels;...": Nsight Compute tables)
 # (notebook 04 does the Nsight Compute profile; every sweep re-times each best tactic: noise_ratio)
 # TRITON_CACHE_OUT=0: do not pack Triton's compile cache into $OUT (it can pass the size of what comes back).
 # Knobs: SWEEP_BACKENDS (triton,cutlass,reference), SWEEP_MODELS, SWEEP_EP, SWEEP_TOKENS,
@@ -109,6 +110,8 @@ unpack_fi074() {
 fi074_so() { ls "$FI074_OUT"/dist/fused_moe_90_slim074_full.so.xz 2>/dev/null || ls .carry/fused_moe_90_slim074_full.so.xz 2>/dev/null; }
 # the fast build (stock use_fast_build=True: 4 tactics per GEMM), built here with FI074_TACTICS=fast
 fi074_fast_so() { ls "$FI074_OUT"/dist/fused_moe_90_slim074.so.xz 2>/dev/null || ls .carry/fused_moe_90_slim074.so.xz 2>/dev/null; }
+# bf16 x MXFP4 + MXFP4 x FP8 Humming, fast tactics (build_cutlass_sm90_slim_074.py --paths both, built on the CPU host)
+fi074_humming_so() { ls .carry/fused_moe_90_humming074.so.xz 2>/dev/null; }
 fi074_want() { if [ "${FI074_TACTICS:-full}" = fast ]; then fi074_fast_so; else fi074_so; fi; }
 
 if has fi074-build; then
@@ -148,9 +151,9 @@ run_sweep() {  # backends models out timeout flashinfer extra...
   local out=${3:-${SWEEP_OUT:-$B/run}} tmo=${4:-${SWEEP_TIMEOUT:-420}} fi=${5:-}
   shift 5
   local envs=()
-  if [ "$fi" = fi074 ] || [ "$fi" = fi074fast ]; then
+  if [ "$fi" = fi074 ] || [ "$fi" = fi074fast ] || [ "$fi" = fi074humming ]; then
     unpack_fi074
-    local so; if [ "$fi" = fi074fast ]; then so=$(fi074_fast_so); else so=$(fi074_so); fi
+    local so; case "$fi" in fi074fast) so=$(fi074_fast_so) ;; fi074humming) so=$(fi074_humming_so) ;; *) so=$(fi074_so) ;; esac
     [ -n "$so" ] || { log "sweep $out skipped: no FlashInfer 0.7.4 module ($fi) built"; return 0; }
     envs=(PYTHONPATH="$FI074:$PYTHONPATH" FP4MOE_CUTLASS_MODULE="$so")
   fi

@@ -38,6 +38,11 @@ time of a -pdl call exceeds its replay time (T=64: 233 against 164 us; first-sta
 programs wait while gemm1's last wave runs.  ``-pdlpf`` / ``-pdlpfe`` also prefetch gemm2's first 32 KB of weights
 per program into L2 before its wait (:func:`_l2_prefetch`, :func:`_l2_prefetch_slabs`).
 
+Fused ends (``FUSED`` constexpr, tactic suffix ``-fs``; :mod:`._kernels_fused`): gemm2 also sums each token's
+top-k rows (the program whose arrival completes a token's (token, N tile) counter does it, in the top-k sum's
+order: the same bits) and a split gemm1's last split of a tile runs the finalize, so a decode call is two kernels
+(gemm1, gemm2) instead of three or four; with ``-pdl`` the two are the programmatic chain.  Not measured on a GPU yet.
+
 SASS of the gemm2 MMA loop (``python -m fp4moe_diag.profiling.sass``, sm_90a, triton 3.6.0, K = 3072):
 m16n128k128w4s4-ps 3.5 instructions per weight (gemm1 m16n128k128w4s3: 3.1), no shared-memory shuffle or byte
 permute of the weights (sw: 5.6, x2: 4.9, ds: 7.0).
@@ -56,6 +61,7 @@ import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from ._kernels import X2_UNSCALE, _dot, _gemm1_store, _gemm2_store, _tile_at, _x2_factor
+from ._kernels_fused import _gemm1_fused_finalize, _gemm2_fused_topk_sum
 
 # $4: one word of the layout; $5 / $6: the bf16x2 factors of rows g / g+8.  Out: $0 a0a1 (row g), $1 a2a3 (g+8),
 # $2 a4a5 (g), $3 a6a7 (g+8): slots 0..3 of both halves decoded to bf16 patterns (value x 2**-126), times the factor.
@@ -237,10 +243,12 @@ def _moe_mxfp4_gemm1_ps_kernel(
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
     SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr, PDL: tl.constexpr = 0,
-    SCALE_WORDS: tl.constexpr = False,
+    SCALE_WORDS: tl.constexpr = False, cnt_ptr=None, FUSED: tl.constexpr = False,
 ):
     """gemm1 of :mod:`._kernels` (gate/up + activation, N = I, K = H) on the ps layout: the gate rows are slabs
-    ``N / 16 ..`` of the same ``[2N / 16, K / 64, 512]`` expert matrix.  ``PDL``: see :func:`_pdl_enter`."""
+    ``N / 16 ..`` of the same ``[2N / 16, K / 64, 512]`` expert matrix.  ``PDL``: see :func:`_pdl_enter`.
+    ``FUSED`` (``-fs``, SPLIT_K > 1): the last split of a tile finalizes it (arrival counters ``cnt_ptr``,
+    :func:`._kernels_fused._gemm1_fused_finalize`); no finalize kernel."""
     _pdl_enter(PDL)
     pid_m, pid_n = _grid_ids(N_FASTEST)
     pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(pid_m, pid_n, tl.program_id(2), block_expert_ptr,
@@ -269,6 +277,10 @@ def _moe_mxfp4_gemm1_ps_kernel(
     _gemm1_store(tl.trans(acc_lt) * X2_UNSCALE, tl.trans(acc_gt) * X2_UNSCALE, pid_k, e, offs_m, offs_n, mask_m,
                  mask_n, b_ptr, alpha_ptr, beta_ptr, limit_ptr, out_ptr, part_ptr, N, stride_be, stride_om, stride_ps,
                  stride_pm, ACTIVATION, HAS_BIAS, SPLIT_K)
+    if FUSED and SPLIT_K > 1:
+        _gemm1_fused_finalize(pid_m, pid_n, e, offs_m, offs_n, mask_m, mask_n, cnt_ptr, part_ptr, b_ptr, alpha_ptr,
+                              beta_ptr, limit_ptr, out_ptr, N, stride_be, stride_om, stride_ps, stride_pm, ACTIVATION,
+                              HAS_BIAS, SPLIT_K, BLOCK_M, BLOCK_N)
 
 
 @triton.jit
@@ -280,9 +292,13 @@ def _moe_mxfp4_gemm2_ps_kernel(
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
     SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr, PDL: tl.constexpr = 0,
-    SCALE_WORDS: tl.constexpr = False,
+    SCALE_WORDS: tl.constexpr = False, y_ptr=None, cnt_ptr=None, tok_pairs_ptr=None, orph_ptr=None, stride_ym=0,
+    TOP_K: tl.constexpr = 1, ORPH: tl.constexpr = 0, FUSED: tl.constexpr = False,
 ):
-    """gemm2 of :mod:`._kernels` (down, times the routing weight, N = H, K = I) on the ps layout.  ``PDL``: see
+    """gemm2 of :mod:`._kernels` (down, times the routing weight, N = H, K = I) on the ps layout.  ``FUSED``
+    (``-fs``): the program completing a token's rows sums them into ``y`` [T, N] (bf16) in the top-k sum's order
+    (:func:`._kernels_fused._gemm2_fused_topk_sum`: arrival counters ``cnt_ptr``, local pairs per token
+    ``tok_pairs_ptr``, ``ORPH`` entries of ``orph_ptr``: tokens with none); no top-k sum kernel.  ``PDL``: see
     :func:`_pdl_enter`; with ``PDL`` 2 / 3 the program first prefetches into L2 the first weight chunks of its tile
     (2: every thread a share of the 512-byte chunks; 3: one bulk prefetch per slab, evict_last)
     (weights and routing tables are made before the call: no kernel of the call writes them), so that the DRAM
@@ -319,3 +335,7 @@ def _moe_mxfp4_gemm2_ps_kernel(
         a_ptrs += BLOCK_K
     _gemm2_store(tl.trans(acc_t) * X2_UNSCALE, pid_k, e, pair, mask_m, offs_n, mask_n, b_ptr, topk_w_ptr, out_ptr,
                  stride_be, stride_om, stride_os, HAS_BIAS)
+    if FUSED:
+        _gemm2_fused_topk_sum(pid_m, pid_n, pid_k, pair, mask_m, offs_n, mask_n, out_ptr, stride_os, stride_om, cnt_ptr,
+                              tok_pairs_ptr, orph_ptr, y_ptr, stride_ym, N, TOP_K, SPLIT_K, BLOCK_M, BLOCK_N, ORPH,
+                              DOT_F32)

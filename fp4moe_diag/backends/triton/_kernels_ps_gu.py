@@ -34,6 +34,7 @@ import triton
 import triton.language as tl
 
 from ._kernels import X2_UNSCALE, _dot, _gemm1_store, _tile_at
+from ._kernels_fused import _gemm1_fused_finalize
 from ._kernels_ps import _act_tile, _grid_ids, _pdl_enter, _ps_tile
 
 
@@ -55,7 +56,7 @@ def _moe_mxfp4_gemm1_ps_gu_kernel(
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
     SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr, PDL: tl.constexpr = 0,
-    SCALE_WORDS: tl.constexpr = False, CHUNK_DOTS: tl.constexpr = False,
+    SCALE_WORDS: tl.constexpr = False, CHUNK_DOTS: tl.constexpr = False, cnt_ptr=None, FUSED: tl.constexpr = False,
 ):
     """gemm1 (gate/up + activation, N = I, K = H) on the gate/up-interleaved ps matrix ``[2N / 16, K / 64, 512]``:
     ``BLOCK_N / 8`` slabs from slab ``pid_n * BLOCK_N / 8``, one dot per K step (``CHUNK_DOTS``: one per 64-K chunk,
@@ -90,3 +91,7 @@ def _moe_mxfp4_gemm1_ps_gu_kernel(
     lin, gate = _gate_up_split(acc_t * X2_UNSCALE, BLOCK_M, BLOCK_N)
     _gemm1_store(lin, gate, pid_k, e, offs_m, offs_n, mask_m, mask_n, b_ptr, alpha_ptr, beta_ptr, limit_ptr, out_ptr,
                  part_ptr, N, stride_be, stride_om, stride_ps, stride_pm, ACTIVATION, HAS_BIAS, SPLIT_K)
+    if FUSED and SPLIT_K > 1:  # -fs: the last split of a tile finalizes it (the partials are those of the ps gemm1)
+        _gemm1_fused_finalize(pid_m, pid_n, e, offs_m, offs_n, mask_m, mask_n, cnt_ptr, part_ptr, b_ptr, alpha_ptr,
+                              beta_ptr, limit_ptr, out_ptr, N, stride_be, stride_om, stride_ps, stride_pm, ACTIVATION,
+                              HAS_BIAS, SPLIT_K, BLOCK_M, BLOCK_N)

@@ -4,7 +4,8 @@ BF16 activations, MXFP4 weights (ue8m0 block-32 scales) dequantized inside the k
 accumulation, bf16 intermediate.  ``prepare`` groups the routed pairs by local expert for every
 ``BLOCK_M`` of the tactic list (:mod:`.grouping`) and allocates the workspaces; ``run``
 launches gemm1 (gate/up + activation) and gemm2 (down, times routing weight) of
-:mod:`.launch`, then one kernel sums gemm2's split planes and the ``top_k`` slots into the bf16 output.
+:mod:`.launch`, then one kernel sums gemm2's split planes and the ``top_k`` slots into the bf16 output (``-fs``
+tactics: gemm2 itself, and a split gemm1 its own finalize: two kernels; arrival counters made at bind time).
 
 Triton is imported lazily: importing this module never needs it.  On CPU the backend runs only
 under Triton's interpreter, i.e. when ``TRITON_INTERPRET=1`` was set before the kernels module
@@ -124,6 +125,7 @@ class TritonPrepared:
     x2_refusal: Optional[str] = None  # why the x2 tactics cannot run these weights exactly (None: they can)
     ps: Optional[tuple[torch.Tensor, ...]] = None  # (w13, w13_scale, w2, w2_scale) in the ps layout, made in prepare
     ps_gu: Optional[tuple[torch.Tensor, torch.Tensor]] = None  # (w13, w13_scale) gate/up-interleaved: gate_up_weights
+    counter_bufs: dict[str, torch.Tensor] = field(default_factory=dict)  # -fs: "gemm1" / "gemm2" -> int32 zeros
 
     def grouping(self, block_m: int) -> ExpertGrouping:
         """The grouping for ``block_m`` (made on first use), with an intermediate buffer large enough."""
@@ -174,6 +176,27 @@ class TritonPrepared:
         return planes
 
 
+    def arrival_counters(self, gemm: str, n: int) -> torch.Tensor:
+        """The int32 arrival counters (at least ``n``) of ``gemm``'s fused end (tactics ``-fs``): zeroed here, once
+        (bind time, never in the timed call); each call leaves them zero (the kernels reset what they count)."""
+        buf = self.counter_bufs.get(gemm)
+        if buf is None or buf.numel() < n:
+            buf = torch.zeros(max(n, 1), dtype=torch.int32, device=self.pair_out.device)
+            self.counter_bufs[gemm] = buf
+        return buf
+
+    def fused_sum(self, out: torch.Tensor, n_tiles: int) -> Any:
+        """gemm2's fused top-k sum into ``out`` (:class:`.launch.FusedSum`): counters per (token, N tile), each
+        token's local pairs (pairs on other ranks never arrive), and the tokens with none (their rows get zeros)."""
+        t, k = self.inputs.local_topk_ids.shape
+        per_token = (self.inputs.local_topk_ids >= 0).sum(dim=1).to(device=self.pair_out.device, dtype=torch.int32)
+        none = torch.nonzero(per_token == 0).flatten().to(torch.int32)
+        orphans = torch.full((-(-none.numel() // 16) * 16,), -1, dtype=torch.int32, device=self.pair_out.device)
+        orphans[:none.numel()] = none
+        return load_kernels().FusedSum(out=out, counters=self.arrival_counters("gemm2", t * n_tiles),
+                                       token_pairs=per_token.contiguous(), orphans=orphans, top_k=k)
+
+
 class TritonMXFP4Backend(Backend):
     """Routed MXFP4 MoE in Triton: gemm1 + activation, gemm2 + routing weight, the top-k sum kernel."""
 
@@ -216,7 +239,8 @@ class TritonMXFP4Backend(Backend):
         """The bit-arithmetic, x2 and sw configs everywhere, ps where the weights have that layout (H and I
         multiples of 64; with the ``-gu`` gemm1 variants of PS_GU_CONFIGS); the ``tl.dot_scaled`` ones only when compiled (GPU); for ``T * top_k <= DECODE_MAX_PAIRS``
         the split-K decode configs (x2 / sw / ps ones everywhere, ds ones on GPU); at decode on GPU the ps
-        tactics with programmatic dependent launch (``-pdl``, and PS_GU_PDL_CONFIGS)."""
+        tactics with programmatic dependent launch (``-pdl``, and PS_GU_PDL_CONFIGS), with and without the fused ends
+        (``-fs``)."""
         default = default_config(case)
         decode = case.num_tokens * case.top_k <= DECODE_MAX_PAIRS
         configs: tuple[KernelConfig, ...] = CONFIGS + X2_CONFIGS + SW_CONFIGS
@@ -280,9 +304,14 @@ class TritonMXFP4Backend(Backend):
 
     def launcher(self, prepared: TritonPrepared, tactic: Tactic,
                  output: Optional[torch.Tensor] = None) -> Callable[[], torch.Tensor]:
-        """The tactic's kernel launches (gemm1 [+ finalize], gemm2, the top-k sum), checked and bound once: each call
-        runs them into ``output`` (or the prepared ``out_bf16``) and returns it.  Call it with the inputs' CUDA
-        device current (the tuner sets it once per case)."""
+        """The tactic's kernel launches (:meth:`calls`), checked and bound once: each call runs them into ``output``
+        (or the prepared ``out_bf16``) and returns it.  Call it with the inputs' CUDA device current (the tuner sets
+        it once per case)."""
+        return launch_sequence(self.calls(prepared, tactic, output), output if output is not None else prepared.out_bf16)
+
+    def calls(self, prepared: TritonPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> list[Callable]:
+        """The launches of one call, in order: gemm1 [+ finalize], gemm2, the top-k sum [+ a copy into ``output``].
+        ``-fs`` tactics: gemm1 finalizes its splits and gemm2 sums the top-k rows (no finalize, no top-k sum)."""
         kern = load_kernels()
         kc = parse_config(tactic.id)
         if kc.f8:
@@ -301,28 +330,33 @@ class TritonMXFP4Backend(Backend):
         g = p.grouping(bm)
         inter = p.inter_buf[: max(g.num_padded_pairs, 1)]
         pair_out = p.gemm2_planes(kc.gemm2_split)
+        # one fixed-order reduction over (split planes, top_k), stored bf16: deterministic (the top-k sum kernel, or
+        # with -fs gemm2's last arrival per token: atomics count arrivals only, the sum has the same order and bits)
+        direct = output is not None and output.dtype == torch.bfloat16 and output.stride(1) == 1
+        y = output if direct else p.out_bf16
         w13, w13_scale, w2, w2_scale = p.ps if kc.ps else (p.w13, p.w13_scale, p.w2, p.w2_scale)
         modes = dict(dot_scaled=kc.dot_scaled, x2=kc.x2, swap=kc.swap, ps=kc.ps, pdl=kc.pdl)
         if kc.gate_up:  # gemm1 reads the gate/up-interleaved copy of w13 (made now on first use); gemm2 as ps
             w13, w13_scale = p.gate_up_weights()
+        n1 = g.num_blocks * -(-p.inputs.case.intermediate_size // bn)
         calls = kern.gemm1_calls(
             x, w13, w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
             g.sorted_pair_ids, g.block_expert_ids, g.num_pairs, g.top_k, p.activation,
             bm, bn, bk, nw, ns, split_k=kc.split_k, part=p.gemm1_partials(kc.split_k, g.num_padded_pairs), **modes,
             gate_up=kc.gate_up,
+            counters=p.arrival_counters("gemm1", n1) if kc.fused and kc.split_k > 1 else None,
         )
         calls += kern.gemm2_calls(
             inter, w2, w2_scale, p.w2_bias, p.topk_weights, pair_out,
             g.sorted_pair_ids, g.block_expert_ids, g.num_pairs,
             bm, kc.gemm2_block_n, bk, nw, ns, split_k=kc.gemm2_split, **modes,
+            fused=p.fused_sum(y, -(-h // kc.gemm2_block_n)) if kc.fused else None,
         )
-        # one fixed-order reduction over (split planes, top_k), stored bf16: deterministic, no atomics
-        direct = output is not None and output.dtype == torch.bfloat16 and output.stride(1) == 1
-        y = output if direct else p.out_bf16
-        calls += kern.topk_sum_calls(pair_out, y, p.inputs.case.top_k, pdl=kc.pdl > 0)
+        if not kc.fused:
+            calls += kern.topk_sum_calls(pair_out, y, p.inputs.case.top_k, pdl=kc.pdl > 0)
         if output is not None and not direct:
             calls.append(functools.partial(output.copy_, y))
-        return launch_sequence(calls, output if output is not None else p.out_bf16)
+        return calls
 
     def run(self, prepared: TritonPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
         launch = self.launcher(prepared, tactic, output)

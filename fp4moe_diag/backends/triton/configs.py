@@ -12,8 +12,11 @@ from typing import Any
 #: SMs the tail of this one leaves idle, and no launch gap); ``-pdlpf`` / ``-pdlpfe`` add gemm2's L2 prefetch of its
 #: first weights (see PS_PDL_CONFIGS)
 PDL_LABELS = {0: "", 1: "-pdl", 2: "-pdlpf", 3: "-pdlpfe"}
-#: KernelConfig.gate_up -> this label suffix, right after ``-ps`` (parse_config takes it out before the pattern below)
-GATE_UP_LABEL = "-gu"
+GATE_UP_LABEL = "-gu"  #: KernelConfig.gate_up's label suffix, right after -ps (parse_config takes it out first)
+#: KernelConfig.fused -> this label suffix (after the PDL one): the last program to arrive at a tile (an int32 arrival
+#: counter per tile, reset by that program) does the pass of the kernel that followed: gemm2 the top-k sum of a
+#: token's rows (same fixed order: bit-identical), a split gemm1 the split-K finalize (:mod:`._kernels_fused`)
+FUSED_LABEL = "-fs"
 MODES = ("bits", "ds", "x2", "sw", "ps", "f8")  # bit-arithmetic dequant, tl.dot_scaled, packed bf16x2 upcast, x2
 # swap-AB, swap-AB on the pre-shuffled layout of ps_layout, W4A8 (e4m3 activations and folded weights; F8_CONFIGS)
 
@@ -37,8 +40,9 @@ class KernelConfig:
     pdl: int = 0  # mode ps only: 0 off, 1 programmatic dependent launch (label -pdl), 2 / 3 that and gemm2's first
     # weight chunks prefetched into L2 before its grid-dependency wait (-pdlpf / -pdlpfe); see PDL_LABELS
     block_n2: int = 0  # mode ps only: gemm2's BLOCK_N when it differs from gemm1's (0: the same; label -g2nN)
-    gate_up: bool = False  # mode ps only: gemm1 on the copy of w13 with gate / up rows interleaved in every 16-row
-    # slab, one weight tile and one dot per K step (label -gu, right after -ps; configs_gu.py)
+    gate_up: bool = False  # mode ps only: gemm1 on gate/up rows interleaved per slab, one dot (-gu; configs_gu.py)
+    fused: bool = False  # mode ps only (label -fs, last): gemm2 sums each token's top-k rows (the top-k sum kernel
+    # is not launched) and a split gemm1 finalizes its own planes, each in the last program to arrive (FUSED_LABEL)
 
 
     def __post_init__(self) -> None:
@@ -61,6 +65,9 @@ class KernelConfig:
             raise ValueError(f"tactic: mode must be one of {MODES}, got {self.mode!r}")
         if self.pdl not in PDL_LABELS or isinstance(self.pdl, bool):
             raise ValueError(f"tactic: pdl must be one of {sorted(PDL_LABELS)}, got {self.pdl!r}")
+        if not isinstance(self.fused, bool) or (self.fused and self.mode != "ps"):
+            raise ValueError(f"tactic: fused (-fs, the fused top-k sum and split-K finalize) is a mode ps option, a "
+                             f"bool; got fused={self.fused!r} in mode {self.mode!r}")
         if self.pdl and self.mode != "ps":
             raise ValueError(f"tactic: pdl (programmatic dependent launch) is a mode ps option, got mode {self.mode!r}")
         if self.mode == "f8" and (self.split_k != 1 or self.split_k2 or self.block_k % 32 or self.block_m < 16):
@@ -68,8 +75,7 @@ class KernelConfig:
                              f"got split_k={self.split_k}, split_k2={self.split_k2}, block_k={self.block_k}, "
                              f"block_m={self.block_m}")
         if not isinstance(self.gate_up, bool) or (self.gate_up and self.mode != "ps"):
-            raise ValueError(f"tactic: gate_up (-gu, gemm1 on gate/up rows interleaved per slab) is a mode ps option, "
-                             f"a bool; got gate_up={self.gate_up!r} in mode {self.mode!r}")
+            raise ValueError(f"tactic: gate_up (-gu) is a mode ps option, a bool; got {self.gate_up!r} in {self.mode!r}")
         if self.mode == "ps":
             pow2 = lambda v: v & (v - 1) == 0  # noqa: E731
             if not (self.block_n % 16 == 0 and self.block_k % 64 == 0 and self.block_m >= 16
@@ -122,7 +128,7 @@ class KernelConfig:
         return (base + ("" if self.mode == "bits" else f"-{self.mode}") + GATE_UP_LABEL * self.gate_up
                 + (f"-sk{self.split_k}" if self.split_k > 1 else "")
                 + (f"-g2sk{self.split_k2}" if self.split_k2 else "") + (f"-g2n{self.block_n2}" if self.block_n2 else "")
-                + PDL_LABELS[self.pdl])
+                + PDL_LABELS[self.pdl] + (FUSED_LABEL if self.fused else ""))
 
     def __str__(self) -> str:
         return self.label
@@ -133,7 +139,8 @@ class KernelConfig:
                     ps=self.ps, split_k=self.split_k, split_k2=self.gemm2_split, **({"f8": True} if self.f8 else {}),
                     **({"pdl": self.pdl} if self.pdl else {}),  # the keys only where set: older rows unchanged
                     **({"block_n2": self.block_n2} if self.block_n2 else {}),
-                    **({"gate_up": True} if self.gate_up else {}))
+                    **({"gate_up": True} if self.gate_up else {}),
+                    **({"fused": True} if self.fused else {}))
 
 
 
@@ -297,6 +304,15 @@ PS_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, pdl=1) for c i
     (16, 64, 256, 4, 3, "ps", 2),
     (16, 64, 256, 4, 3, "ps", 4),
 ))
+#: ``-fs`` (fused top-k sum / split-K finalize, :data:`FUSED_LABEL`) variants of the winners above: two kernels
+#: per call at decode instead of three or four.  H200 (s10e): correct; faster at the smallest calls, slower from T=16.
+PS_PDL_CONFIGS += tuple(KernelConfig(*c, pdl=1, fused=True) for c in (
+    (16, 64, 256, 4, 3, "ps", 2),
+    (16, 64, 256, 4, 3, "ps", 4),
+    (16, 128, 128, 4, 3, "ps"),
+    (16, 128, 128, 4, 4, "ps"),
+    (16, 128, 128, 4, 3, "ps", 1, 2),
+))
 # Measured and not offered (s9a, same run as -pdl): -pdlpfe within noise of -pdl (120b EP4 T=64 140.1 vs 140.6 us,
 # 20b EP1 T=64 163.9 vs 162.4, T=16 159.0 vs 158.4); split-K 8 (m16n64k128w4s4-ps-sk8) slower at every decode shape.
 
@@ -304,7 +320,7 @@ PS_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, pdl=1) for c i
 #: activations, MXFP4 weights folded to e4m3 with each row's largest block scale taken out (:mod:`._kernels_f8`), FP8
 #: MMAs swap-AB like mode sw (the folded weights are the A operand: wgmma m64 per warpgroup, BLOCK_N >= 64), no
 #: split-K.  Prefill tiles (BLOCK_M 64 / 128 tokens, 4 and 8 warps: FP8 doubles the bf16 MMA peak) and two decode
-#: tiles (BLOCK_M 16), so every shape has a tactic.  NOT measured on a GPU yet (sm_90a build and SASS only).
+#: tiles (BLOCK_M 16), so every shape has a tactic.  H200: s9d, s9e (correct at 2e-2; slower than bf16, README).
 F8_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
     (16, 64, 128, 4, 3, "f8"),
     (16, 128, 128, 4, 3, "f8"),
@@ -321,8 +337,7 @@ F8_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
 F8_DEFAULTS = ("m16n64k128w4s3-f8", "m64n64k128w4s4-f8")  # decode (T * top_k <= DECODE_MAX_PAIRS), above
 
 _LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds|x2|sw|ps|f8))?(?:-sk(\d+))?(?:-g2sk(\d+))?(?:-g2n(\d+))?"
-                    r"(-pdl|-pdlpfe|-pdlpf)?$")
-
+                    r"(-pdl|-pdlpfe|-pdlpf)?(-fs)?$")
 _GATE_UP = re.compile(r"^(m\d.*-ps)" + GATE_UP_LABEL + r"((?:-(?!gu(?:-|$))\w+)*)$")  # the mode, -gu, the rest
 
 
@@ -332,17 +347,16 @@ def parse_config(cfg: Any) -> KernelConfig:
     if isinstance(cfg, KernelConfig):
         return cfg
     if isinstance(cfg, str):
-        gu = _GATE_UP.match(cfg)
-        if gu is not None:  # "...-ps-gu[-sk..]" -> the label without -gu, then gate_up=True
+        if (gu := _GATE_UP.match(cfg)) is not None:  # "...-ps-gu[-sk..]": the label without -gu, gate_up=True
             return replace(parse_config(gu.group(1) + gu.group(2)), gate_up=True)
         m = _LABEL.match(cfg)
         if m is None:
-            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu]|-f8][-skN][-g2skN][-g2nN][-pdl|-pdlpf|-pdlpfe], "
+            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu]|-f8][-skN][-g2skN][-g2nN][-pdl|-pdlpf|-pdlpfe][-fs], "
                              f"got {cfg!r}")
         nums = [int(v) for v in m.groups()[:5]]
         pdl = {v: k for k, v in PDL_LABELS.items()}[m.group(10) or ""]
         return KernelConfig(*nums, mode=m.group(6) or "bits", split_k=int(m.group(7) or 1), split_k2=int(m.group(8) or 0),
-                            pdl=pdl, block_n2=int(m.group(9) or 0))
+                            pdl=pdl, block_n2=int(m.group(9) or 0), fused=m.group(11) is not None)
     if not isinstance(cfg, (tuple, list)):
         raise ValueError(f"tactic: expected a KernelConfig, a label or a tuple, got {type(cfg).__name__}")
     cfg = tuple(cfg)

@@ -7,6 +7,7 @@ callables (``functools.partial`` of ``kernel[grid]``: no Python of ours when cal
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Callable, Optional
 
 import torch
@@ -18,6 +19,44 @@ from ._kernels_ps import _moe_mxfp4_gemm1_ps_kernel, _moe_mxfp4_gemm2_ps_kernel
 from ._kernels_ps_gu import _moe_mxfp4_gemm1_ps_gu_kernel
 from .configs import even_k, k_split, ps_n_fastest, ps_scale_words, split_k_fits
 from .configs_gu import ps_gu_chunk_dots
+
+
+@dataclass(frozen=True)
+class FusedSum:
+    """gemm2's fused top-k sum (tactic suffix ``-fs``; :func:`._kernels_fused._gemm2_fused_topk_sum`): ``out``
+    bf16 ``[T, H]``; ``counters`` int32, at least ``T x H tiles``, all zero (reset by the kernel); ``token_pairs``
+    int32 ``[T]``: each token's pairs routed to local experts; ``orphans`` int32 ``[16 n]``: the tokens with none
+    (their rows get zeros), then -1; ``top_k``."""
+
+    out: torch.Tensor
+    counters: torch.Tensor
+    token_pairs: torch.Tensor
+    orphans: torch.Tensor
+    top_k: int
+
+
+def _counters(counters: torch.Tensor, n: int, name: str) -> torch.Tensor:
+    if counters.dtype != torch.int32 or counters.numel() < n or not counters.is_contiguous():
+        raise ValueError(f"{name}: expected contiguous int32 arrival counters, at least {n}, got {counters.dtype} "
+                         f"{tuple(counters.shape)}")
+    return counters
+
+
+def _fused_args(fused: FusedSum, planes: torch.Tensor, n_tiles: int) -> dict:
+    """The kernel arguments of gemm2's fused top-k sum, checked (``planes [S, T * top_k, H]``)."""
+    out, t = fused.out, fused.token_pairs.numel()
+    if out.dtype != torch.bfloat16 or tuple(out.shape) != (t, planes.shape[2]) or out.stride(1) != 1:
+        raise ValueError(f"fused: out expected a bf16 [{t}, {planes.shape[2]}] tensor with unit column stride, got "
+                         f"{out.dtype} {tuple(out.shape)}")
+    if planes.shape[1] != t * fused.top_k or fused.token_pairs.dtype != torch.int32:
+        raise ValueError(f"fused: expected planes of {t} x top_k={fused.top_k} rows and int32 token_pairs, got "
+                         f"{tuple(planes.shape)} and {fused.token_pairs.dtype}")
+    orph = fused.orphans
+    if orph.dtype != torch.int32 or orph.dim() != 1 or orph.numel() % 16:
+        raise ValueError(f"fused: orphans expected int32 [16 n], got {orph.dtype} {tuple(orph.shape)}")
+    return dict(y_ptr=out, cnt_ptr=_counters(fused.counters, t * n_tiles, "fused"), tok_pairs_ptr=fused.token_pairs,
+                orph_ptr=orph if orph.numel() else fused.token_pairs, stride_ym=out.stride(0), TOP_K=fused.top_k,
+                ORPH=orph.numel(), FUSED=True)
 
 
 def _dot_scaled(requested: bool) -> bool:
@@ -92,11 +131,12 @@ def gemm1_calls(
     num_pairs: int, top_k: int, activation: int,
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
     split_k: int = 1, part: Optional[torch.Tensor] = None, x2: bool = False, swap: bool = False, ps: bool = False,
-    pdl: int = 0, gate_up: bool = False,
+    pdl: int = 0, counters: Optional[torch.Tensor] = None, gate_up: bool = False,
 ) -> list[Callable[[], None]]:
     """The launches of gemm1 on ``block_expert_ids.numel()`` M-blocks. ``w [L, 2I, H/2]`` (``ps``: the layout of
     :mod:`.ps_layout`, ``[L, 2I/16, H/64, 512]``), ``out [P, I]``.
-    ``split_k > 1`` needs ``part``: fp32 ``[split_k, >= P, 2I]`` (then a finalize kernel runs, launched plainly).
+    ``split_k > 1`` needs ``part``: fp32 ``[split_k, >= P, 2I]`` (then a finalize kernel runs, launched plainly;
+    with ``counters`` (ps only, tactic ``-fs``: int32, >= M blocks x N tiles, all zero) gemm1 finalizes itself).
     ``pdl`` (ps only): 1 launches it as a programmatic dependent (:func:`._kernels_ps._pdl_enter`), 2 the same.
     ``gate_up`` (ps only): ``w`` / ``w_scale`` are the gate/up-interleaved copy (``ps_layout.shuffle_gate_up``), run
     by :mod:`._kernels_ps_gu` (one tile of ``2 block_n`` weight rows per K step: SCALE_WORDS is decided for it;
@@ -106,10 +146,15 @@ def gemm1_calls(
     modes = _mode_args(dot_scaled, x2, swap, ps, (block_m, tile_rows, block_k, num_warps)) | _pdl_args(pdl, ps)
     if gate_up:
         modes["CHUNK_DOTS"] = ps_gu_chunk_dots(block_k, num_warps)
+    if counters is not None and not ps:
+        raise ValueError("counters: only the pre-shuffled kernels (ps=True) have the fused split-K finalize")
     num_blocks = block_expert_ids.numel()
     if num_blocks == 0:
         return []
     ks = _check_split(hidden, block_k, split_k)
+    fused = counters is not None and split_k > 1
+    if fused:
+        modes |= dict(cnt_ptr=_counters(counters, num_blocks * triton.cdiv(inter, block_n), "counters"), FUSED=True)
     if split_k > 1 and (part is None or part.dtype != torch.float32 or part.shape[0] < split_k
                         or part.shape[1] < num_blocks * block_m or part.shape[2] != 2 * inter):
         raise ValueError(f"part: expected fp32 [{split_k}, >={num_blocks * block_m}, {2 * inter}] for split_k="
@@ -130,7 +175,7 @@ def gemm1_calls(
         ACTIVATION=activation, HAS_BIAS=bias is not None, EVEN_K=even_k(hidden, block_k, split_k),
         DOT_F32=INTERPRETED, SPLIT_K=split_k, K_SPLIT=ks, **modes, num_warps=num_warps, num_stages=num_stages,
     )]
-    if split_k > 1:
+    if split_k > 1 and not fused:
         fin_n = 64
         calls.append(functools.partial(
             _moe_mxfp4_gemm1_finalize_kernel[(num_blocks, triton.cdiv(inter, fin_n))],
@@ -167,19 +212,25 @@ def gemm2_calls(
     block_expert_ids: torch.Tensor, num_pairs: int,
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
     split_k: int = 1, x2: bool = False, swap: bool = False, ps: bool = False, pdl: int = 0,
+    fused: Optional[FusedSum] = None,
 ) -> list[Callable[[], None]]:
     """The launch of gemm2. ``a [P, I]`` bf16, ``w [L, H, I/2]`` (``ps``: ``[L, H/16, I/64, 512]``), ``out [T*k, H]``
-    (rows by pair index), or ``out [>= split_k, T*k, H]`` (one plane per split; the caller sums them).
+    (rows by pair index), or ``out [>= split_k, T*k, H]`` (one plane per split; the caller sums them, or with
+    ``fused`` (ps only, tactic ``-fs``) gemm2 sums them into ``fused.out``: :class:`FusedSum`).
     ``pdl`` (ps only): 1 programmatic dependent launch, 2 that and the L2 prefetch of its first weight chunks."""
     hidden, inter = _weight_dims(w, ps)[0], a.shape[1]
     modes = _mode_args(dot_scaled, x2, swap, ps, (block_m, block_n, block_k, num_warps)) | _pdl_args(pdl, ps)
+    if fused is not None and not ps:
+        raise ValueError("fused: only the pre-shuffled kernels (ps=True) have the fused top-k sum")
     num_blocks = block_expert_ids.numel()
-    if num_blocks == 0:
-        return []
+    if num_blocks == 0:  # no pair on this rank: the top-k sum of zero rows
+        return [] if fused is None else [functools.partial(fused.out.zero_)]
     ks = _check_split(inter, block_k, split_k)
     planes = out.unsqueeze(0) if out.dim() == 2 else out
     if planes.dim() != 3 or planes.shape[0] < split_k:
         raise ValueError(f"out: expected [T*k, H] or [>= {split_k}, T*k, H] (one plane per split), got {tuple(out.shape)}")
+    if fused is not None:
+        modes |= _fused_args(fused, planes[:split_k], triton.cdiv(hidden, block_n))
     grid = _grid(num_blocks, triton.cdiv(hidden, block_n), split_k, modes.get("N_FASTEST", False))
     return [functools.partial(
         (_moe_mxfp4_gemm2_ps_kernel if ps else _moe_mxfp4_gemm2_kernel)[grid],
