@@ -1,11 +1,13 @@
-"""Tactics of our Triton kernels: :class:`KernelConfig` (the tactic id itself), the tactic lists and the
-split-K arithmetic.  Imports nothing of ours and no triton."""
+"""Tactics of our Triton kernels: :class:`KernelConfig` (the tactic id itself), the tactic lists, and (re-exported
+from :mod:`.tiling`) the split-K arithmetic.  Imports no triton."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
 from typing import Any
+
+from .tiling import even_k, k_split, ps_n_fastest, ps_scale_words, split_k_fits  # noqa: F401 -- re-exported
 
 #: KernelConfig.pdl -> label suffix: the three kernels of a call launched with programmatic dependent launch (each
 #: waits on the grid before it at its top and lets the next one launch right after: the next grid's programs take the
@@ -366,36 +368,6 @@ def parse_config(cfg: Any) -> KernelConfig:
     mode = cfg[5] if len(cfg) > 5 else "bits"
     split = cfg[6] if len(cfg) > 6 else 1
     return KernelConfig(*cfg[:5], mode=mode, split_k=split)
-
-
-def ps_n_fastest(block_m: int) -> bool:
-    """Grid order of the ps kernels: an M block's N tiles side by side from BLOCK_M 32 up (prefill: its activations
-    come from DRAM once), M blocks fastest below (decode: many experts streamed at once); :mod:`._kernels_ps`."""
-    return block_m >= 32
-
-
-def ps_scale_words(block_n: int, block_k: int, num_warps: int) -> bool:
-    """Whether the ps kernels load a tile's scale bytes as 32-bit words (:func:`._kernels_ps._ps_scale_bytes`): when
-    the tile has fewer than 4 scale bytes per thread (``BLOCK_N / 16`` slabs x ``BLOCK_K / 64`` chunks x 32 bytes),
-    which as bytes Triton reads with a synchronous load inside the K loop instead of cp.async (every 8-warp tile
-    offered).  Above that, bytes: the byte split of the words costs shifts that the byte load does not."""
-    return (block_n // 16) * (block_k // 64) * 32 < 4 * 32 * num_warps
-
-
-def even_k(k: int, block_k: int, split_k: int) -> bool:
-    """The kernels' ``EVEN_K``: every split is whole ``block_k`` steps, so the K loop needs no masks."""
-    return k % (block_k * split_k) == 0
-
-
-def k_split(k: int, block_k: int, split_k: int) -> int:
-    """K elements per split: a whole number of ``block_k`` steps (the last split may be shorter)."""
-    per = -(-k // split_k)
-    return -(-per // block_k) * block_k
-
-
-def split_k_fits(k: int, block_k: int, split_k: int) -> bool:
-    """Whether ``split_k`` splits of ``k`` in ``block_k`` steps leave no split empty."""
-    return split_k >= 1 and k_split(k, block_k, split_k) * (split_k - 1) < k
 
 
 def default_config(case: Any) -> KernelConfig:
