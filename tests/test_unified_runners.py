@@ -93,3 +93,11 @@ def test_the_cutlass_runners_get_the_combined_tactic_like_the_flat_path():
     assert combo.id == (57, 169) and combo.label == "g1:57+g2:169"
     assert b.combined_tactic([t(-1, 250.0), t((57, -1), 258.0), t((-1, 169), 240.0)]) is None  # gemm1 loses
     assert get_backend("cutile_mxfp4").combined_tactic([t(-1, 1.0)]) is None
+
+
+def test_fp8_activation_runners_are_checked_with_room_for_fp8():
+    from fp4moe_diag.backends.flashinfer import unified as U
+    from fp4moe_diag.measure.correctness import REL_L2_TOL
+
+    assert U.CutlassHummingBackend.kernel_precision == "w4a8" and U.CutlassHummingBackend.rel_l2_tol == 5e-2
+    assert U.CutlassW4A16Backend.rel_l2_tol is None and REL_L2_TOL < 5e-2  # bf16 runners: the standard tolerance

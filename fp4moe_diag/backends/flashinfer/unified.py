@@ -233,10 +233,18 @@ def _cutile_stage_tactics(prepared: UnifiedPrepared) -> list[Tactic]:
     return out
 
 
+#: tolerance of the FP8-activation runners (Humming) against the bf16 float32 reference: no reference of their exact
+#: quantization (per-tensor e4m3 activations with FlashInfer's scale recipe) is built here, so they are checked against
+#: the bf16 one with room for what FP8 activations cost -- our own W4A8 kernels measure 0.041-0.046 against that same
+#: reference on the H200 (s9e, s10 runs), Humming 0.042 (s10); a wrong kernel is far above it
+W4A8_VS_BF16_REL_L2_TOL = 5e-2
+
+
 def _make(spec: RunnerSpec) -> type[UnifiedRunnerBackend]:
+    bf16 = spec.activation == "BF16"
     return type(f"Unified_{spec.backend}", (UnifiedRunnerBackend,),
                 {"name": spec.backend, "spec": spec, "capabilities": spec.archs, "__module__": __name__,
-                  "kernel_precision": "w4a16" if spec.activation == "BF16" else "w4a8"})
+                  "kernel_precision": "w4a16" if bf16 else "w4a8", "rel_l2_tol": None if bf16 else W4A8_VS_BF16_REL_L2_TOL})
 
 
 CutlassW4A16Backend = _make(RUNNERS["cutlass_w4a16"])
