@@ -123,3 +123,16 @@ def test_a_w4a8_backend_is_measured_against_the_best_bf16_kernel_and_never_is_th
     assert "triton_w4a8 us (x best bf16: other precision, % read)" in md.splitlines()[0]
     row64 = next(ln for ln in md.splitlines() if ln.startswith("| gpt-oss") and "| 64 |" in ln)
     assert "**80.0**" in row64 and "50.0 (0.62x" in row64 and "**50" not in row64
+
+
+def test_a_shape_none_of_the_chosen_backends_measured_has_no_line():
+    import pandas as pd
+
+    from fp4moe_diag.analysis.headline import headline_table
+
+    d = pd.read_parquet(REPO / "data" / "runs" / "2026-12-04-nvidia-h200-s10f" / "results.parquet")
+    t = headline_table(d, ["triton", "triton_kernels"])
+    # the run's W4A8 sweep also measured 120b EP4 T=16384 (triton_w4a8 only): not a line of this table
+    assert not ((t["model"] == "gpt-oss-120b") & (t["num_tokens"] == 16384)).any()
+    assert len(t) == 23 and t["triton:us"].notna().all()
+    assert "gpt-oss-120b" in set(headline_table(d, ["triton_w4a8"])["model"])

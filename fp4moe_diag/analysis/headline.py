@@ -28,7 +28,8 @@ def headline_table(df: pd.DataFrame, backends: Optional[Sequence[str]] = None) -
     its column says so; it is never the fastest).
 
     ``backends`` picks and orders the column groups (names as :func:`x_of_best` gives them); a name that
-    no shape has is a ``ValueError`` naming the ones there are.  A backend not measured at a shape is NaN."""
+    no shape has is a ``ValueError`` naming the ones there are.  A backend not measured at a shape is NaN; a shape none of them measured
+    has no line."""
     x = x_of_best(df)
     have = list(dict.fromkeys(x["backend"].astype(str)))
     if backends is None:
@@ -49,6 +50,7 @@ def headline_table(df: pd.DataFrame, backends: Optional[Sequence[str]] = None) -
     top = top[SHAPE + ["backend", "best_us", "achieved_TFLOPs", "frac_flops_roofline"]].rename(
         columns={"backend": "best_backend", "achieved_TFLOPs": "best_TFLOPs", "frac_flops_roofline": "best_frac_bf16"})
     out = out.merge(top, on=SHAPE, how="left")
+    out = out[out[[f"{b}:us" for b in backends]].notna().any(axis=1)]  # a shape none of them measured: no line
     return out.sort_values(SHAPE).reset_index(drop=True)
 
 
