@@ -178,3 +178,20 @@ def test_goals_cli_prints_the_report_and_refuses_bad_input_in_one_line(tmp_path,
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and why in err, err
+
+
+def test_rows_without_ceilings_take_their_run_folders():
+    import math
+
+    import pandas as pd
+
+    from fp4moe_diag.analysis.goals import with_run_ceilings
+
+    d = pd.DataFrame({"run_id": ["r1", "r1", "r2"], "gpu_name": ["H200"] * 3,
+                      "ceiling_read_GBps": [4380.0, math.nan, math.nan],
+                      "ceiling_bf16_TFLOPs": [780.0, math.nan, math.nan],
+                      "achieved_TFLOPs": [390.0, 546.0, 100.0], "frac_flops_roofline": [0.5, math.nan, math.nan]})
+    w = with_run_ceilings(d)
+    assert w["ceiling_read_GBps"].tolist()[:2] == [4380.0, 4380.0] and w["frac_flops_roofline"][1] == 0.7
+    assert math.isnan(w["ceiling_bf16_TFLOPs"][2]) and math.isnan(w["frac_flops_roofline"][2])  # r2 measured none
+    assert math.isnan(d["ceiling_read_GBps"][1])  # the input is not changed

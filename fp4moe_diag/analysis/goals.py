@@ -193,10 +193,22 @@ def goal_shapes(df: pd.DataFrame) -> list[tuple]:
     return sorted(keys, key=lambda k: (str(k[0]), str(k[1]), int(k[2]), not bool(k[3]), int(k[4])))
 
 
+def with_run_ceilings(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows without ceilings (a sweep run with ``--no-ceilings``) take the ceilings that another sweep measured in
+    the same run folder on the same GPU (their median), and their ``frac_flops_roofline`` from it; rows of a run
+    that measured none stay without (goals 2-4 then say "not compared")."""
+    d = df.copy()
+    for c in ("ceiling_read_GBps", "ceiling_bf16_TFLOPs"):
+        d[c] = d[c].fillna(d.groupby(["run_id", "gpu_name"], dropna=False)[c].transform("median"))
+    d["frac_flops_roofline"] = d["frac_flops_roofline"].fillna(d["achieved_TFLOPs"] / d["ceiling_bf16_TFLOPs"])
+    return d
+
+
 def goal_rows(df: pd.DataFrame, ours: str = "triton", w4a8: str = "triton_w4a8",
               launch_us: float = LAUNCH_US) -> pd.DataFrame:
     """The goal table without the reasons: one row per goal x goal shape of ``df`` (:data:`GOAL_COLUMNS` but
-    ``reason`` and the profile columns)."""
+    ``reason`` and the profile columns); ceilings per run folder (:func:`with_run_ceilings`)."""
+    df = with_run_ceilings(df)
     x = x_of_best(df)
     x = x.merge(_facts(df), on=["run_id", "backend", *SHAPE, "best_tactic"], how="left")
     rows: list[dict] = []
