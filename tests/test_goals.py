@@ -185,7 +185,7 @@ def test_rows_without_ceilings_take_their_run_folders():
 
     import pandas as pd
 
-    from fp4moe_diag.analysis.goals import with_run_ceilings
+    from fp4moe_diag.analysis.tables import with_run_ceilings
 
     d = pd.DataFrame({"run_id": ["r1", "r1", "r2"], "gpu_name": ["H200"] * 3,
                       "ceiling_read_GBps": [4380.0, math.nan, math.nan],

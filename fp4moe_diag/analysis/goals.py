@@ -32,7 +32,7 @@ import pandas as pd
 
 from .builds import flashinfer_label
 from .goal_profiles import KERNEL_COLUMNS, ProfileMatch, as_float, match_profile, reason_text
-from .tables import x_of_best
+from .tables import with_run_ceilings, x_of_best
 
 #: one kernel launch (us): the fixed cost in goal 3's bound, weight bytes / read ceiling + LAUNCH_US.  3 us is an
 #: H200 launch of a CUDA-graph node with its ramp-up and tail (ours at 120b EP4 T=1, no weights to read: ~4 us)
@@ -191,17 +191,6 @@ def goal_shapes(df: pd.DataFrame) -> list[tuple]:
     d = df[df["backend"] != "reference"][SHAPE].drop_duplicates()
     keys = [tuple(r) for r in d.itertuples(index=False) if in_goals(r.model, r.ep_size, r.num_tokens)]
     return sorted(keys, key=lambda k: (str(k[0]), str(k[1]), int(k[2]), not bool(k[3]), int(k[4])))
-
-
-def with_run_ceilings(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows without ceilings (a sweep run with ``--no-ceilings``) take the ceilings that another sweep measured in
-    the same run folder on the same GPU (their median), and their ``frac_flops_roofline`` from it; rows of a run
-    that measured none stay without (goals 2-4 then say "not compared")."""
-    d = df.copy()
-    for c in ("ceiling_read_GBps", "ceiling_bf16_TFLOPs"):
-        d[c] = d[c].fillna(d.groupby(["run_id", "gpu_name"], dropna=False)[c].transform("median"))
-    d["frac_flops_roofline"] = d["frac_flops_roofline"].fillna(d["achieved_TFLOPs"] / d["ceiling_bf16_TFLOPs"])
-    return d
 
 
 def goal_rows(df: pd.DataFrame, ours: str = "triton", w4a8: str = "triton_w4a8",

@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
-from .tables import x_of_best
+from .tables import with_run_ceilings, x_of_best
 
 SHAPE = ["gpu_name", "model", "ep_size", "has_bias", "num_tokens"]
 
@@ -30,7 +30,7 @@ def headline_table(df: pd.DataFrame, backends: Optional[Sequence[str]] = None) -
     ``backends`` picks and orders the column groups (names as :func:`x_of_best` gives them); a name that
     no shape has is a ``ValueError`` naming the ones there are.  A backend not measured at a shape is NaN; a shape none of them measured
     has no line."""
-    x = x_of_best(df)
+    x = x_of_best(with_run_ceilings(df))  # a sweep run without ceilings: its run folder's
     have = list(dict.fromkeys(x["backend"].astype(str)))
     if backends is None:
         backends = sorted(have, key=lambda b: (b.startswith("cutlass"), b.startswith("triton"), b))

@@ -188,3 +188,16 @@ def x_of_best(df: pd.DataFrame) -> pd.DataFrame:
             "frac_flops_roofline", "time_method", "run_id"]
     return out[cols].sort_values(["gpu_name", "model", "ep_size", "has_bias", "num_tokens", "x_of_best"]
                                  ).reset_index(drop=True)
+
+
+def with_run_ceilings(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows without ceilings (a sweep run with ``--no-ceilings``) take the ceilings that another sweep measured in
+    the same run folder on the same GPU (their median), and their ``frac_flops_roofline`` / ``frac_bw_roofline`` from them; rows of a run
+    that measured none stay without (goals 2-4 then say "not compared")."""
+    d = df.copy()
+    for c in ("ceiling_read_GBps", "ceiling_bf16_TFLOPs"):
+        d[c] = d[c].fillna(d.groupby(["run_id", "gpu_name"], dropna=False)[c].transform("median"))
+    d["frac_flops_roofline"] = d["frac_flops_roofline"].fillna(d["achieved_TFLOPs"] / d["ceiling_bf16_TFLOPs"])
+    if "achieved_GBps" in d and "frac_bw_roofline" in d:
+        d["frac_bw_roofline"] = d["frac_bw_roofline"].fillna(d["achieved_GBps"] / d["ceiling_read_GBps"])
+    return d
