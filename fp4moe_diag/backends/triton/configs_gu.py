@@ -12,8 +12,10 @@ from .configs import KernelConfig
 #: more), and runs ONE tile of 2 x BLOCK_N weight rows and ONE dot per K step into one accumulator, split into lin
 #: and gate in the epilogue, as triton_kernels' gemm1 runs one dot over its 256-row tile (H200, 20b EP1 T=4096:
 #: our two-dot gemm1 1268 us, triton_kernels' 1145; Nsight Compute puts ours in the upcast, theirs in the HGMMA).
-#: gemm2 is unchanged.  The prefill winners of s9d and the decode winner of s7c with -gu: NOT measured on a GPU yet
-#: (sm_90a build, SASS and interpreter only).
+#: gemm2 is unchanged.  The prefill winners of s9d and the decode winner of s7c with -gu.  H200, run of record s10f
+#: (same run as the tiles without -gu): correct everywhere and 1-15 % slower at every shape (20b EP1 T=4096
+#: m128n128k64w8s3-ps-gu-g2n256 1907 against 1879 us; m64n128k128w4s3-ps-gu 2290 against 2083); offered so that a
+#: sweep on another GPU measures them, not a winner here.
 PS_GU_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, "ps", block_n2=n2, gate_up=True) for *c, n2 in (
     (128, 128, 64, 8, 3, 256),
     (128, 128, 128, 8, 3, 256),
@@ -27,7 +29,8 @@ PS_GU_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, "ps", block_n2=
 # SM by registers instead of 2), m64n128k128w4s3 3.34 / 255 / 0 (3.39 / 255 / 28), m16n128k128w4s3 2.96 / 205 / 0
 # (3.12 / 218 / 0); the last two with one dot per 64-K chunk (ps_gu_chunk_dots).  The lin / gate split after the loop
 # is register-local (no layout conversion of the accumulator in the TTGIR; tests/test_triton_gu.py).
-#: the decode winner with -gu and programmatic dependent launch, offered with PS_PDL_CONFIGS (NOT measured on a GPU yet)
+#: the decode winner with -gu and programmatic dependent launch, offered with PS_PDL_CONFIGS (s10f: 20b EP1 T=64 169.5
+#: against 164.9 us without -gu)
 PS_GU_PDL_CONFIGS: tuple[KernelConfig, ...] = (KernelConfig(16, 128, 128, 4, 3, "ps", pdl=1, gate_up=True),)
 
 
