@@ -136,3 +136,14 @@ def test_a_shape_none_of_the_chosen_backends_measured_has_no_line():
     assert not ((t["model"] == "gpt-oss-120b") & (t["num_tokens"] == 16384)).any()
     assert len(t) == 23 and t["triton:us"].notna().all()
     assert "gpt-oss-120b" in set(headline_table(d, ["triton_w4a8"])["model"])
+
+
+def test_a_shape_only_w4a8_kernels_measured_renders():
+    from fp4moe_diag.analysis.headline import headline_markdown, headline_table
+
+    d = pd.read_parquet(REPO / "data" / "runs" / "2026-12-04-nvidia-h200-s10f" / "results.parquet")
+    t = headline_table(d, ["triton", "triton_w4a8"])
+    line = [ln for ln in headline_markdown(t, ["triton", "triton_w4a8"]).splitlines()
+            if ln.startswith("| gpt-oss-120b | 4 | 16384 |")]
+    # only triton_w4a8 ran there (best 2596 us): no bold, no x of best (W4A8 is never the best), no fastest column
+    assert line == ["| gpt-oss-120b | 4 | 16384 | - | 2,596 (-, 6 %) | - |"]  # 6 %: its share of the read ceiling

@@ -84,8 +84,10 @@ def headline_markdown(table: pd.DataFrame, backends: Optional[Sequence[str]] = N
                 continue
             frac = r.get(f"{b}:frac_read", math.nan)
             pct = "" if pd.isna(frac) else f", {100 * frac:.0f} %"
-            t = f"**{_num(us)}**" if r.get("best_backend") == b else _num(us)
-            cells.append(f"{t} ({r[f'{b}:x_of_best']:.2f}x{pct})")
+            best = r.get("best_backend")  # NA where only W4A8 kernels ran (they are never the best)
+            t = f"**{_num(us)}**" if isinstance(best, str) and best == b else _num(us)
+            x = r.get(f"{b}:x_of_best", math.nan)
+            cells.append(f"{t} ({'-' if pd.isna(x) else f'{x:.2f}x'}{pct})")
         tf, fb = r.get("best_TFLOPs", math.nan), r.get("best_frac_bf16", math.nan)
         cells.append("-" if pd.isna(tf) else f"{tf:.0f}" + ("" if pd.isna(fb) else f" ({100 * fb:.0f} %)"))
         lines.append("| " + " | ".join(cells) + " |")
