@@ -4,7 +4,7 @@ from :mod:`.tiling`) the split-K arithmetic.  Imports no triton."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from .tiling import even_k, k_split, ps_n_fastest, ps_scale_words, split_k_fits  # noqa: F401 -- re-exported
@@ -14,7 +14,7 @@ from .tiling import even_k, k_split, ps_n_fastest, ps_scale_words, split_k_fits 
 #: SMs the tail of this one leaves idle, and no launch gap); ``-pdlpf`` / ``-pdlpfe`` add gemm2's L2 prefetch of its
 #: first weights (see PS_PDL_CONFIGS)
 PDL_LABELS = {0: "", 1: "-pdl", 2: "-pdlpf", 3: "-pdlpfe"}
-GATE_UP_LABEL = "-gu"  #: KernelConfig.gate_up's label suffix, right after -ps (parse_config takes it out first)
+GATE_UP_LABEL = "-gu"  #: KernelConfig.gate_up's label suffix, right after -ps (group gu of _LABEL)
 #: KernelConfig.fused -> this label suffix (after the PDL one): the last program to arrive at a tile (an int32 arrival
 #: counter per tile, reset by that program) does the pass of the kernel that followed: gemm2 the top-k sum of a
 #: token's rows (same fixed order: bit-identical), a split gemm1 the split-K finalize (:mod:`._kernels_fused`)
@@ -338,9 +338,9 @@ F8_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
 # two warpgroups split the tokens, so each folds the same 64 weight rows: twice the fold work per weight).
 F8_DEFAULTS = ("m16n64k128w4s3-f8", "m64n64k128w4s4-f8")  # decode (T * top_k <= DECODE_MAX_PAIRS), above
 
-_LABEL = re.compile(r"^m(\d+)n(\d+)k(\d+)w(\d+)s(\d+)(?:-(ds|x2|sw|ps|f8))?(?:-sk(\d+))?(?:-g2sk(\d+))?(?:-g2n(\d+))?"
-                    r"(-pdl|-pdlpfe|-pdlpf)?(-fs)?$")
-_GATE_UP = re.compile(r"^(m\d.*-ps)" + GATE_UP_LABEL + r"((?:-(?!gu(?:-|$))\w+)*)$")  # the mode, -gu, the rest
+_LABEL = re.compile(r"^m(?P<m>\d+)n(?P<n>\d+)k(?P<k>\d+)w(?P<w>\d+)s(?P<s>\d+)"
+                    r"(?:-(?P<mode>ds|x2|sw|f8)|-(?P<ps>ps)(?P<gu>-gu)?)?(?:-sk(?P<sk>\d+))?(?:-g2sk(?P<g2sk>\d+))?"
+                    r"(?:-g2n(?P<g2n>\d+))?(?P<pdl>-pdl|-pdlpfe|-pdlpf)?(?P<fs>-fs)?$")
 
 
 def parse_config(cfg: Any) -> KernelConfig:
@@ -349,16 +349,15 @@ def parse_config(cfg: Any) -> KernelConfig:
     if isinstance(cfg, KernelConfig):
         return cfg
     if isinstance(cfg, str):
-        if (gu := _GATE_UP.match(cfg)) is not None:  # "...-ps-gu[-sk..]": the label without -gu, gate_up=True
-            return replace(parse_config(gu.group(1) + gu.group(2)), gate_up=True)
         m = _LABEL.match(cfg)
         if m is None:
             raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu]|-f8][-skN][-g2skN][-g2nN][-pdl|-pdlpf|-pdlpfe][-fs], "
                              f"got {cfg!r}")
-        nums = [int(v) for v in m.groups()[:5]]
-        pdl = {v: k for k, v in PDL_LABELS.items()}[m.group(10) or ""]
-        return KernelConfig(*nums, mode=m.group(6) or "bits", split_k=int(m.group(7) or 1), split_k2=int(m.group(8) or 0),
-                            pdl=pdl, block_n2=int(m.group(9) or 0), fused=m.group(11) is not None)
+        nums = [int(m[g]) for g in "mnkws"]
+        pdl = {v: k for k, v in PDL_LABELS.items()}[m["pdl"] or ""]
+        return KernelConfig(*nums, mode=m["mode"] or m["ps"] or "bits", split_k=int(m["sk"] or 1),
+                            split_k2=int(m["g2sk"] or 0), pdl=pdl, block_n2=int(m["g2n"] or 0),
+                            gate_up=m["gu"] is not None, fused=m["fs"] is not None)
     if not isinstance(cfg, (tuple, list)):
         raise ValueError(f"tactic: expected a KernelConfig, a label or a tuple, got {type(cfg).__name__}")
     cfg = tuple(cfg)
