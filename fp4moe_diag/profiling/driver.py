@@ -18,35 +18,25 @@ from .ncu import kernels_from_calls, kernels_table, metric_names, ncu_csv_export
 
 
 def main(spec_path: str) -> None:  # pragma: no cover - needs a GPU, ncu and nsight-python
-    import torch
-
     import nsight
 
-    from ..backends import get_backend
     from ..problem.case import MoECase
-    from ..problem.inputs import build_inputs
+    from .call_setup import prepare_call
 
     spec = json.loads(Path(spec_path).read_text())
     metrics = list(metric_names(bool(spec.get("stalls"))))
     case = MoECase.from_record(spec["case"])
-    dev = torch.device(spec["device"])
-    be = get_backend(spec["backend"])
-    inputs = build_inputs(case, dev)
-    prepared = be.prepare(inputs)
-    chosen = [(role, be.tactic_by_label(case, label, prepared)) for role, label in spec["tactics"].items()]
-    out = torch.empty((case.num_tokens, case.hidden_size), dtype=torch.bfloat16, device=dev)
-    for _, t in chosen:  # JIT / autotuner warm-up outside the profiled ranges
-        be.run(prepared, t, out)
-    torch.cuda.synchronize(dev)
+    call = prepare_call(spec["backend"], case, spec["tactics"], spec["device"])
 
     @nsight.analyze.kernel(configs=[(case.num_tokens,)], runs=int(spec["runs"]), metrics=metrics,
                            combine_kernel_metrics=lambda a, b: a + b, output_prefix=spec["prefix"],
                            output_csv=True)
     def fused_moe(num_tokens: int) -> None:
-        for role, t in chosen:
+        for role, t in call.tactics.items():
+            launch = call.bind(t)  # outside the range: only the call's own kernels are profiled
             with nsight.annotate(f"{role}: {t.label}"):
-                be.run(prepared, t, out)
-        torch.cuda.synchronize(dev)
+                launch()
+        call.synchronize()
 
     res = fused_moe()
     if res is None:  # nsight-python < 1.0 re-ran this script under ncu; the child stops here

@@ -22,24 +22,18 @@ def parse_argv(argv: Sequence[str]) -> tuple[str, str, int, int, str]:
 
 
 def main(argv: Sequence[str]) -> None:  # pragma: no cover - needs a GPU (run under ncu)
-    import torch
-
-    from ..backends import get_backend
-    from ..problem.inputs import build_inputs
     from ..problem.shapes import load_vllm_cases
+    from .call_setup import prepare_call
 
     backend, model, ep, tokens, label = parse_argv(argv)
     cases = load_vllm_cases(models=[model], ep_sizes=[ep], token_counts=[tokens])
     if not cases:
         raise ValueError(f"source_driver: no shape {model} EP{ep} T={tokens} in the shape table")
-    dev = torch.device("cuda")
-    be = get_backend(backend)
-    prepared = be.prepare(build_inputs(cases[0], dev))
-    tactic = be.tactic_by_label(cases[0], label, prepared)
-    out = torch.empty((tokens, cases[0].hidden_size), dtype=torch.bfloat16, device=dev)
-    for _ in range(3):
-        be.run(prepared, tactic, out)
-    torch.cuda.synchronize(dev)
+    call = prepare_call(backend, cases[0], {"t0": label}, "cuda")  # one launch already (the warm-up)
+    launch = call.bind(call.tactics["t0"])
+    for _ in range(2):
+        launch()
+    call.synchronize()
 
 
 if __name__ == "__main__":  # pragma: no cover
