@@ -242,6 +242,8 @@ def test_launch_refuses_mode_combinations_that_do_not_exist():
         launch.launch_topk_sum(planes, torch.zeros(3, 64), 2)
     with pytest.raises(ValueError, match="^planes: expected \\[S, 2 \\* 2, 64\\]"):
         launch.launch_topk_sum(planes, torch.zeros(2, 64, dtype=torch.bfloat16), 2)
+    with pytest.raises(ValueError, match="^local: expected an int32 \\[6\\] tensor"):
+        launch.launch_topk_sum(planes, torch.zeros(3, 64, dtype=torch.bfloat16), 2, local=torch.zeros(6))
 
 
 def test_parse_config_and_labels():
@@ -415,6 +417,16 @@ inp = build_inputs(case)
 inp = dataclasses.replace(inp, topk_ids=torch.randint(0, 4, inp.topk_ids.shape, dtype=torch.int32))
 y = b.run(b.prepare(inp), b.default_tactic(case))
 out["no_local_pairs_maxabs"] = float(y.float().abs().max())
+# the top-k sum's local-pair mask (EP): rows of pairs on other ranks are not read -- NaN there changes nothing
+import fp4moe_diag.backends.triton.launch as L
+planes = torch.randn(1, 6, 64)
+local = torch.tensor([0, -1, 2, -1, -1, 1], dtype=torch.int32)
+want = torch.zeros(3, 64, dtype=torch.bfloat16)
+L.launch_topk_sum(planes * (local >= 0).float()[None, :, None], want, 2)
+planes[0, local < 0] = float("nan")
+got = torch.zeros(3, 64, dtype=torch.bfloat16)
+L.launch_topk_sum(planes, got, 2, local=local)
+out["topk_local_equal"] = bool(torch.equal(got, want)) and not bool(torch.isnan(got).any())
 out["interpreted"] = kernels_interpreted()
 print("RESULT " + json.dumps(out))
 """
@@ -462,6 +474,7 @@ def test_interpreter_all_tactics_and_edge_cases(interp_results: dict):
     assert "uneven_k/m32n16k32w4s1-sk3" in interp_results and "uneven_k/m32n16k32w4s1-x2-sk3" in interp_results
     assert interp_results["output_arg"] < TOL
     assert interp_results["no_local_pairs_maxabs"] == 0.0
+    assert interp_results["topk_local_equal"] is True
 
 
 # ------------------------------------------------------------------ GPU

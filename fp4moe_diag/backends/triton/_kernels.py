@@ -514,11 +514,14 @@ INTERPRETED: bool = type(_moe_mxfp4_gemm1_kernel).__name__ == "InterpretedFuncti
 
 @triton.jit
 def _topk_sum_kernel(planes_ptr, out_ptr, H, stride_plane, stride_pm, stride_om,
-                     TOP_K: tl.constexpr, SPLIT: tl.constexpr, BLOCK_H: tl.constexpr, PDL: tl.constexpr = 0):
+                     TOP_K: tl.constexpr, SPLIT: tl.constexpr, BLOCK_H: tl.constexpr, PDL: tl.constexpr = 0,
+                     local_ptr=None, LOCAL: tl.constexpr = False):
     """``out[t] = sum over split planes s, then top-k slots j, of planes[s, t * TOP_K + j]``, stored bf16: the
     last step of both GEMMs' output in one pass, in a fixed order (deterministic).  Stored as ``out``'s dtype (bf16:
     cvt.rn on the GPU; the interpreter's float32 -> bf16 truncates, so the launcher gives it an fp32 ``out``).
-    ``PDL`` > 0 (compiled only): launched as a programmatic dependent of gemm2, it waits for gemm2 first."""
+    ``PDL`` > 0 (compiled only): launched as a programmatic dependent of gemm2, it waits for gemm2 first.
+    ``LOCAL`` (expert parallelism): ``local_ptr`` [T * TOP_K] int32, < 0 for a pair routed to another rank; such
+    rows (zeros) are not read (a masked load reads no memory): the same sum, bit for bit, from a 1 / EP of the bytes."""
     if PDL > 0:
         gdc_wait()
     t = tl.program_id(0).to(tl.int64)
@@ -527,5 +530,8 @@ def _topk_sum_kernel(planes_ptr, out_ptr, H, stride_plane, stride_pm, stride_om,
     acc = tl.zeros((BLOCK_H,), dtype=tl.float32)
     for s in tl.static_range(SPLIT):
         for j in tl.static_range(TOP_K):
-            acc += tl.load(planes_ptr + s * stride_plane + (t * TOP_K + j) * stride_pm + offs, mask=mask, other=0.0)
+            m = mask
+            if LOCAL:
+                m = mask & (tl.zeros_like(offs) + tl.load(local_ptr + t * TOP_K + j) >= 0)  # vector: interpreter
+            acc += tl.load(planes_ptr + s * stride_plane + (t * TOP_K + j) * stride_pm + offs, mask=m, other=0.0)
     tl.store(out_ptr + t * stride_om + offs, acc.to(out_ptr.dtype.element_ty), mask=mask)

@@ -126,6 +126,17 @@ class TritonPrepared:
     ps: Optional[tuple[torch.Tensor, ...]] = None  # (w13, w13_scale, w2, w2_scale) in the ps layout, made in prepare
     ps_gu: Optional[tuple[torch.Tensor, torch.Tensor]] = None  # (w13, w13_scale) gate/up-interleaved: gate_up_weights
     counter_bufs: dict[str, torch.Tensor] = field(default_factory=dict)  # -fs: "gemm1" / "gemm2" -> int32 zeros
+    local_buf: Optional[torch.Tensor] = None  # int32 [T * k]: local expert id per pair, -1 on another rank
+
+    def local_pairs(self) -> Optional[torch.Tensor]:
+        """The top-k sum's local-pair mask (int32 ``[T * k]``, < 0: the pair's expert is on another rank), made on
+        first use; None when every expert is local (EP1: the sum reads every row, no mask to load)."""
+        c = self.inputs.case
+        if c.local_num_experts == c.num_experts:
+            return None
+        if self.local_buf is None:
+            self.local_buf = self.inputs.local_topk_ids.to(device=self.pair_out.device, dtype=torch.int32).flatten()
+        return self.local_buf
 
     def grouping(self, block_m: int) -> ExpertGrouping:
         """The grouping for ``block_m`` (made on first use), with an intermediate buffer large enough."""
@@ -353,7 +364,7 @@ class TritonMXFP4Backend(Backend):
             fused=p.fused_sum(y, -(-h // kc.gemm2_block_n)) if kc.fused else None,
         )
         if not kc.fused:
-            calls += kern.topk_sum_calls(pair_out, y, p.inputs.case.top_k, pdl=kc.pdl > 0)
+            calls += kern.topk_sum_calls(pair_out, y, p.inputs.case.top_k, pdl=kc.pdl > 0, local=p.local_pairs())
         if output is not None and not direct:
             calls.append(functools.partial(output.copy_, y))
         return calls

@@ -245,15 +245,28 @@ def gemm2_calls(
     )]
 
 
-def launch_topk_sum(planes: torch.Tensor, out: torch.Tensor, top_k: int, pdl: bool = False) -> None:
+def launch_topk_sum(planes: torch.Tensor, out: torch.Tensor, top_k: int, pdl: bool = False,
+                    local: Optional[torch.Tensor] = None) -> None:
     """:func:`topk_sum_calls`, called now."""
-    for call in topk_sum_calls(planes, out, top_k, pdl):
+    for call in topk_sum_calls(planes, out, top_k, pdl, local):
         call()
 
 
-def topk_sum_calls(planes: torch.Tensor, out: torch.Tensor, top_k: int, pdl: bool = False) -> list[Callable[[], None]]:
+def _local_pairs(local: Optional[torch.Tensor], rows: int, device: torch.device) -> dict:
+    """The kernel arguments of the top-k sum's local-pair mask (none without ``local``), checked."""
+    if local is None:
+        return {}
+    if local.dtype != torch.int32 or local.dim() != 1 or local.numel() != rows or local.device != device:
+        raise ValueError(f"local: expected an int32 [{rows}] tensor on {device} (< 0: pair on another rank), got "
+                         f"{local.dtype} {tuple(local.shape)} on {local.device}")
+    return dict(local_ptr=local, LOCAL=True)
+
+
+def topk_sum_calls(planes: torch.Tensor, out: torch.Tensor, top_k: int, pdl: bool = False,
+                   local: Optional[torch.Tensor] = None) -> list[Callable[[], None]]:
     """The launches of ``out [T, H]`` (bf16) = the sum of ``planes [S, T * top_k, H]`` (bf16 or fp32) over planes and top-k
-    slots; ``pdl``: launched as a programmatic dependent of the kernel before (gemm2), which it waits for."""
+    slots; ``pdl``: launched as a programmatic dependent of the kernel before (gemm2), which it waits for; ``local``
+    (expert parallelism, int32 ``[T * top_k]``): rows whose entry is < 0 (pairs on other ranks, zeros) are not read."""
     splits, rows, hidden = planes.shape
     t = out.shape[0]
     if out.dtype != torch.bfloat16 or out.dim() != 2 or out.shape[1] != hidden or out.stride(1) != 1:
@@ -261,6 +274,7 @@ def topk_sum_calls(planes: torch.Tensor, out: torch.Tensor, top_k: int, pdl: boo
                          f"{tuple(out.shape)} strides {tuple(out.stride())}")
     if rows != t * top_k or planes.stride(2) != 1:
         raise ValueError(f"planes: expected [S, {t} * {top_k}, {hidden}] with unit column stride, got {tuple(planes.shape)}")
+    loc = _local_pairs(local, rows, planes.device)
     if t == 0:
         return []
     block_h = 256  # 8 bytes per thread and load: many programs in flight at decode sizes
@@ -268,7 +282,7 @@ def topk_sum_calls(planes: torch.Tensor, out: torch.Tensor, top_k: int, pdl: boo
     calls = [functools.partial(
         _topk_sum_kernel[(t, triton.cdiv(hidden, block_h))],
         planes, dst, hidden, planes.stride(0), planes.stride(1), dst.stride(0),
-        TOP_K=top_k, SPLIT=splits, BLOCK_H=block_h, num_warps=1, **(_pdl_args(1, True) if pdl else {}),
+        TOP_K=top_k, SPLIT=splits, BLOCK_H=block_h, num_warps=1, **(_pdl_args(1, True) if pdl else {}), **loc,
     )]
     if dst is not out:  # round to nearest even, as cvt.rn does on the GPU
         calls.append(functools.partial(out.copy_, dst))
