@@ -141,7 +141,7 @@ class TritonW4A8Backend(TritonMXFP4Backend):
                                 *tiles)
         direct = output is not None and output.dtype == torch.bfloat16 and output.stride(1) == 1
         y = output if direct else p.out_bf16
-        calls += kern.topk_sum_calls(q.pair_out.unsqueeze(0), y, p.inputs.case.top_k)
+        calls += kern.topk_sum_calls(q.pair_out.unsqueeze(0), y, p.inputs.case.top_k, local=p.local_pairs())
         if output is not None and not direct:
             calls.append(functools.partial(output.copy_, y))
         return launch_sequence(calls, output if output is not None else p.out_bf16)
