@@ -2,7 +2,8 @@
 the weights quantized exactly as the ``triton_w4a8`` kernels quantize them, so that a W4A8 output is compared with
 what its own arithmetic should give (up to summation order and the final bf16 rounding).
 
-* Activations, per row: ``scale = amax(|row|) / 448`` (a zero row: 1), ``q = e4m3_rn(row / scale)``
+* Activations, per row: ``scale = amax(|row|) / 448`` (a zero row: 1), ``q = e4m3_rn(row * inv)`` with
+  ``inv = 1 / scale`` (fp32, rounded once: one division per row, as the kernel does)
   (:func:`quantize_rows_e4m3`): the hidden states per token for gemm1, gemm2's input per (token, expert) row.
 * Weights (:func:`fold_mxfp4_e4m3`): ``E[n]`` = the largest ue8m0 scale byte of row ``n`` of an expert's matrix;
   code value ``v`` in a block with scale byte ``s`` becomes ``e4m3_rn(v * 2**max(s - E[n], -126))``, and the
@@ -39,7 +40,8 @@ def quantize_rows_e4m3(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     xf = x.to(torch.float32)
     amax = xf.abs().amax(dim=1) if xf.shape[1] else torch.zeros(xf.shape[0], device=xf.device)
     scale = torch.where(amax > 0, amax / E4M3_MAX, torch.ones_like(amax))
-    return e4m3_round(xf / scale[:, None]), scale
+    inv = 1.0 / scale  # one IEEE fp32 division per row, then a rounded multiply per element (the kernel's order)
+    return e4m3_round(xf * inv[:, None]), scale
 
 
 def row_emax(scale: torch.Tensor) -> torch.Tensor:
