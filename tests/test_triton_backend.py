@@ -427,6 +427,14 @@ planes[0, local < 0] = float("nan")
 got = torch.zeros(3, 64, dtype=torch.bfloat16)
 L.launch_topk_sum(planes, got, 2, local=local)
 out["topk_local_equal"] = bool(torch.equal(got, want)) and not bool(torch.isnan(got).any())
+# from TOPK_WIDE_TOKENS tokens the sum runs wide programs (1024 columns, 4 warps): the same sum
+t_wide = L.TOPK_WIDE_TOKENS
+planes = torch.randn(2, t_wide * 2, 64)
+got = torch.zeros(t_wide, 64, dtype=torch.bfloat16)
+L.launch_topk_sum(planes, got, 2)
+want = (planes[0].view(t_wide, 2, 64)[:, 0] + planes[0].view(t_wide, 2, 64)[:, 1] + planes[1].view(t_wide, 2, 64)[:, 0]
+        + planes[1].view(t_wide, 2, 64)[:, 1])
+out["topk_wide_equal"] = bool(torch.equal(got, want.to(torch.bfloat16)))  # same order, fp32, one RNE
 out["interpreted"] = kernels_interpreted()
 print("RESULT " + json.dumps(out))
 """
@@ -475,6 +483,7 @@ def test_interpreter_all_tactics_and_edge_cases(interp_results: dict):
     assert interp_results["output_arg"] < TOL
     assert interp_results["no_local_pairs_maxabs"] == 0.0
     assert interp_results["topk_local_equal"] is True
+    assert interp_results["topk_wide_equal"] is True
 
 
 # ------------------------------------------------------------------ GPU

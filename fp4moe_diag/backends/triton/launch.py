@@ -21,6 +21,10 @@ from .configs import even_k, k_split, ps_n_fastest, ps_scale_words, split_k_fits
 from .configs_gu import ps_gu_chunk_dots
 
 
+#: from this many tokens the top-k sum runs wide programs (1024 columns, 4 warps) instead of 256 columns and 1 warp
+TOPK_WIDE_TOKENS = 1024
+
+
 @dataclass(frozen=True)
 class FusedSum:
     """gemm2's fused top-k sum (tactic suffix ``-fs``; :func:`._kernels_fused._gemm2_fused_topk_sum`): ``out``
@@ -277,12 +281,16 @@ def topk_sum_calls(planes: torch.Tensor, out: torch.Tensor, top_k: int, pdl: boo
     loc = _local_pairs(local, rows, planes.device)
     if t == 0:
         return []
-    block_h = 256  # 8 bytes per thread and load: many programs in flight at decode sizes
+    # decode (T < 1024): 256 columns, one warp (8 bytes per thread and row), many small programs in flight; prefill:
+    # 1024 columns, four warps (16 bytes per thread and row).  One-warp programs at T >= 1024 were bound by how many
+    # programs an SM holds (32), not by DRAM: 20b EP2 T=16384 took 120 us whether it read every row or only the local
+    # half (s10f against s11b; triton_kernels' reduce: 70 us)
+    block_h, warps = (1024, 4) if t >= TOPK_WIDE_TOKENS else (256, 1)
     dst = torch.empty(out.shape, dtype=torch.float32, device=out.device) if INTERPRETED else out
     calls = [functools.partial(
         _topk_sum_kernel[(t, triton.cdiv(hidden, block_h))],
         planes, dst, hidden, planes.stride(0), planes.stride(1), dst.stride(0),
-        TOP_K=top_k, SPLIT=splits, BLOCK_H=block_h, num_warps=1, **(_pdl_args(1, True) if pdl else {}), **loc,
+        TOP_K=top_k, SPLIT=splits, BLOCK_H=block_h, num_warps=warps, **(_pdl_args(1, True) if pdl else {}), **loc,
     )]
     if dst is not out:  # round to nearest even, as cvt.rn does on the GPU
         calls.append(functools.partial(out.copy_, dst))
