@@ -10,6 +10,12 @@ two e4m3x4 registers, the thread's wgmma A registers a0 / a2 (rh 0) or a1 / a3 (
 + ``permute`` + ``reshape`` name them as the logical tile ``W8 [BLOCK_N, BLOCK_K]`` (row ``16 slab + 8 rh + g``, K
 ``64 chunk + 32 s + 16 kh + 4 t + j``) for ``tl.dot(W8, x8.T)``, as :func:`._kernels_ps._ps_tile` does for bf16.
 
+Checked on sm_90a (CPU compile, triton 3.6.0, m128n64k128w4s3 gemm2): the TTGIR layout of the decoded ``[64, 32]``
+slices is the linear layout register ``(k 1, k 2, row 8, k 16)``, lane ``(k 4, k 8, row 1, 2, 4)``, warp ``(row 16,
+32)`` -- the fragment above -- and its ``convert_layout`` to the wgmma dot operand (kWidth 4) lowers to nothing (no
+STS / LDS / SHFL of the weights in the SASS loop: the asm's output registers are the QGMMA's A registers); the asm
+operands' layout has the last dim of 4 in register bits 0, 1 (one 32-bit register, as pack=4 needs).
+
 Swap-AB as :mod:`._kernels_f8`; grid order and tile lookup as :mod:`._kernels_ps` (``N_FASTEST``).  No split-K.
 Uneven K (a multiple of 64, not of BLOCK_K): chunks past K load as zero codes and zero tables (value 0), the
 activations past K as zeros.
