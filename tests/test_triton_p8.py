@@ -105,6 +105,13 @@ def test_table_bytes_and_positions():
     assert (t & 0x80).sum() == 0  # every table byte positive: the sign is or-ed in
 
 
+def test_shuffle_in_steps_of_experts_is_the_same(monkeypatch):
+    data, _ = _random_case(3, 32, 128, 5)
+    whole = P.shuffle_codes(data)
+    monkeypatch.setattr(P, "_TEMP_BYTES", 1)  # one expert per step
+    assert torch.equal(P.shuffle_codes(data), whole)
+
+
 def test_refusals():
     ok = torch.zeros((1, 32, 64), dtype=torch.uint8)
     with pytest.raises(ValueError, match="^data: the p8 layout needs rows divisible by 16"):

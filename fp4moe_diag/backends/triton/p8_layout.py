@@ -43,7 +43,7 @@ CHUNK_BYTES = ROWS * KCHUNK // 2  #: 512: 32 lanes x 16 bytes
 TABLE_BYTES = ROWS * 8  #: 128 per slab and 32-block
 #: the e2m1 magnitudes of codes 0..7
 MAGNITUDES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
-_TEMP_BYTES = 256 << 20  # temporaries per step of shuffle_codes (int32 codes), as ps_layout
+_TEMP_BYTES = 256 << 20  # temporaries per step of shuffle_codes, as ps_layout
 
 
 def refusal(n: int, k: int) -> Optional[str]:
@@ -74,7 +74,7 @@ def shuffle_codes(data: torch.Tensor) -> torch.Tensor:
     """MXFP4 bytes ``[L, N, K/2]`` (uint8, low nibble = even K) -> the p8 codes ``[L, N/16, K/64, 512]``."""
     nl, n, k = _dims("data", data, 2)
     out = torch.empty((nl, n // ROWS, k // KCHUNK, CHUNK_BYTES), dtype=torch.uint8, device=data.device)
-    per = max(1, _TEMP_BYTES // (4 * n * k))
+    per = max(1, _TEMP_BYTES // (16 * n * k))  # experts per step: int64 codes and their fields under ~2 _TEMP_BYTES
     j = torch.arange(4, device=data.device)
     for e0 in range(0, nl, per):
         d = data[e0:e0 + per]
