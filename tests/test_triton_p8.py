@@ -283,3 +283,40 @@ def test_sm90_p8_loops_take_qgmma_without_shuffles_or_spills(label: str):
                 f.write(_compile(parse_config(label), gemm, 3072, 90).asm["cubin"])
             res = subprocess.run([tool, "-res-usage", path], capture_output=True, text=True, check=True).stdout
         assert int(re.search(r"STACK:(\d+)", res).group(1)) == 0, res  # no register spills
+
+
+# ------------------------------------------------------------------ GPU (compiled kernels; not run on a CPU host)
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+@pytest.mark.parametrize("num_tokens, ep", [(64, True), (1024, False)])
+def test_gpu_every_p8_tactic_against_both_references_and_f8(num_tokens: int, ep: bool):
+    import os
+
+    if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+        pytest.skip("TRITON_INTERPRET is set")
+    b = get_backend("triton_w4a8")
+    s = b.supports("cuda")
+    if not s:
+        pytest.skip(s.reason)
+    from fp4moe_diag.backends.triton import launch_p8
+    from fp4moe_diag.problem.reference import reference_moe
+    from fp4moe_diag.problem.reference_w4a8 import reference_w4a8_moe
+
+    data, scale = _random_case(1, 48, 192, 7)  # the compiled prmt decode (register grouping), bit for bit
+    codes, tables = P.shuffle(data, scale)
+    w8 = launch_p8.decode_p8(codes[0].cuda(), tables[0].cuda()).cpu()
+    assert torch.equal(_bits(w8), _bits(fold_mxfp4_e4m3(data[0], scale[0])[0]))
+    ep_kw = dict(local_num_experts=16, local_expert_offset=16) if ep else {}
+    case = MoECase(num_tokens=num_tokens, hidden_size=2880, intermediate_size=2880, num_experts=32, top_k=4, **ep_kw)
+    inp = build_inputs(case, "cuda")
+    ref, r8 = reference_moe(inp), reference_w4a8_moe(inp)
+    prep = b.prepare(inp)
+    errs = {}
+    for kc in P8_CONFIGS:
+        y = b.run(prep, Tactic(id=kc, label=kc.label)).float()
+        f8 = parse_config(kc.label.replace("-p8", "-f8"))
+        y8 = b.run(prep, Tactic(id=f8, label=f8.label)).float()
+        torch.cuda.synchronize()
+        errs[kc.label] = tuple(float((y - r).norm() / r.norm()) for r in (r8, ref, y8))
+    assert not {k: v for k, v in errs.items() if not (v[0] < b.rel_l2_tol and v[1] < TOL_BF16 and v[2] < 1e-2)}, errs
