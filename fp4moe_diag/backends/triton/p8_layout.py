@@ -16,7 +16,9 @@ sign (code bit 3) of (kh 0, j) at bit ``8j+7``, of (kh 1, j) at bit ``8j+3`` (bi
 
 Decode of one word ``w`` with the row's table ``T`` (8 bytes: ``T0`` bytes 0..3, ``T1`` 4..7): ``A = prmt(T0, T1,
 w & 0x7777) | (w & 0x80808080)`` (a0 or a1), ``B = prmt(T0, T1, (w >> 16) & 0x7777) | ((w << 4) & 0x80808080)`` (a2
-or a3): 10 instructions for 8 values (:data:`._kernels_p8._P8_ASM`).  prmt's default mode reads 4 selector nibbles
+or a3): 10 PTX instructions for 8 values (:data:`._kernels_p8._P8_ASM`), 8 in the sm_90a SASS (ptxas merges the sign
+mask and the or into one LOP3; gemm1 loop of m128n64k128w4s3, K = 3072: 64 LOP3, 32 PRMT, 31 SHF for 128 weights per
+thread).  prmt's default mode reads 4 selector nibbles
 from the low 16 bits; a nibble's bit 3 would replicate the sign of the chosen byte, hence the ``0x7777`` clear.
 ``T[c]`` = the e4m3 bits of ``rn(mag(c) * 2**max(s - E[n], -126))``, ``mag`` = 0, .5, 1, 1.5, 2, 3, 4, 6: positive,
 bit 7 clear; the sign is or-ed in (a negative zero code gives 0x80, -0).
