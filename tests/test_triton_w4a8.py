@@ -21,6 +21,7 @@ from fp4moe_diag import MoECase, build_inputs
 from fp4moe_diag.backends import backend_class, get_backend
 from fp4moe_diag.backends.base import Backend, Tactic
 from fp4moe_diag.backends.triton.configs import F8_CONFIGS, KernelConfig, parse_config
+from fp4moe_diag.backends.triton.configs_p8 import P8_CONFIGS
 from fp4moe_diag.measure.options import MeasureOptions
 from fp4moe_diag.problem.quant import e2m1_decode, pack_e2m1
 from fp4moe_diag.problem.reference import reference_moe
@@ -63,7 +64,8 @@ def test_registry_and_kernel_precision():
 def test_tactics_cover_decode_and_prefill(tokens: int):
     case = MoECase(num_tokens=tokens, hidden_size=2880, intermediate_size=2880, num_experts=32, top_k=4)
     ts = get_backend("triton_w4a8").tactics(case)
-    assert [t.label for t in ts] == [c.label for c in F8_CONFIGS] and all(t.label.endswith("-f8") for t in ts)
+    assert [t.label for t in ts] == [c.label for c in F8_CONFIGS + P8_CONFIGS]  # -p8: tests/test_triton_p8.py
+    assert all(t.label.endswith(("-f8", "-p8")) for t in ts)
     assert sum(t.is_default for t in ts) == 1
     default = next(t for t in ts if t.is_default).id
     assert default.block_m == (16 if tokens * 4 <= 256 else 64)

@@ -2,7 +2,7 @@
 
 ``python -m fp4moe_diag.profiling.sass --tactic m16n64k128w4s3-x2 [--gemm gemm2] [--k 3072] [--arch 90]``
 compiles one of :mod:`fp4moe_diag.backends.triton._kernels` (``-ps``: ``_kernels_ps``, with ``-fs`` its fused ends;
-``-f8``: ``_kernels_f8``) for ``sm_<arch>a`` with the installed Triton
+``-f8``: ``_kernels_f8``; ``-p8``: ``_kernels_p8``) for ``sm_<arch>a`` with the installed Triton
 (its bundled ptxas; no driver needed), disassembles it with the bundled ``nvdisasm`` and reports the
 loop that holds the MMAs: its instruction count, the opcode histogram, the MMA kind (``HMMA`` = mma.sync,
 ``HGMMA`` = wgmma, ``QGMMA`` = FP8 wgmma) and instructions per weight element (the loop handles ``BLOCK_N x BLOCK_K`` weights per
@@ -53,6 +53,10 @@ _GEMMS_F8 = {
               ["num_pairs", "N", "stride_am", "stride_we", "stride_wn", "stride_se", "stride_sn", "stride_ee",
                "stride_be", "stride_om"]),
 }
+#: the W4A8 kernels of _kernels_p8 (mode p8): the f8 arguments with tables and slab strides
+_GEMMS_P8 = {g: ([{"ws_ptr": "wt_ptr"}.get(p, p) for p in ptrs], types,
+                 [{"stride_wn": "stride_ws", "stride_se": "stride_te", "stride_sn": "stride_ts"}.get(i, i) for i in ints])
+             for g, (ptrs, types, ints) in _GEMMS_F8.items()}
 #: the fused ends of the ps kernels (tactics ``-fs``, :mod:`fp4moe_diag.backends.triton._kernels_fused`): pointer and
 #: integer arguments after the ones above, and constexprs (gpt-oss: top_k 4; no token without a local pair); the
 #: ``FUSED`` constexpr switches them on
@@ -123,7 +127,7 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
 
     from ..backends.triton import _kernels as K
 
-    ptrs, types, ints = (_GEMMS_F8 if kc.f8 else _GEMMS)[gemm]
+    ptrs, types, ints = (_GEMMS_F8 if kc.f8 else _GEMMS_P8 if kc.p8 else _GEMMS)[gemm]
     bn = kc.gemm2_block_n if gemm == "gemm2" else kc.block_n
     const = dict(K=k, BLOCK_M=kc.block_m, BLOCK_N=bn, BLOCK_K=kc.block_k, HAS_BIAS=True,
                  EVEN_K=even_k(k, kc.block_k, kc.split_k), DOT_F32=False,
@@ -135,6 +139,12 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
         del const["SPLIT_K"], const["K_SPLIT"]
         if gemm == "gemm2":
             const["N_FASTEST"] = ps_n_fastest(kc.block_m)
+    elif kc.p8:  # the W4A8 kernels on the p8 layout: no split-K, no mode switches
+        from ..backends.triton import _kernels_p8 as K8
+
+        fn = K8._moe_w4a8_gemm1_p8_kernel if gemm == "gemm1" else K8._moe_w4a8_gemm2_p8_kernel
+        del const["SPLIT_K"], const["K_SPLIT"]
+        const["N_FASTEST"] = ps_n_fastest(kc.block_m)
     elif kc.ps:  # the pre-shuffled kernels: slab strides instead of row strides, no mode switches
         from ..backends.triton import _kernels_ps as KP
 

@@ -325,8 +325,8 @@ class TritonMXFP4Backend(Backend):
         ``-fs`` tactics: gemm1 finalizes its splits and gemm2 sums the top-k rows (no finalize, no top-k sum)."""
         kern = load_kernels()
         kc = parse_config(tactic.id)
-        if kc.f8:
-            raise ValueError(f"tactic {kc.label}: the W4A8 tactics (-f8) belong to backend triton_w4a8")
+        if kc.w4a8:
+            raise ValueError(f"tactic {kc.label}: the W4A8 tactics (-f8, -p8) belong to backend triton_w4a8")
         if kc.x2_scales and prepared.x2_refusal:
             raise ValueError(f"tactic {kc.label}: {prepared.x2_refusal}")
         if kc.ps and prepared.ps is None:

@@ -3,7 +3,9 @@
 A separate backend name rather than more tactics of ``triton``: "the best tactic per case x backend" then never
 mixes precisions (a W4A8 tactic is not a faster way to compute the bf16 path's numbers).  It shares the ``triton``
 backend's routing, grouping, preparation and top-k sum; its tactics are mode ``f8`` (:data:`.configs.F8_CONFIGS`,
-label suffix ``-f8``), its kernels :mod:`._kernels_f8`.  One call (all inside the timed launcher, buffers from
+label suffix ``-f8``, kernels :mod:`._kernels_f8`) and mode ``p8`` (:data:`.configs_p8.P8_CONFIGS`, ``-p8``, kernels
+:mod:`._kernels_p8`: the same numbers on weights pre-shuffled in ``prepare``, :mod:`.p8_layout`; offered where the
+case's weights have that layout).  One call (all inside the timed launcher, buffers from
 ``prepare``): quantize the hidden states per token to e4m3 -> gemm1 (folded e4m3 weights, FP8 MMA, bias, gated
 activation, bf16 intermediate) -> quantize the intermediate per row -> gemm2 (times the routing weight) -> the top-k
 sum of :mod:`.launch`.
@@ -38,10 +40,19 @@ import torch
 from ...problem.inputs import MoEInputs
 from ...problem.reference_w4a8 import reference_w4a8_moe, row_emax
 from ..base import Support, Tactic, device_capability, launch_sequence
+from . import p8_layout
 from .backend import TritonMXFP4Backend, TritonPrepared, load_kernels
 from .configs import DECODE_MAX_PAIRS, F8_CONFIGS, F8_DEFAULTS, parse_config
+from .configs_p8 import P8_CONFIGS
 
 _LAUNCH_F8 = "fp4moe_diag.backends.triton.launch_f8"
+_LAUNCH_P8 = "fp4moe_diag.backends.triton.launch_p8"
+
+
+def p8_refusal(case: Any) -> Optional[str]:
+    """Why this case's weights have no p8 layout (w13 ``[2I, H]``, w2 ``[H, I]``); None when they have one."""
+    h, i = case.hidden_size, case.intermediate_size
+    return p8_layout.refusal(2 * i, h) or p8_layout.refusal(h, i)  # I % 64 == 0: gemm1's gate rows start a slab
 
 #: relative L2 tolerance against the W4A8 reference (same quantization; left: fp32 summation order, the e4m3 / bf16
 #: rounding flips it causes, and the bf16 output rounding): the standard tolerance of every backend against its
@@ -65,6 +76,8 @@ class W4A8Prepared:
     inter8: torch.Tensor  # e4m3 [max padded pairs, I]
     inter_scale: torch.Tensor  # fp32 [max padded pairs]
     pair_out: torch.Tensor  # fp32 [T * k, H]: gemm2's per-pair products (rows of non-local pairs stay zero)
+    p8: Optional[tuple[torch.Tensor, ...]] = None  # (w13 codes, w13 tables, w2 codes, w2 tables): p8_layout; None
+    # where the case has no p8 layout (p8_refusal)
 
 
 class TritonW4A8Backend(TritonMXFP4Backend):
@@ -83,14 +96,15 @@ class TritonW4A8Backend(TritonMXFP4Backend):
         return sup
 
     def tactics(self, case: Any, prepared: Any = None) -> list[Tactic]:
-        """:data:`.configs.F8_CONFIGS`; the default a decode tile up to ``DECODE_MAX_PAIRS`` pairs, a 64-token one
-        above."""
+        """:data:`.configs.F8_CONFIGS`, then :data:`.configs_p8.P8_CONFIGS` where the case's weights have the p8
+        layout; the default (an f8 tactic) a decode tile up to ``DECODE_MAX_PAIRS`` pairs, a 64-token one above."""
         decode = case.num_tokens * case.top_k <= DECODE_MAX_PAIRS
         default = parse_config(F8_DEFAULTS[0 if decode else 1])
-        return [Tactic(id=kc, label=kc.label, is_default=kc == default, params=kc.params()) for kc in F8_CONFIGS]
+        kcs = F8_CONFIGS + (P8_CONFIGS if p8_refusal(case) is None else ())
+        return [Tactic(id=kc, label=kc.label, is_default=kc == default, params=kc.params()) for kc in kcs]
 
     def prepare(self, inputs: MoEInputs) -> W4A8Prepared:
-        base = self.prepare_common(inputs, sorted({kc.block_m for kc in F8_CONFIGS}))
+        base = self.prepare_common(inputs, sorted({kc.block_m for kc in F8_CONFIGS + P8_CONFIGS}))
         t, h = base.hidden.shape
         inter = inputs.case.intermediate_size
         rows = max(base.inter_buf.shape[0], 1)
@@ -102,6 +116,8 @@ class TritonW4A8Backend(TritonMXFP4Backend):
             inter8=torch.empty((rows, inter), dtype=torch.float8_e4m3fn, device=dev),
             inter_scale=torch.empty((rows,), dtype=torch.float32, device=dev),
             pair_out=torch.zeros((t * inputs.case.top_k, h), dtype=torch.float32, device=dev),
+            p8=None if p8_refusal(inputs.case) else (*p8_layout.shuffle(base.w13, base.w13_scale),
+                                                     *p8_layout.shuffle(base.w2, base.w2_scale)),
         )
 
     def reference(self, inputs: MoEInputs, prepared: Any) -> Optional[torch.Tensor]:
@@ -112,11 +128,14 @@ class TritonW4A8Backend(TritonMXFP4Backend):
                  output: Optional[torch.Tensor] = None) -> Callable[[], torch.Tensor]:
         """quant(x) -> gemm1 -> quant(inter) -> gemm2 -> top-k sum, checked and bound once (as ``triton``'s)."""
         kc = parse_config(tactic.id)
-        if not kc.f8:
-            raise ValueError(f"tactic {kc.label}: backend {self.name} runs the W4A8 tactics (-f8) only")
+        if not kc.w4a8:
+            raise ValueError(f"tactic {kc.label}: backend {self.name} runs the W4A8 tactics (-f8, -p8) only")
         if not isinstance(prepared, W4A8Prepared):
             raise ValueError(f"prepared: expected what {self.name}.prepare returns, got {type(prepared).__name__}")
+        if kc.p8 and prepared.p8 is None:
+            raise ValueError(f"tactic {kc.label}: {p8_refusal(prepared.base.inputs.case)}")
         f8, kern = importlib.import_module(_LAUNCH_F8), load_kernels()
+        gk = importlib.import_module(_LAUNCH_P8) if kc.p8 else f8
         p, q = prepared.base, prepared
         x = p.hidden
         t, h = x.shape
@@ -131,12 +150,13 @@ class TritonW4A8Backend(TritonMXFP4Backend):
             q.inter8 = torch.empty((rows, inter.shape[1]), dtype=torch.float8_e4m3fn, device=x.device)
             q.inter_scale = torch.empty((rows,), dtype=torch.float32, device=x.device)
         calls = f8.quant_rows_calls(x, q.x8, q.x_scale)
-        calls += f8.gemm1_calls(q.x8, q.x_scale, p.w13, p.w13_scale, q.w13_emax, p.w13_bias, p.alpha, p.beta,
+        w13, w13_s, w2, w2_s = q.p8 if kc.p8 else (p.w13, p.w13_scale, p.w2, p.w2_scale)
+        calls += gk.gemm1_calls(q.x8, q.x_scale, w13, w13_s, q.w13_emax, p.w13_bias, p.alpha, p.beta,
                                 p.limit, inter, g.sorted_pair_ids, g.block_expert_ids, g.num_pairs, g.top_k,
                                 p.activation, *tiles)
         if rows:
             calls += f8.quant_rows_calls(inter, q.inter8, q.inter_scale)
-        calls += f8.gemm2_calls(q.inter8[: max(rows, 1)], q.inter_scale, p.w2, p.w2_scale, q.w2_emax, p.w2_bias,
+        calls += gk.gemm2_calls(q.inter8[: max(rows, 1)], q.inter_scale, w2, w2_s, q.w2_emax, p.w2_bias,
                                 p.topk_weights, q.pair_out, g.sorted_pair_ids, g.block_expert_ids, g.num_pairs,
                                 *tiles)
         direct = output is not None and output.dtype == torch.bfloat16 and output.stride(1) == 1

@@ -19,8 +19,9 @@ GATE_UP_LABEL = "-gu"  #: KernelConfig.gate_up's label suffix, right after -ps (
 #: counter per tile, reset by that program) does the pass of the kernel that followed: gemm2 the top-k sum of a
 #: token's rows (same fixed order: bit-identical), a split gemm1 the split-K finalize (:mod:`._kernels_fused`)
 FUSED_LABEL = "-fs"
-MODES = ("bits", "ds", "x2", "sw", "ps", "f8")  # bit-arithmetic dequant, tl.dot_scaled, packed bf16x2 upcast, x2
-# swap-AB, swap-AB on the pre-shuffled layout of ps_layout, W4A8 (e4m3 activations and folded weights; F8_CONFIGS)
+MODES = ("bits", "ds", "x2", "sw", "ps", "f8", "p8")  # bit-arithmetic dequant, tl.dot_scaled, packed bf16x2 upcast,
+# x2 swap-AB, swap-AB on the pre-shuffled layout of ps_layout, W4A8 (e4m3 activations and folded weights; F8_CONFIGS),
+# W4A8 on the pre-shuffled layout of p8_layout (configs_p8.P8_CONFIGS)
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,11 @@ class KernelConfig:
             raise ValueError(f"tactic: mode f8 has no split-K and needs block_k a multiple of 32 and block_m >= 16, "
                              f"got split_k={self.split_k}, split_k2={self.split_k2}, block_k={self.block_k}, "
                              f"block_m={self.block_m}")
+        if self.mode == "p8" and (self.split_k != 1 or self.split_k2 or self.block_k % 64 or self.block_n % 16
+                                  or self.block_m < 16):
+            raise ValueError(f"tactic: mode p8 has no split-K and needs block_k a multiple of 64, block_n of 16 and "
+                             f"block_m >= 16, got split_k={self.split_k}, block_n={self.block_n}, "
+                             f"block_k={self.block_k}, block_m={self.block_m}")
         if not isinstance(self.gate_up, bool) or (self.gate_up and self.mode != "ps"):
             raise ValueError(f"tactic: gate_up (-gu) is a mode ps option, a bool; got {self.gate_up!r} in {self.mode!r}")
         if self.mode == "ps":
@@ -115,6 +121,16 @@ class KernelConfig:
         return self.mode == "f8"
 
     @property
+    def p8(self) -> bool:
+        """The W4A8 kernels on the pre-shuffled layout of :mod:`.p8_layout` (:mod:`._kernels_p8`, ``triton_w4a8``)."""
+        return self.mode == "p8"
+
+    @property
+    def w4a8(self) -> bool:
+        """A tactic of backend ``triton_w4a8`` (modes f8 and p8)."""
+        return self.mode in ("f8", "p8")
+
+    @property
     def gemm2_split(self) -> int:
         """gemm2's split-K factor (its planes are summed with the top-k sum, so a split there costs no extra pass)."""
         return self.split_k2 or self.split_k
@@ -139,6 +155,7 @@ class KernelConfig:
         return dict(block_m=self.block_m, block_n=self.block_n, block_k=self.block_k, num_warps=self.num_warps,
                     num_stages=self.num_stages, dot_scaled=self.dot_scaled, x2=self.x2, swap=self.swap,
                     ps=self.ps, split_k=self.split_k, split_k2=self.gemm2_split, **({"f8": True} if self.f8 else {}),
+                    **({"p8": True} if self.p8 else {}),
                     **({"pdl": self.pdl} if self.pdl else {}),  # the keys only where set: older rows unchanged
                     **({"block_n2": self.block_n2} if self.block_n2 else {}),
                     **({"gate_up": True} if self.gate_up else {}),
@@ -339,7 +356,7 @@ F8_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
 F8_DEFAULTS = ("m16n64k128w4s3-f8", "m64n64k128w4s4-f8")  # decode (T * top_k <= DECODE_MAX_PAIRS), above
 
 _LABEL = re.compile(r"^m(?P<m>\d+)n(?P<n>\d+)k(?P<k>\d+)w(?P<w>\d+)s(?P<s>\d+)"
-                    r"(?:-(?P<mode>ds|x2|sw|f8)|-(?P<ps>ps)(?P<gu>-gu)?)?(?:-sk(?P<sk>\d+))?(?:-g2sk(?P<g2sk>\d+))?"
+                    r"(?:-(?P<mode>ds|x2|sw|f8|p8)|-(?P<ps>ps)(?P<gu>-gu)?)?(?:-sk(?P<sk>\d+))?(?:-g2sk(?P<g2sk>\d+))?"
                     r"(?:-g2n(?P<g2n>\d+))?(?P<pdl>-pdl|-pdlpfe|-pdlpf)?(?P<fs>-fs)?$")
 
 
@@ -351,7 +368,7 @@ def parse_config(cfg: Any) -> KernelConfig:
     if isinstance(cfg, str):
         m = _LABEL.match(cfg)
         if m is None:
-            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu]|-f8][-skN][-g2skN][-g2nN][-pdl|-pdlpf|-pdlpfe][-fs], "
+            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu]|-f8|-p8][-skN][-g2skN][-g2nN][-pdl|-pdlpf|-pdlpfe][-fs], "
                              f"got {cfg!r}")
         nums = [int(m[g]) for g in "mnkws"]
         pdl = {v: k for k, v in PDL_LABELS.items()}[m["pdl"] or ""]
