@@ -102,7 +102,7 @@ def gemm2_calls(
     block_expert_ids: torch.Tensor, num_pairs: int,
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
 ) -> list[Callable[[], None]]:
-    """The launch of the W4A8 gemm2: ``a8 [P, I]`` e4m3 with ``a_scale [P]``, ``w [L, H, I/2]`` -> fp32 ``out
+    """The launch of the W4A8 gemm2: ``a8 [P, I]`` e4m3 with ``a_scale [P]``, ``w [L, H, I/2]`` -> fp32 or bf16 ``out
     [T*k, H]`` by pair (times the routing weight).  Grid order as the ps kernels' (:func:`.configs.ps_n_fastest`): with
     the M blocks fastest, prefill re-read the intermediate once per N tile (H200, s9 run of record, 20b EP1 T=4096:
     1.37 GB of DRAM reads in gemm2 against 0.28 GB for the bf16 ps gemm2; Nsight Compute).  gemm1's activations (T x H,
@@ -112,8 +112,8 @@ def gemm2_calls(
         raise ValueError(f"a8: expected a float8_e4m3fn [P, {inter}] tensor, got {a8.dtype} {tuple(a8.shape)}")
     if a_scale.dtype != torch.float32 or a_scale.shape[0] < a8.shape[0]:
         raise ValueError(f"a_scale: expected fp32 [>= {a8.shape[0]}], got {a_scale.dtype} {tuple(a_scale.shape)}")
-    if out.dim() != 2 or out.dtype != torch.float32 or out.shape[1] != hidden or out.stride(1) != 1:
-        raise ValueError(f"out: expected an fp32 [T*k, {hidden}] tensor, got {out.dtype} {tuple(out.shape)}")
+    if out.dim() != 2 or out.dtype not in (torch.float32, torch.bfloat16) or out.shape[1] != hidden or out.stride(1) != 1:
+        raise ValueError(f"out: expected an fp32 or bf16 [T*k, {hidden}] tensor, got {out.dtype} {tuple(out.shape)}")
     _check_tiles(block_n, block_k, inter)
     num_blocks = block_expert_ids.numel()
     if num_blocks == 0:

@@ -85,15 +85,15 @@ def gemm2_calls(
     block_expert_ids: torch.Tensor, num_pairs: int,
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int,
 ) -> list[Callable[[], None]]:
-    """The launch of the p8 gemm2: ``a8 [P, I]`` e4m3 with ``a_scale [P]``, p8 w2 -> fp32 ``out [T*k, H]`` by pair
+    """The launch of the p8 gemm2: ``a8 [P, I]`` e4m3 with ``a_scale [P]``, p8 w2 -> fp32 or bf16 ``out [T*k, H]`` by pair
     (times the routing weight)."""
     hidden, inter = _check_weights(w, w_tables, w_emax)
     if a8.dtype != FP8 or a8.dim() != 2 or a8.shape[1] != inter or a8.stride(1) != 1:
         raise ValueError(f"a8: expected a float8_e4m3fn [P, {inter}] tensor, got {a8.dtype} {tuple(a8.shape)}")
     if a_scale.dtype != torch.float32 or a_scale.shape[0] < a8.shape[0]:
         raise ValueError(f"a_scale: expected fp32 [>= {a8.shape[0]}], got {a_scale.dtype} {tuple(a_scale.shape)}")
-    if out.dim() != 2 or out.dtype != torch.float32 or out.shape[1] != hidden or out.stride(1) != 1:
-        raise ValueError(f"out: expected an fp32 [T*k, {hidden}] tensor, got {out.dtype} {tuple(out.shape)}")
+    if out.dim() != 2 or out.dtype not in (torch.float32, torch.bfloat16) or out.shape[1] != hidden or out.stride(1) != 1:
+        raise ValueError(f"out: expected an fp32 or bf16 [T*k, {hidden}] tensor, got {out.dtype} {tuple(out.shape)}")
     _check_tiles(block_m, block_n, block_k)
     num_blocks = block_expert_ids.numel()
     if num_blocks == 0:
