@@ -135,9 +135,12 @@ def test_tactics_offer_p8_where_the_layout_exists():
     case = MoECase(num_tokens=4096, hidden_size=2880, intermediate_size=2880, num_experts=32, top_k=4)
     ts = b.tactics(case)
     assert [t.label for t in ts] == [c.label for c in F8_CONFIGS + P8_CONFIGS]
-    assert next(t for t in ts if t.is_default).label == "m64n64k128w4s4-f8"  # the default is unchanged
+    assert next(t for t in ts if t.is_default).label == "m128n64k128w4s3-p8"  # the prefill default where p8 exists
     small = MoECase(num_tokens=4, hidden_size=96, intermediate_size=64, num_experts=2, top_k=1)
     assert "K divisible by 64" in p8_refusal(small)
+    no_p8 = get_backend("triton_w4a8").tactics(small.with_tokens(512))  # no p8 layout: the f8 prefill default
+    assert [t.label for t in no_p8] == [c.label for c in F8_CONFIGS]
+    assert next(t for t in no_p8 if t.is_default).label == "m64n64k128w4s4-f8"
     assert [t.label for t in b.tactics(small)] == [c.label for c in F8_CONFIGS]
     assert "rows=64, K=96" in p8_refusal(MoECase(num_tokens=4, hidden_size=64, intermediate_size=96, num_experts=2,
                                                   top_k=1))

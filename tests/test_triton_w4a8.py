@@ -68,7 +68,7 @@ def test_tactics_cover_decode_and_prefill(tokens: int):
     assert all(t.label.endswith(("-f8", "-p8")) for t in ts)
     assert sum(t.is_default for t in ts) == 1
     default = next(t for t in ts if t.is_default).id
-    assert default.block_m == (16 if tokens * 4 <= 256 else 64)
+    assert default.block_m == (16 if tokens * 4 <= 256 else 128) and default.mode == ("f8" if tokens * 4 <= 256 else "p8")
     kcs = [t.id for t in ts]
     assert {16, 64, 128} <= {k.block_m for k in kcs} and {4, 8} == {k.num_warps for k in kcs}
     assert all(k.block_n >= 64 and k.split_k == 1 for k in kcs)  # a wgmma M of weight rows; no split-K

@@ -43,7 +43,7 @@ from ..base import Support, Tactic, device_capability, launch_sequence
 from . import p8_layout
 from .backend import TritonMXFP4Backend, TritonPrepared, load_kernels
 from .configs import DECODE_MAX_PAIRS, F8_CONFIGS, F8_DEFAULTS, parse_config
-from .configs_p8 import P8_CONFIGS
+from .configs_p8 import P8_CONFIGS, P8_DEFAULT
 
 _LAUNCH_F8 = "fp4moe_diag.backends.triton.launch_f8"
 _LAUNCH_P8 = "fp4moe_diag.backends.triton.launch_p8"
@@ -97,10 +97,12 @@ class TritonW4A8Backend(TritonMXFP4Backend):
 
     def tactics(self, case: Any, prepared: Any = None) -> list[Tactic]:
         """:data:`.configs.F8_CONFIGS`, then :data:`.configs_p8.P8_CONFIGS` where the case's weights have the p8
-        layout; the default (an f8 tactic) a decode tile up to ``DECODE_MAX_PAIRS`` pairs, a 64-token one above."""
+        layout; the default an f8 decode tile up to ``DECODE_MAX_PAIRS`` pairs, above it :data:`.configs_p8.P8_DEFAULT`
+        (an f8 64-token tile where the case has no p8 layout)."""
         decode = case.num_tokens * case.top_k <= DECODE_MAX_PAIRS
-        default = parse_config(F8_DEFAULTS[0 if decode else 1])
-        kcs = F8_CONFIGS + (P8_CONFIGS if p8_refusal(case) is None else ())
+        p8 = p8_refusal(case) is None
+        default = parse_config(F8_DEFAULTS[0] if decode else P8_DEFAULT if p8 else F8_DEFAULTS[1])
+        kcs = F8_CONFIGS + (P8_CONFIGS if p8 else ())
         return [Tactic(id=kc, label=kc.label, is_default=kc == default, params=kc.params()) for kc in kcs]
 
     def prepare(self, inputs: MoEInputs) -> W4A8Prepared:
