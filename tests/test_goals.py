@@ -88,6 +88,17 @@ def test_goal_5_compares_w4a8_with_cutlass_humming_and_never_passes_without_it()
     assert goal(goal_rows(d), 1, 4096)["peer_backend"] == "triton_kernels"
 
 
+def test_goal_5_alone_on_the_120b_shape_humming_takes_and_nothing_below_prefill():
+    kw = dict(model="gpt-oss-120b", num_experts=128, local_num_experts=128, has_bias=False)
+    rows = [row("triton_w4a8", "p8", 4096, 1450.0, precision="w4a8", rel=4e-2, **kw),
+            row("cutlass_humming", "h", 4096, 1500.0, precision="w4a8", **kw),
+            row("triton_w4a8", "p8", 1024, 400.0, precision="w4a8", rel=4e-2, **kw),
+            row("cutlass_humming", "h", 1024, 420.0, precision="w4a8", **kw)]
+    t = goal_rows(to_frame(rows))
+    assert list(zip(t["goal"], t["model"], t["num_tokens"])) == [(5, "gpt-oss-120b", 4096)]  # T=1024: no goal there
+    assert t.iloc[0]["status"] == "met" and t.iloc[0]["x_goal"] == pytest.approx(1450 / 1500)
+
+
 PROFILE = ("annotation,launch,kernel,duration_us,dram_throughput_pct,sm_throughput_pct,achieved_occupancy_pct,"
            "issue_slots_busy_pct,dram_read_bytes,registers_per_thread,stall_wait_pct,stall_selected_pct,"
            "dram_read_GBps,runs,role,tactic_label\n")

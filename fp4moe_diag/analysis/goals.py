@@ -1,7 +1,8 @@
 """Where each goal of issue #25 stands, per shape, with the measured reason (``python -m fp4moe_diag goals RUN ...``).
 
 The goals, for our Triton backend (``triton``, bf16 activations), at the goal shapes (:data:`GOAL_CASES`: gpt-oss-20b
-EP1 and EP2 at T = 1 .. 16384, gpt-oss-120b EP4 at T = 1 .. 4096; the token counts are those measured):
+EP1 and EP2 at T = 1 .. 16384, gpt-oss-120b EP4 at T = 1 .. 4096; the token counts are those measured; goal 5 alone
+also at :data:`W4A8_ONLY_CASES`):
 
 1. never slower than any bf16-activation peer: each peer backend's best tactic (:func:`.tables.x_of_best`, like for
    like: ``kernel_precision`` w4a16; FlashInfer told apart by version, ``cutlass@0.7.4``);
@@ -45,6 +46,10 @@ PREFILL_GOAL_FRAC = 0.70
 W4A8_PEER = "cutlass_humming"
 #: (model, ep_size) -> the largest T of the goals
 GOAL_CASES = {("gpt-oss-20b", 1): 16384, ("gpt-oss-20b", 2): 16384, ("gpt-oss-120b", 4): 4096}
+#: (model, ep_size) -> the largest T where goal 5 alone applies: FlashInfer's Humming runner takes neither expert biases
+#: nor EP, so gpt-oss-120b's only shape it runs is EP1 without biases (``data/shapes/gpt-oss-nobias.csv``), outside the
+#: bf16 goals' shapes
+W4A8_ONLY_CASES = {("gpt-oss-120b", 1): 16384}
 #: (model, ep_size) -> the T range (inclusive) of goal 2
 DECODE_GOAL_TOKENS = {("gpt-oss-20b", 1): (16, 64), ("gpt-oss-120b", 4): (64, 64)}
 GOAL_NAMES = {1: "never slower than any bf16-activation peer",
@@ -78,7 +83,11 @@ class GoalReport:
 
 
 def in_goals(model: str, ep: int, t: int) -> bool:
-    top = GOAL_CASES.get((str(model), int(ep)))
+    """Whether some goal applies at ``model`` EP ``ep`` T ``t``."""
+    key = (str(model), int(ep))
+    if key in W4A8_ONLY_CASES:
+        return PREFILL_MIN_TOKENS <= int(t) <= W4A8_ONLY_CASES[key]
+    top = GOAL_CASES.get(key)
     return top is not None and 1 <= int(t) <= top
 
 
@@ -161,6 +170,8 @@ def _bf16_goals(key: tuple, o: pd.Series, p: Optional[pd.Series], launch_us: flo
 
 def applicable(model: str, ep: int, t: int) -> list[int]:
     """The goals (1..5) that apply at a goal shape."""
+    if (str(model), int(ep)) in W4A8_ONLY_CASES:
+        return [5] * (t >= PREFILL_MIN_TOKENS)
     lo, hi = DECODE_GOAL_TOKENS.get((str(model), int(ep)), (0, -1))
     return [1] + [2] * (lo <= t <= hi) + [3] * (t <= SMALL_T_MAX) + [4, 5] * (t >= PREFILL_MIN_TOKENS)
 
@@ -205,6 +216,9 @@ def goal_rows(df: pd.DataFrame, ours: str = "triton", w4a8: str = "triton_w4a8",
         g = _at(x, key)
         mine = g[g["backend"] == ours]
         o = None if mine.empty else mine.iloc[0]
+        if applicable(key[1], key[2], int(key[4])) == [5]:  # a W4A8-only shape: goal 5 alone
+            rows.append(_w4a8_goal(df, key, g, w4a8, o))
+            continue
         if o is None:
             rows += _missing_ours(df, key, ours)
         else:
