@@ -22,7 +22,8 @@ activations past K as zeros.
 
 Under the interpreter (no inline asm) :func:`_p8_values` does the lookup with integer ops (``(T64 >> 8 sel) &
 0xFF``) and ``_dot8`` multiplies the exact fp8 values in fp32 (``DOT_F32``).  The interpreter does not check the
-register grouping the asm relies on (4 consecutive bytes of the last dim in one register); a GPU run does.
+register grouping the asm relies on (4 consecutive bytes of the last dim in one register); a GPU run does (H200,
+s11c / s11d: ``tests/test_triton_p8.py -k gpu`` bit for bit, every sweep row correct).
 """
 
 from __future__ import annotations
