@@ -52,11 +52,11 @@ def test_shuffle_then_unshuffle_gives_the_codes(shape):
     ps = P.shuffle_weights(data)
     assert ps.dtype == torch.uint8 and tuple(ps.shape) == (nl, n // 16, k // 64, 512)
     codes = P.unshuffle_codes(ps, k)
-    expected = P._codes(data)
+    expected = P.codes(data)
     assert codes.dtype == torch.int32 and tuple(codes.shape) == (nl, n, k)
     assert torch.equal(codes, expected)
-    # _codes itself: low nibble = even K
-    assert P._codes(torch.tensor([[0x5A]], dtype=torch.uint8)).tolist() == [[0xA, 0x5]]
+    # codes itself: low nibble = even K
+    assert P.codes(torch.tensor([[0x5A]], dtype=torch.uint8)).tolist() == [[0xA, 0x5]]
     # every code occurs, so the round trip covered all 16
     assert set(expected.unique().tolist()) == set(range(16))
 
@@ -409,4 +409,4 @@ def test_shuffle_in_steps_of_experts_is_the_same(monkeypatch):
     for experts_per_step in (1, 2):
         monkeypatch.setattr(P, "_TEMP_BYTES", 4 * 32 * 128 * experts_per_step)
         assert torch.equal(P.shuffle_weights(data), whole)
-    assert torch.equal(P.unshuffle_codes(whole, 128), P._codes(data))
+    assert torch.equal(P.unshuffle_codes(whole, 128), P.codes(data))

@@ -83,7 +83,7 @@ def test_shuffle_gate_up_is_the_ps_layout_of_the_permuted_rows(monkeypatch):
     monkeypatch.setattr(ps_layout, "_TEMP_BYTES", 32 * 128 * 2)  # two experts per step: a short last step
     w, s = ps_layout.shuffle_gate_up(w13, sc)
     codes = ps_layout.unshuffle_codes(w, 128)
-    orig = ps_layout._codes(w13)
+    orig = ps_layout.codes(w13)
     assert torch.equal(codes[:, 8], orig[:, 16]) and torch.equal(codes[:, 16], orig[:, 8])  # gate 0, lin 8
     assert torch.equal(codes[:, 31], orig[:, 31]) and torch.equal(codes[:, 7], orig[:, 7])
     assert torch.equal(codes, orig[:, ps_layout.gate_up_rows(16)])

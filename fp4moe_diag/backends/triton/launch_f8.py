@@ -43,6 +43,21 @@ def quant_rows_calls(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -> l
     )]
 
 
+def check_e4m3_rows(name: str, q: torch.Tensor, sname: str, scale: torch.Tensor, cols: int) -> None:
+    """A GEMM's e4m3 input ``q [R, cols]`` (unit column stride) and its fp32 row scales ``[>= R]``; a ValueError naming
+    ``name`` or ``sname`` otherwise.  Shared by the f8 and p8 launchers."""
+    if q.dtype != FP8 or q.dim() != 2 or q.shape[1] != cols or q.stride(1) != 1:
+        raise ValueError(f"{name}: expected a float8_e4m3fn [R, {cols}] tensor, got {q.dtype} {tuple(q.shape)}")
+    if scale.dtype != torch.float32 or scale.shape[0] < q.shape[0]:
+        raise ValueError(f"{sname}: expected fp32 [>= {q.shape[0]}], got {scale.dtype} {tuple(scale.shape)}")
+
+
+def check_pair_out(out: torch.Tensor, hidden: int) -> None:
+    """gemm2's per-pair output plane ``out [T*k, hidden]``, fp32 or bf16, unit column stride."""
+    if out.dim() != 2 or out.dtype not in (torch.float32, torch.bfloat16) or out.shape[1] != hidden or out.stride(1) != 1:
+        raise ValueError(f"out: expected an fp32 or bf16 [T*k, {hidden}] tensor, got {out.dtype} {tuple(out.shape)}")
+
+
 def _check_weights(w: torch.Tensor, w_scale: torch.Tensor, w_emax: torch.Tensor) -> tuple[int, int]:
     """(rows, K) of ``w [L, rows, K/2]`` with its scale bytes ``[L, rows, K/32]`` and E bytes ``[L, rows]``."""
     if w.dim() != 3 or w.dtype != torch.uint8:
@@ -74,10 +89,7 @@ def gemm1_calls(
     """The launch of the W4A8 gemm1: ``x8 [T, H]`` e4m3 with ``x_scale [T]``, ``w [L, 2I, H/2]`` -> bf16 ``out [P, I]``."""
     rows, hidden = _check_weights(w, w_scale, w_emax)
     inter = rows // 2
-    if x8.dtype != FP8 or x8.dim() != 2 or x8.shape[1] != hidden or x8.stride(1) != 1:
-        raise ValueError(f"x8: expected a float8_e4m3fn [T, {hidden}] tensor, got {x8.dtype} {tuple(x8.shape)}")
-    if x_scale.dtype != torch.float32 or x_scale.shape[0] < x8.shape[0]:
-        raise ValueError(f"x_scale: expected fp32 [>= {x8.shape[0]}], got {x_scale.dtype} {tuple(x_scale.shape)}")
+    check_e4m3_rows("x8", x8, "x_scale", x_scale, hidden)
     _check_tiles(block_n, block_k, hidden)
     num_blocks = block_expert_ids.numel()
     if num_blocks == 0:
@@ -108,12 +120,8 @@ def gemm2_calls(
     1.37 GB of DRAM reads in gemm2 against 0.28 GB for the bf16 ps gemm2; Nsight Compute).  gemm1's activations (T x H,
     12 MB there) stay in L2 either way (0.41 GB read, as bf16's)."""
     hidden, inter = _check_weights(w, w_scale, w_emax)
-    if a8.dtype != FP8 or a8.dim() != 2 or a8.shape[1] != inter or a8.stride(1) != 1:
-        raise ValueError(f"a8: expected a float8_e4m3fn [P, {inter}] tensor, got {a8.dtype} {tuple(a8.shape)}")
-    if a_scale.dtype != torch.float32 or a_scale.shape[0] < a8.shape[0]:
-        raise ValueError(f"a_scale: expected fp32 [>= {a8.shape[0]}], got {a_scale.dtype} {tuple(a_scale.shape)}")
-    if out.dim() != 2 or out.dtype not in (torch.float32, torch.bfloat16) or out.shape[1] != hidden or out.stride(1) != 1:
-        raise ValueError(f"out: expected an fp32 or bf16 [T*k, {hidden}] tensor, got {out.dtype} {tuple(out.shape)}")
+    check_e4m3_rows("a8", a8, "a_scale", a_scale, inter)
+    check_pair_out(out, hidden)
     _check_tiles(block_n, block_k, inter)
     num_blocks = block_expert_ids.numel()
     if num_blocks == 0:

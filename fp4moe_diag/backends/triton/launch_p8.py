@@ -15,10 +15,10 @@ import triton
 from . import p8_layout
 from ._kernels_p8 import _moe_w4a8_gemm1_p8_kernel, _moe_w4a8_gemm2_p8_kernel, _p8_decode_test_kernel
 from ._kernels_f8 import INTERPRETED
+from .launch_f8 import FP8, check_e4m3_rows, check_pair_out
 from .configs import even_k, ps_n_fastest
 from .launch import _grid
 
-FP8 = torch.float8_e4m3fn
 
 
 def _check_weights(w: torch.Tensor, w_tables: torch.Tensor, w_emax: torch.Tensor) -> tuple[int, int]:
@@ -57,10 +57,7 @@ def gemm1_calls(
     inter = rows // 2
     if inter % 16:
         raise ValueError(f"w: gemm1's rows [lin I; gate I] need I divisible by 16 (slabs), got I={inter}")
-    if x8.dtype != FP8 or x8.dim() != 2 or x8.shape[1] != hidden or x8.stride(1) != 1:
-        raise ValueError(f"x8: expected a float8_e4m3fn [T, {hidden}] tensor, got {x8.dtype} {tuple(x8.shape)}")
-    if x_scale.dtype != torch.float32 or x_scale.shape[0] < x8.shape[0]:
-        raise ValueError(f"x_scale: expected fp32 [>= {x8.shape[0]}], got {x_scale.dtype} {tuple(x_scale.shape)}")
+    check_e4m3_rows("x8", x8, "x_scale", x_scale, hidden)
     _check_tiles(block_m, block_n, block_k)
     num_blocks = block_expert_ids.numel()
     if num_blocks == 0:
@@ -88,12 +85,8 @@ def gemm2_calls(
     """The launch of the p8 gemm2: ``a8 [P, I]`` e4m3 with ``a_scale [P]``, p8 w2 -> fp32 or bf16 ``out [T*k, H]`` by pair
     (times the routing weight)."""
     hidden, inter = _check_weights(w, w_tables, w_emax)
-    if a8.dtype != FP8 or a8.dim() != 2 or a8.shape[1] != inter or a8.stride(1) != 1:
-        raise ValueError(f"a8: expected a float8_e4m3fn [P, {inter}] tensor, got {a8.dtype} {tuple(a8.shape)}")
-    if a_scale.dtype != torch.float32 or a_scale.shape[0] < a8.shape[0]:
-        raise ValueError(f"a_scale: expected fp32 [>= {a8.shape[0]}], got {a_scale.dtype} {tuple(a_scale.shape)}")
-    if out.dim() != 2 or out.dtype not in (torch.float32, torch.bfloat16) or out.shape[1] != hidden or out.stride(1) != 1:
-        raise ValueError(f"out: expected an fp32 or bf16 [T*k, {hidden}] tensor, got {out.dtype} {tuple(out.shape)}")
+    check_e4m3_rows("a8", a8, "a_scale", a_scale, inter)
+    check_pair_out(out, hidden)
     _check_tiles(block_m, block_n, block_k)
     num_blocks = block_expert_ids.numel()
     if num_blocks == 0:

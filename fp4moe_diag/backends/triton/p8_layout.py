@@ -38,9 +38,10 @@ from typing import Optional
 import torch
 
 from ...problem.reference_w4a8 import _MIN_FOLD_EXP
+from . import ps_layout
 
-ROWS = 16  #: weight rows per slab (one warp's m16 of the wgmma tile)
-KCHUNK = 64  #: K elements per chunk (2 k32 steps)
+ROWS = ps_layout.ROWS  #: weight rows per slab (one warp's m16 of the wgmma tile)
+KCHUNK = ps_layout.KCHUNK  #: K elements per chunk (2 k32 steps)
 CHUNK_BYTES = ROWS * KCHUNK // 2  #: 512: 32 lanes x 16 bytes
 TABLE_BYTES = ROWS * 8  #: 128 per slab and 32-block
 #: the e2m1 magnitudes of codes 0..7
@@ -49,27 +50,13 @@ _TEMP_BYTES = 256 << 20  # temporaries per step of shuffle_codes, as ps_layout
 
 
 def refusal(n: int, k: int) -> Optional[str]:
-    """Why an ``[n, k]`` weight matrix has no p8 layout (None when it has one)."""
-    if n % ROWS or k % KCHUNK:
-        return (f"the p8 layout needs rows divisible by {ROWS} and K divisible by {KCHUNK}; got rows={n}, K={k}")
-    return None
+    """Why an ``[n, k]`` weight matrix has no p8 layout (None when it has one): the slabs and chunks of ps_layout."""
+    return ps_layout.refusal(n, k, "p8")
 
 
 def _dims(name: str, t: torch.Tensor, k_per_column: int) -> tuple[int, int, int]:
     """(L, N, K) of ``t``, uint8 ``[L, N, K / k_per_column]``; a ValueError naming ``name`` otherwise."""
-    if t.dtype != torch.uint8 or t.dim() != 3:
-        raise ValueError(f"{name}: expected uint8 [L, N, K/{k_per_column}], got {t.dtype} {tuple(t.shape)}")
-    nl, n, k = t.shape[0], t.shape[1], k_per_column * t.shape[2]
-    why = refusal(n, k)
-    if why:
-        raise ValueError(f"{name}: {why}")
-    return nl, n, k
-
-
-def _codes(data: torch.Tensor) -> torch.Tensor:
-    """Packed bytes ``[..., K/2]`` (low nibble = even K) -> int32 codes ``[..., K]``."""
-    d = data.to(torch.int32)
-    return torch.stack((d & 0xF, d >> 4), dim=-1).flatten(-2)
+    return ps_layout.layout_dims(name, t, k_per_column, "p8")
 
 
 def shuffle_codes(data: torch.Tensor) -> torch.Tensor:
@@ -80,7 +67,7 @@ def shuffle_codes(data: torch.Tensor) -> torch.Tensor:
     j = torch.arange(4, device=data.device)
     for e0 in range(0, nl, per):
         d = data[e0:e0 + per]
-        c = _codes(d).view(d.shape[0], n // ROWS, 2, 8, k // KCHUNK, 2, 2, 4, 4)  # L, r, rh, g, c, s, kh, t, j
+        c = ps_layout.codes(d).view(d.shape[0], n // ROWS, 2, 8, k // KCHUNK, 2, 2, 4, 4)  # L, r, rh, g, c, s, kh, t, j
         c = c.permute(0, 1, 4, 3, 7, 5, 2, 6, 8)  # L, r, c, g, t, s, rh, kh, j
         c = c.to(torch.int64)
         mag, sign = c & 7, (c >> 3) & 1

@@ -60,20 +60,21 @@ SCALE_BYTES = ROWS * KCHUNK // 32  #: 32
 _TEMP_BYTES = 256 << 20
 
 
-def refusal(n: int, k: int) -> Optional[str]:
-    """Why an ``[n, k]`` weight matrix has no ps layout (None when it has one)."""
+def refusal(n: int, k: int, layout: str = "pre-shuffled") -> Optional[str]:
+    """Why an ``[n, k]`` weight matrix has no ps layout (None when it has one); the p8 layout (:mod:`.p8_layout`) has
+    the same slabs and chunks and asks this too, naming itself ``layout``."""
     if n % ROWS or k % KCHUNK:
-        return (f"the pre-shuffled layout needs rows divisible by {ROWS} and K divisible by {KCHUNK}; "
+        return (f"the {layout} layout needs rows divisible by {ROWS} and K divisible by {KCHUNK}; "
                 f"got rows={n}, K={k}")
     return None
 
 
-def _dims(name: str, t: torch.Tensor, k_per_column: int) -> tuple[int, int, int]:
+def layout_dims(name: str, t: torch.Tensor, k_per_column: int, layout: str = "pre-shuffled") -> tuple[int, int, int]:
     """(L, N, K) of ``t``, uint8 ``[L, N, K / k_per_column]``; a ValueError naming ``name`` otherwise."""
     if t.dtype != torch.uint8 or t.dim() != 3:
         raise ValueError(f"{name}: expected uint8 [L, N, K/{k_per_column}], got {t.dtype} {tuple(t.shape)}")
     nl, n, k = t.shape[0], t.shape[1], k_per_column * t.shape[2]
-    why = refusal(n, k)
+    why = refusal(n, k, layout)
     if why:
         raise ValueError(f"{name}: {why}")
     return nl, n, k
@@ -86,7 +87,7 @@ def _encode(c: torch.Tensor, slot: int) -> torch.Tensor:
     return (((c & 7) << 6) | ((c & 8) << 12)) >> (3 * slot)
 
 
-def _codes(data: torch.Tensor) -> torch.Tensor:
+def codes(data: torch.Tensor) -> torch.Tensor:
     """Packed bytes ``[..., K/2]`` (low nibble = even K) -> int32 codes ``[..., K]``."""
     d = data.to(torch.int32)
     return torch.stack((d & 0xF, d >> 4), dim=-1).flatten(-2)
@@ -94,12 +95,12 @@ def _codes(data: torch.Tensor) -> torch.Tensor:
 
 def shuffle_weights(data: torch.Tensor) -> torch.Tensor:
     """MXFP4 bytes ``[L, N, K/2]`` (uint8, low nibble = even K) -> the ps layout ``[L, N/16, K/64, 512]``."""
-    nl, n, k = _dims("data", data, 2)
+    nl, n, k = layout_dims("data", data, 2)
     out = torch.empty((nl, n // ROWS, k // KCHUNK, CHUNK_BYTES), dtype=torch.uint8, device=data.device)
     per = max(1, _TEMP_BYTES // (4 * n * k))  # experts per step: int32 codes of a step stay under _TEMP_BYTES
     for e0 in range(0, nl, per):
         d = data[e0:e0 + per]
-        c = _codes(d).view(d.shape[0], n // ROWS, 2, 8, k // KCHUNK, 4, 2, 4, 2)  # L, r, rh, g, c, s, kh, t, e
+        c = codes(d).view(d.shape[0], n // ROWS, 2, 8, k // KCHUNK, 4, 2, 4, 2)  # L, r, rh, g, c, s, kh, t, e
         c = c.permute(0, 1, 4, 3, 7, 5, 6, 2, 8)  # L, r, c, g, t, s, kh, rh, e
         word = torch.zeros(c.shape[:6], dtype=torch.int32, device=data.device)
         for kh in range(2):
@@ -112,7 +113,7 @@ def shuffle_weights(data: torch.Tensor) -> torch.Tensor:
 
 def shuffle_scales(scale: torch.Tensor) -> torch.Tensor:
     """ue8m0 bytes ``[L, N, K/32]`` -> ``[L, N/16, K/64, 32]`` (per slab and chunk: g, sb, rh)."""
-    nl, n, k = _dims("scale", scale, 32)
+    nl, n, k = layout_dims("scale", scale, 32)
     s = scale.view(nl, n // ROWS, 2, 8, k // KCHUNK, 2)  # L, r, rh, g, c, sb
     return s.permute(0, 1, 4, 3, 5, 2).contiguous().view(nl, n // ROWS, k // KCHUNK, SCALE_BYTES)
 
@@ -158,7 +159,7 @@ def shuffle_gate_up(w13: torch.Tensor, w13_scale: torch.Tensor) -> tuple[torch.T
     """w13 ``[L, 2I, K/2]`` and its scales ``[L, 2I, K/32]`` -> their ps layouts (:func:`shuffle_weights`,
     :func:`shuffle_scales`) with the rows in :func:`gate_up_rows` order: as large as the plain ps copy.  Made in
     steps of experts, so the row-permuted temporaries stay under ``_TEMP_BYTES`` (beside those of the shuffle)."""
-    nl, n, k = _dims("w13", w13, 2)
+    nl, n, k = layout_dims("w13", w13, 2)
     if tuple(w13_scale.shape) != (nl, n, k // 32):
         raise ValueError(f"w13_scale: expected [{nl}, {n}, {k // 32}] for w13 {tuple(w13.shape)}, got "
                          f"{tuple(w13_scale.shape)}")
