@@ -48,3 +48,16 @@ def interpreted_results(script: str) -> dict:
     if not HAS_TRITON:
         pytest.skip("triton is not installed")
     return run_result_script(script)
+
+
+def bundled_tools(*tools: str) -> bool:
+    """Whether triton imports and bundles every CUDA tool of ``tools`` (ptxas, nvdisasm, cuobjdump): the sm_90a
+    build tests run on a CPU host with them."""
+    if not HAS_TRITON:
+        return False
+    from fp4moe_diag.profiling.sass import bundled_tool
+
+    try:
+        return all(bundled_tool(t) for t in tools)
+    except ValueError:
+        return False

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interpreter import HAS_TRITON, interpreted_results
+from interpreter import HAS_TRITON, bundled_tools, interpreted_results
 
 from fp4moe_diag import MoECase, build_inputs
 from fp4moe_diag.backends import backend_class, get_backend
@@ -255,41 +255,17 @@ def test_interpreter_tuner_rows(interp_results: dict):
 
 
 # ------------------------------------------------------------------ sm_90a build (CPU host, Triton's bundled tools)
-def _bundled(*tools: str) -> bool:
-    if not HAS_TRITON:
-        return False
-    import os
-
-    import triton
-
-    return all(os.path.exists(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", t))
-               for t in tools)
-
-
-@pytest.mark.skipif(not _bundled("ptxas", "nvdisasm", "cuobjdump"), reason="triton with its bundled CUDA tools is "
+@pytest.mark.skipif(not bundled_tools("ptxas", "nvdisasm", "cuobjdump"), reason="triton with its bundled CUDA tools is "
                     "not installed")
 @pytest.mark.parametrize("label", ["m16n64k128w4s3-f8", "m128n128k64w8s3-f8"])
 def test_sm90_build_uses_fp8_wgmma_without_spills(label: str):
-    import os
-    import re
-    import subprocess
-    import tempfile
+    from fp4moe_diag.profiling.sass import count, stack_bytes
 
-    import triton
-
-    from fp4moe_diag.profiling.sass import _compile, count
-
-    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
     for gemm in ("gemm1", "gemm2"):
         r = count(label, gemm, k=2880)
         assert r.mma == "QGMMA" and r.instructions_per_weight < 9, r  # FP8 wgmma in the K loop, the f16x2 fold
         assert r.opcodes.get("HMUL2", 0) > 0 and r.opcodes.get("F2FP", 0) > 0  # mul.f16x2, cvt ... e4m3x2.f16x2
-        with tempfile.TemporaryDirectory() as d:
-            path = os.path.join(d, "k.cubin")
-            with open(path, "wb") as f:
-                f.write(_compile(parse_config(label), gemm, 2880, 90).asm["cubin"])
-            res = subprocess.run([tool, "-res-usage", path], capture_output=True, text=True, check=True).stdout
-        assert int(re.search(r"STACK:(\d+)", res).group(1)) == 0, res  # no register spills
+        assert stack_bytes(label, gemm, 2880) == 0  # no register spills
 
 
 # ------------------------------------------------------------------ GPU (compiled kernels; not run on a CPU host)

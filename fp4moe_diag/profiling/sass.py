@@ -176,13 +176,33 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
                           options=dict(num_warps=kc.num_warps, num_stages=kc.num_stages))
 
 
-def _nvdisasm() -> str:
+def bundled_tool(name: str) -> str:
+    """The path of a CUDA tool Triton bundles (``ptxas``, ``nvdisasm``, ``cuobjdump``); a ValueError when absent."""
     import triton
 
-    path = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "nvdisasm")
+    path = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name)
     if not os.path.exists(path):
-        raise ValueError(f"nvdisasm: not found at {path} (this Triton install bundles no CUDA tools)")
+        raise ValueError(f"{name}: not found at {path} (this Triton install bundles no CUDA tools)")
     return path
+
+
+def _nvdisasm() -> str:
+    return bundled_tool("nvdisasm")
+
+
+def stack_bytes(tactic: str, gemm: str, k: int, arch: int = 90) -> int:
+    """The local-memory stack of ``tactic``'s ``gemm`` compiled for ``sm_<arch>a`` (``cuobjdump -res-usage``): 0 when
+    nothing spills."""
+    cuobjdump = bundled_tool("cuobjdump")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "k.cubin")
+        with open(path, "wb") as f:
+            f.write(_compile(parse_config(tactic), gemm, k, arch).asm["cubin"])
+        res = subprocess.run([cuobjdump, "-res-usage", path], capture_output=True, text=True, check=True).stdout
+    m = re.search(r"STACK:(\d+)", res)
+    if m is None:
+        raise ValueError(f"cuobjdump: no STACK in its resource usage of {tactic} {gemm}: {res[-300:]}")
+    return int(m.group(1))
 
 
 def count(tactic: str, gemm: str = "gemm2", k: int = 3072, arch: int = 90) -> LoopCount:
