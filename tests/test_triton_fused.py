@@ -13,15 +13,12 @@ finalizes its own planes, each in the last program to arrive at an int32 counter
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import tempfile
 
 import pytest
 import torch
 
-from interpreter import HAS_TRITON, interpreted_results
+from interpreter import HAS_TRITON, bundled_tools, interpreted_results
 
 from fp4moe_diag import MoECase, build_inputs
 from fp4moe_diag.backends.base import Tactic
@@ -244,28 +241,14 @@ def test_the_cases_cover_what_they_claim(interp_results: dict):
     assert interp_results["order_probe"] == [2.0 ** -30, True, 0]  # the top-k sum's order, its bits, counter reset
 
 
-def _bundled(tool: str) -> str:
-    import triton
-
-    return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", tool)
-
-
 def _build(label: str, gemm: str) -> tuple[str, dict]:
-    from fp4moe_diag.profiling.sass import _compile
+    from fp4moe_diag.profiling.sass import _compile, resource_usage
 
     cc = _compile(parse_config(label), gemm, 2880, 90)
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "k.cubin")
-        with open(path, "wb") as f:
-            f.write(cc.asm["cubin"])
-        res = subprocess.run([_bundled("cuobjdump"), "-res-usage", path], capture_output=True, text=True,
-                             check=True).stdout
-    use = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", res)
-    return cc.asm["ptx"], dict(zip(("reg", "stack", "shared", "local"), map(int, use.groups())))
+    return cc.asm["ptx"], resource_usage(cc)
 
 
-@pytest.mark.skipif(not (HAS_TRITON and os.path.exists(_bundled("ptxas")) and os.path.exists(_bundled("cuobjdump"))),
-                    reason="triton with its bundled CUDA tools is not installed")
+@pytest.mark.skipif(not bundled_tools("ptxas", "cuobjdump"), reason="triton with its bundled CUDA tools is not installed")
 @pytest.mark.parametrize("label, gemm", [("m16n128k128w4s3-ps", "gemm2"), ("m16n64k256w4s3-ps-sk2-pdl", "gemm1")])
 def test_fused_sm90_build_orders_its_stores_and_does_not_spill(label: str, gemm: str):
     ptx0, use0 = _build(label, gemm)

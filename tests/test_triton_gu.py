@@ -20,7 +20,7 @@ from fp4moe_diag.backends.triton import ps_layout
 from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend
 from fp4moe_diag.backends.triton.configs import PS_CONFIGS, PS_PDL_CONFIGS, KernelConfig, parse_config
 from fp4moe_diag.backends.triton.configs_gu import PS_GU_CONFIGS, PS_GU_PDL_CONFIGS, ps_gu_chunk_dots
-from interpreter import HAS_TRITON, interpreted_results
+from interpreter import HAS_TRITON, bundled_tools, interpreted_results
 
 TOL = 1e-2  # relative L2 against the fp32 reference, as tests/test_triton_backend.py
 SAME = 1e-5  # relative L2 against the same tactic without -gu: the same products (fp32 sums of another shape)
@@ -170,17 +170,7 @@ def test_gate_up_tactics_match_the_reference_and_the_plain_ps_gemm1(interp_resul
     assert interp_results[f"{name}/lazy"] is True and interp_results[f"{name}/built"] is True
 
 
-def _bundled(tool: str) -> bool:
-    if not HAS_TRITON:
-        return False
-    import os
-
-    import triton
-
-    return os.path.exists(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", tool))
-
-
-@pytest.mark.skipif(not _bundled("ptxas"), reason="triton with its bundled CUDA tools is not installed")
+@pytest.mark.skipif(not bundled_tools("ptxas"), reason="triton with its bundled CUDA tools is not installed")
 @pytest.mark.parametrize("label", ["m16n64k128w4s3-ps-gu", "m128n128k64w8s3-ps-gu"])
 def test_gate_up_split_is_register_local_in_the_sm90_build(label: str):
     """sm_90a, compiled on this host: after the K loop the fp32 accumulator goes from the wgmma layout through

@@ -12,12 +12,9 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-
 import pytest
 
-from interpreter import HAS_TRITON, interpreted_results
+from interpreter import HAS_TRITON, bundled_tools, interpreted_results
 
 from fp4moe_diag.backends.triton.configs import PDL_LABELS, PS_PDL_CONFIGS, KernelConfig, parse_config
 
@@ -104,34 +101,15 @@ def test_pdl_tactics_match_the_reference_in_the_interpreter(interp_results: dict
     assert interp_results[f"{name}/same_bits"] is True
 
 
-def _bundled(tool: str) -> bool:
-    if not HAS_TRITON:
-        return False
-    import triton
-
-    return os.path.exists(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", tool))
-
-
 def _ptx_and_regs(label: str, gemm: str) -> tuple[str, int]:
-    import re
-    import tempfile
-
-    import triton
-
-    from fp4moe_diag.profiling.sass import _compile
+    from fp4moe_diag.profiling.sass import _compile, resource_usage
 
     cc = _compile(parse_config(label), gemm, 256, 90)
-    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "k.cubin")
-        with open(path, "wb") as f:
-            f.write(cc.asm["cubin"])
-        res = subprocess.run([tool, "-res-usage", path], capture_output=True, text=True, check=True).stdout
-    return cc.asm["ptx"], int(re.search(r"REG:(\d+)", res).group(1))
+    return cc.asm["ptx"], resource_usage(cc)["reg"]
 
 
-@pytest.mark.skipif(not (_bundled("ptxas") and _bundled("cuobjdump")), reason="triton with its bundled CUDA tools "
-                    "is not installed")
+@pytest.mark.skipif(not bundled_tools("ptxas", "cuobjdump"), reason="triton with its bundled CUDA tools is not "
+                    "installed")
 def test_pdl_instructions_in_the_sm90_build():
     wait, trigger, prefetch = "griddepcontrol.wait", "griddepcontrol.launch_dependents", "cp.async.bulk.prefetch.L2"
     ptx0, reg0 = _ptx_and_regs("m16n64k128w4s3-ps", "gemm2")

@@ -56,15 +56,21 @@ def row_emax(scale: torch.Tensor) -> torch.Tensor:
 def fold_mxfp4_e4m3(data: torch.Tensor, scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """One MXFP4 matrix ``data [N, K/2]`` (packed e2m1), ``scale [N, K/32]`` -> (the folded e4m3 weights as float32
     ``[N, K]``, ``E`` uint8 ``[N]``); the matrix is ``w8 * 2**(E - 127)`` per row, up to the fold's rounding."""
-    s = (scale.view(torch.uint8) if scale.dtype != torch.uint8 else scale).to(torch.int32)
-    if data.dim() != 2 or s.shape != (data.shape[0], data.shape[1] * 2 // 32):
+    if data.dim() != 2 or tuple(scale.shape) != (data.shape[0], data.shape[1] * 2 // 32):
         raise ValueError(f"scale: expected [{data.shape[0]}, {data.shape[-1] * 2 // 32}] for data "
                          f"{tuple(data.shape)}, got {tuple(scale.shape)}")
-    emax = s.amax(dim=1)
-    d = (s - emax[:, None]).clamp(min=_MIN_FOLD_EXP)
+    f, emax = fold_factors(scale)
     v = e2m1_decode(unpack_e2m1(data), torch.float32)
-    f = torch.pow(2.0, d.to(torch.float32)).repeat_interleave(32, dim=1)
-    return e4m3_round(v * f), emax.to(torch.uint8)
+    return e4m3_round(v * f.repeat_interleave(32, dim=1)), emax.to(torch.uint8)
+
+
+def fold_factors(scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """ue8m0 scale bytes ``[..., N, K/32]`` (uint8 or float8_e8m0fnu) -> (each block's fold factor
+    ``2**max(s - E[n], -126)`` as float32 ``[..., N, K/32]``, ``E`` int32 ``[..., N]``: the row's largest byte).  The
+    fold of :func:`fold_mxfp4_e4m3` and of the p8 layout's tables (``backends.triton.p8_layout.fold_tables``)."""
+    s = (scale.view(torch.uint8) if scale.dtype != torch.uint8 else scale).to(torch.int32)
+    emax = s.amax(dim=-1)
+    return torch.pow(2.0, (s - emax[..., None]).clamp(min=_MIN_FOLD_EXP).to(torch.float32)), emax
 
 
 def _unscale(emax: torch.Tensor) -> torch.Tensor:

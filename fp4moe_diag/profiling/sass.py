@@ -186,23 +186,28 @@ def bundled_tool(name: str) -> str:
     return path
 
 
-def _nvdisasm() -> str:
-    return bundled_tool("nvdisasm")
-
-
-def stack_bytes(tactic: str, gemm: str, k: int, arch: int = 90) -> int:
-    """The local-memory stack of ``tactic``'s ``gemm`` compiled for ``sm_<arch>a`` (``cuobjdump -res-usage``): 0 when
-    nothing spills."""
-    cuobjdump = bundled_tool("cuobjdump")
+def _on_cubin(tool: str, flags: list[str], cubin: bytes) -> str:
+    """The stdout of a bundled ``tool`` (its path) with ``flags`` on ``cubin``, written to a temporary file."""
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "k.cubin")
         with open(path, "wb") as f:
-            f.write(_compile(parse_config(tactic), gemm, k, arch).asm["cubin"])
-        res = subprocess.run([cuobjdump, "-res-usage", path], capture_output=True, text=True, check=True).stdout
-    m = re.search(r"STACK:(\d+)", res)
+            f.write(cubin)
+        return subprocess.run([tool, *flags, path], capture_output=True, text=True, check=True).stdout
+
+
+def resource_usage(compiled) -> dict[str, int]:
+    """``reg``, ``stack``, ``shared``, ``local`` (bytes but ``reg``) of a compiled kernel (``cuobjdump -res-usage``
+    on its cubin); ``stack`` 0 when nothing spills."""
+    res = _on_cubin(bundled_tool("cuobjdump"), ["-res-usage"], compiled.asm["cubin"])
+    m = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+)", res)
     if m is None:
-        raise ValueError(f"cuobjdump: no STACK in its resource usage of {tactic} {gemm}: {res[-300:]}")
-    return int(m.group(1))
+        raise ValueError(f"cuobjdump: no resource usage in its output: {res[-300:]}")
+    return dict(zip(("reg", "stack", "shared", "local"), map(int, m.groups())))
+
+
+def stack_bytes(tactic: str, gemm: str, k: int, arch: int = 90) -> int:
+    """The local-memory stack of ``tactic``'s ``gemm`` compiled for ``sm_<arch>a``: 0 when nothing spills."""
+    return resource_usage(_compile(parse_config(tactic), gemm, k, arch))["stack"]
 
 
 def count(tactic: str, gemm: str = "gemm2", k: int = 3072, arch: int = 90) -> LoopCount:
@@ -218,14 +223,9 @@ def count(tactic: str, gemm: str = "gemm2", k: int = 3072, arch: int = 90) -> Lo
         raise ValueError(f"arch: expected a compute capability x10 of 80 or more, got {arch!r}")
     import triton
 
-    nvdisasm = _nvdisasm()  # before the compile: a missing tool is reported before any long work
+    nvdisasm = bundled_tool("nvdisasm")  # before the compile: a missing tool is reported before any long work
     cc = _compile(kc, gemm, k, arch)
-    with tempfile.TemporaryDirectory() as d:
-        cubin = os.path.join(d, "k.cubin")
-        with open(cubin, "wb") as f:
-            f.write(cc.asm["cubin"])
-        sass = subprocess.run([nvdisasm, "-c", cubin], capture_output=True, text=True, check=True).stdout
-    body = mma_loop(sass)
+    body = mma_loop(_on_cubin(nvdisasm, ["-c"], cc.asm["cubin"]))
     ops = collections.Counter(opcode(t) for t in body)
     tiles = 2 if gemm == "gemm1" else 1
     per_thread = tiles * (kc.gemm2_block_n if gemm == "gemm2" else kc.block_n) * kc.block_k // (kc.num_warps * 32)

@@ -45,10 +45,12 @@ def _split_fits(case: MoECase, kc: KernelConfig) -> bool:
             and split_k_fits(case.intermediate_size, kc.block_k, kc.gemm2_split))
 
 
-def ps_refusal(case: MoECase) -> Optional[str]:
-    """Why this case's weights have no pre-shuffled layout (mode ps); None when they have one."""
+def ps_refusal(case: MoECase, layout: str = "pre-shuffled") -> Optional[str]:
+    """Why this case's weights (w13 ``[2I, H]``, w2 ``[H, I]``) have no pre-shuffled layout (mode ps; the p8 layout of
+    ``triton_w4a8`` has the same slabs and chunks and asks this too, naming itself ``layout``); None when they have
+    one."""
     h, i = case.hidden_size, case.intermediate_size
-    return ps_layout.refusal(2 * i, h) or ps_layout.refusal(h, i)
+    return ps_layout.refusal(2 * i, h, layout) or ps_layout.refusal(h, i, layout)
 
 
 #: ``_kernels.X2_OFFSET`` (that module needs triton) and the ue8m0 scale bytes the x2 upcast applies exactly

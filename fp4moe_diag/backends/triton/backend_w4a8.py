@@ -41,7 +41,7 @@ from ...problem.inputs import MoEInputs
 from ...problem.reference_w4a8 import reference_w4a8_moe, row_emax
 from ..base import Support, Tactic, device_capability, launch_sequence
 from . import p8_layout
-from .backend import TritonMXFP4Backend, TritonPrepared, load_kernels
+from .backend import TritonMXFP4Backend, TritonPrepared, load_kernels, ps_refusal
 from .configs import DECODE_MAX_PAIRS, F8_CONFIGS, F8_DEFAULTS, parse_config
 from .configs_p8 import P8_CONFIGS, P8_DEFAULT
 
@@ -50,9 +50,9 @@ _LAUNCH_P8 = "fp4moe_diag.backends.triton.launch_p8"
 
 
 def p8_refusal(case: Any) -> Optional[str]:
-    """Why this case's weights have no p8 layout (w13 ``[2I, H]``, w2 ``[H, I]``); None when they have one."""
-    h, i = case.hidden_size, case.intermediate_size
-    return p8_layout.refusal(2 * i, h) or p8_layout.refusal(h, i)  # I % 64 == 0: gemm1's gate rows start a slab
+    """Why this case's weights have no p8 layout; None when they have one (I % 64 == 0: gemm1's gate rows start a
+    slab)."""
+    return ps_refusal(case, "p8")
 
 #: relative L2 tolerance against the W4A8 reference (same quantization; left: fp32 summation order, the e4m3 / bf16
 #: rounding flips it causes, and the bf16 output rounding): the standard tolerance of every backend against its

@@ -20,7 +20,6 @@ from .configs import even_k, ps_n_fastest
 from .launch import _grid
 
 
-
 def _check_weights(w: torch.Tensor, w_tables: torch.Tensor, w_emax: torch.Tensor) -> tuple[int, int]:
     """(rows, K) of the p8 codes ``w [L, rows/16, K/64, 512]`` with their tables ``[L, rows/16, K/32, 128]`` and E
     bytes ``[L, rows]``."""

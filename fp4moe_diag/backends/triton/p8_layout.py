@@ -37,7 +37,7 @@ from typing import Optional
 
 import torch
 
-from ...problem.reference_w4a8 import _MIN_FOLD_EXP
+from ...problem.reference_w4a8 import fold_factors
 from . import ps_layout
 
 ROWS = ps_layout.ROWS  #: weight rows per slab (one warp's m16 of the wgmma tile)
@@ -81,10 +81,8 @@ def shuffle_codes(data: torch.Tensor) -> torch.Tensor:
 def fold_tables(scale: torch.Tensor) -> torch.Tensor:
     """ue8m0 bytes ``[L, N, K/32]`` -> the folded value of each magnitude per (row, block): uint8 e4m3 bits
     ``[L, N, K/32, 8]``, ``e4m3_rn(MAGNITUDES[c] * 2**max(s - E[n], -126))`` (as ``fold_mxfp4_e4m3``)."""
-    s = (scale.view(torch.uint8) if scale.dtype != torch.uint8 else scale).to(torch.int32)
-    d = (s - s.amax(dim=-1, keepdim=True)).clamp(min=_MIN_FOLD_EXP).to(torch.float32)
     mags = torch.tensor(MAGNITUDES, dtype=torch.float32, device=scale.device)
-    v = mags * torch.pow(2.0, d)[..., None]  # exact: a 2-bit mantissa times a power of two >= 2**-126
+    v = mags * fold_factors(scale)[0][..., None]  # exact: a 2-bit mantissa times a power of two >= 2**-126
     return v.to(torch.float8_e4m3fn).view(torch.uint8)
 
 
