@@ -33,7 +33,7 @@ import triton.language as tl
 
 from ._kernels import _gemm1_epilogue, _gemm2_store, _tile_at
 from ._kernels_f8 import _dot8, _unscale
-from ._kernels_ps import _act_tile, _grid_ids, _slab_chunk_mask
+from ._kernels_ps import _act_tile, _grid_ids
 
 # $2: one code word (8 codes of one row); $3 / $4: the row's table bytes 0..3 / 4..7.  Out: $0 the e4m3x4 of K 4t..4t+3
 # (a0 / a1), $1 of K 16+4t.. (a2 / a3).  prmt's default mode: selector nibble i (bits 4i..4i+3 of the low 16) picks
@@ -76,13 +76,12 @@ def _p8_values(p, t0, t1, INTERP: tl.constexpr):
 
 @triton.jit
 def _p8_tile(w_base, t_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride_ts, S: tl.constexpr,
-             C: tl.constexpr, INTERP: tl.constexpr, EVEN_K: tl.constexpr = False):
+             C: tl.constexpr, INTERP: tl.constexpr):
     """The e4m3 weight tile ``W8 [16 S, 64 C]`` of slabs ``slab0..`` and chunks ``chunk0..`` of one expert (codes at
-    ``w_base``, tables at ``t_base``); slabs and chunks past the matrix read as zeros
-    (:func:`._kernels_ps._slab_chunk_mask`, ``EVEN_K`` the kernel's)."""
+    ``w_base``, tables at ``t_base``); slabs and chunks past the matrix read as zeros."""
     sl = slab0 + tl.arange(0, S)
     ch = chunk0 + tl.arange(0, C)
-    ok = _slab_chunk_mask(sl, ch, n_slabs, n_chunks, C, EVEN_K)
+    ok = (sl < n_slabs)[:, None, None] & (ch < n_chunks)[None, :, None]
     row = sl[:, None, None].to(tl.int64)
     p = tl.load(w_base + row * stride_ws + ch[None, :, None] * 512 + tl.arange(0, 512)[None, None, :], mask=ok,
                 other=0)
@@ -131,10 +130,10 @@ def _moe_w4a8_gemm1_p8_kernel(
     for kk in range(0, K, BLOCK_K):
         xt = tl.trans(_act_tile(x_ptrs, mask_m, kk, offs_k, K, EVEN_K))
         c0 = kk // 64
-        w_l = _p8_tile(w_lin, t_lin, slab0, c0, N // 16, K // 64, stride_ws, stride_ts, S, C, DOT_F32, EVEN_K)
-        acc_lt = _dot8(w_l, xt, acc_lt, DOT_F32)
-        w_g = _p8_tile(w_gate, t_gate, slab0, c0, N // 16, K // 64, stride_ws, stride_ts, S, C, DOT_F32, EVEN_K)
-        acc_gt = _dot8(w_g, xt, acc_gt, DOT_F32)
+        acc_lt = _dot8(_p8_tile(w_lin, t_lin, slab0, c0, N // 16, K // 64, stride_ws, stride_ts, S, C, DOT_F32),
+                       xt, acc_lt, DOT_F32)
+        acc_gt = _dot8(_p8_tile(w_gate, t_gate, slab0, c0, N // 16, K // 64, stride_ws, stride_ts, S, C, DOT_F32),
+                       xt, acc_gt, DOT_F32)
         x_ptrs += BLOCK_K
     xs = tl.load(xs_ptr + tok, mask=mask_m, other=0.0)
     _gemm1_epilogue(_unscale(acc_lt, e_lin, xs), _unscale(acc_gt, e_gate, xs), e, offs_m, offs_n, mask_m, mask_n,
@@ -168,7 +167,7 @@ def _moe_w4a8_gemm2_p8_kernel(
     acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     for kk in range(0, K, BLOCK_K):
         at = tl.trans(_act_tile(a_ptrs, mask_m, kk, offs_k, K, EVEN_K))
-        w8 = _p8_tile(w_base, t_base, slab0, kk // 64, N // 16, K // 64, stride_ws, stride_ts, S, C, DOT_F32, EVEN_K)
+        w8 = _p8_tile(w_base, t_base, slab0, kk // 64, N // 16, K // 64, stride_ws, stride_ts, S, C, DOT_F32)
         acc_t = _dot8(w8, at, acc_t, DOT_F32)
         a_ptrs += BLOCK_K
     a_scale = tl.load(as_ptr + offs_m, mask=mask_m, other=0.0)

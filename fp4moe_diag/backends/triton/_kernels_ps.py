@@ -194,26 +194,13 @@ def _ps_scale_bytes(s_base, row, ch, ok, stride_ss, S: tl.constexpr, C: tl.const
 
 
 @triton.jit
-def _slab_chunk_mask(sl, ch, n_slabs, n_chunks, C: tl.constexpr, EVEN_K: tl.constexpr):
-    """``[S, C, 1]``: slab ``sl`` and chunk ``ch`` inside the matrix.  ``EVEN_K`` (every split whole BLOCK_K steps:
-    every chunk of every tile is inside K): the slabs' mask alone, the same in every K step, so ptxas keeps the load
-    predicates out of the K loop (sm_90a, triton 3.6, K = 2880: gemm1 m128n128k64w8s3-ps 279 -> 271 loop
-    instructions, its gemm2 at BLOCK_N 256 286 -> 279, m64n128k64w8s4 273 -> 268)."""
-    if EVEN_K:
-        return (sl < n_slabs)[:, None, None] & tl.full((1, C, 1), True, tl.int1)
-    else:
-        return (sl < n_slabs)[:, None, None] & (ch < n_chunks)[None, :, None]
-
-
-@triton.jit
 def _ps_tile(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride_ss, S: tl.constexpr,
-             C: tl.constexpr, INTERP: tl.constexpr, SCALE_WORDS: tl.constexpr = False, EVEN_K: tl.constexpr = False):
+             C: tl.constexpr, INTERP: tl.constexpr, SCALE_WORDS: tl.constexpr = False):
     """The upcast weight tile ``W [16 S, 64 C]`` (bf16, times 2**-X2_OFFSET) of slabs ``slab0..`` and chunks
-    ``chunk0..`` of one expert (``w_base`` / ``s_base``); slabs and chunks past the matrix read as zeros
-    (:func:`_slab_chunk_mask`, ``EVEN_K`` the kernel's)."""
+    ``chunk0..`` of one expert (``w_base`` / ``s_base``); slabs and chunks past the matrix read as zeros."""
     sl = slab0 + tl.arange(0, S)
     ch = chunk0 + tl.arange(0, C)
-    ok = _slab_chunk_mask(sl, ch, n_slabs, n_chunks, C, EVEN_K)
+    ok = (sl < n_slabs)[:, None, None] & (ch < n_chunks)[None, :, None]
     row = sl[:, None, None].to(tl.int64)
     p = tl.load(w_base + row * stride_ws + ch[None, :, None] * 512 + tl.arange(0, 512)[None, None, :], mask=ok,
                 other=0)
@@ -283,12 +270,10 @@ def _moe_mxfp4_gemm1_ps_kernel(
     for kk in range(0, K_SPLIT, BLOCK_K):
         xt = tl.trans(_act_tile(x_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
         c0 = (kb + kk) // 64
-        w_l = _ps_tile(w_lin, s_lin, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32, SCALE_WORDS,
-                       EVEN_K)
-        acc_lt = _dot(w_l, xt, acc_lt, DOT_F32)
-        w_g = _ps_tile(w_gate, s_gate, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32, SCALE_WORDS,
-                       EVEN_K)
-        acc_gt = _dot(w_g, xt, acc_gt, DOT_F32)
+        acc_lt = _dot(_ps_tile(w_lin, s_lin, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32, SCALE_WORDS),
+                      xt, acc_lt, DOT_F32)
+        acc_gt = _dot(_ps_tile(w_gate, s_gate, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32, SCALE_WORDS),
+                      xt, acc_gt, DOT_F32)
         x_ptrs += BLOCK_K
     _gemm1_store(tl.trans(acc_lt) * X2_UNSCALE, tl.trans(acc_gt) * X2_UNSCALE, pid_k, e, offs_m, offs_n, mask_m,
                  mask_n, b_ptr, alpha_ptr, beta_ptr, limit_ptr, out_ptr, part_ptr, N, stride_be, stride_om, stride_ps,
@@ -346,8 +331,7 @@ def _moe_mxfp4_gemm2_ps_kernel(
     acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     for kk in range(0, K_SPLIT, BLOCK_K):
         at = tl.trans(_act_tile(a_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
-        w = _ps_tile(w_base, s_base, slab0, (kb + kk) // 64, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32,
-                     SCALE_WORDS, EVEN_K)
+        w = _ps_tile(w_base, s_base, slab0, (kb + kk) // 64, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32, SCALE_WORDS)
         acc_t = _dot(w, at, acc_t, DOT_F32)
         a_ptrs += BLOCK_K
     _gemm2_store(tl.trans(acc_t) * X2_UNSCALE, pid_k, e, pair, mask_m, offs_n, mask_n, b_ptr, topk_w_ptr, out_ptr,

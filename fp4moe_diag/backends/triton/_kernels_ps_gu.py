@@ -80,12 +80,12 @@ def _moe_mxfp4_gemm1_ps_gu_kernel(
             for c in tl.static_range(C):
                 xt = tl.trans(_act_tile(x_ptrs + 64 * c, mask_m, kb + kk + 64 * c, offs_k, K, EVEN_K))
                 w = _ps_tile(w_base, s_base, slab0, (kb + kk) // 64 + c, N // 8, K // 64, stride_ws, stride_ss, S, 1,
-                             DOT_F32, SCALE_WORDS, EVEN_K)
+                             DOT_F32, SCALE_WORDS)
                 acc_t = _dot(w, xt, acc_t, DOT_F32)
         else:
             xt = tl.trans(_act_tile(x_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
             w = _ps_tile(w_base, s_base, slab0, (kb + kk) // 64, N // 8, K // 64, stride_ws, stride_ss, S, C,
-                         DOT_F32, SCALE_WORDS, EVEN_K)
+                         DOT_F32, SCALE_WORDS)
             acc_t = _dot(w, xt, acc_t, DOT_F32)
         x_ptrs += BLOCK_K
     lin, gate = _gate_up_split(acc_t * X2_UNSCALE, BLOCK_M, BLOCK_N)
