@@ -19,7 +19,8 @@ from fp4moe_diag import MoECase
 from fp4moe_diag.backends.triton import ps_layout
 from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend
 from fp4moe_diag.backends.triton.configs import PS_CONFIGS, PS_PDL_CONFIGS, KernelConfig, parse_config
-from fp4moe_diag.backends.triton.configs_gu import PS_GU_CONFIGS, PS_GU_PDL_CONFIGS, ps_gu_chunk_dots
+from fp4moe_diag.backends.triton.configs_gu import (PS_GU_CONFIGS, PS_GU_PDL_CONFIGS, PS_GU_WIDE_CONFIGS,
+                                                    ps_gu_chunk_dots)
 from interpreter import HAS_TRITON, bundled_tools, interpreted_results
 
 TOL = 1e-2  # relative L2 against the fp32 reference, as tests/test_triton_backend.py
@@ -55,10 +56,16 @@ def test_gate_up_tactic_lists():
     plain = set(PS_CONFIGS + PS_PDL_CONFIGS)
     assert all(c.gate_up and KernelConfig(**{**c.__dict__, "gate_up": False}) in plain
                for c in PS_GU_CONFIGS + PS_GU_PDL_CONFIGS)
+    # the wide tiles: 256 tokens, 8 warps over 128 weight rows, gemm2 on 128 rows; -gu only (no plain twin offered)
+    assert [c.label for c in PS_GU_WIDE_CONFIGS] == ["m256n64k64w8s3-ps-gu-g2n128", "m256n64k64w8s4-ps-gu-g2n128"]
+    assert not any(KernelConfig(**{**c.__dict__, "gate_up": False}) in plain for c in PS_GU_WIDE_CONFIGS)
     b = TritonMXFP4Backend()
     on = {t.label for t in b.tactics(MoECase(num_tokens=64, hidden_size=192, intermediate_size=320, num_experts=4,
                                              top_k=2))}
-    assert {c.label for c in PS_GU_CONFIGS} <= on
+    assert {c.label for c in PS_GU_CONFIGS} <= on and not {c.label for c in PS_GU_WIDE_CONFIGS} & on  # decode
+    prefill = {t.label for t in b.tactics(MoECase(num_tokens=1024, hidden_size=192, intermediate_size=320,
+                                                  num_experts=4, top_k=2))}
+    assert {c.label for c in PS_GU_CONFIGS + PS_GU_WIDE_CONFIGS} <= prefill
     off = b.tactics(MoECase(num_tokens=64, hidden_size=96, intermediate_size=320, num_experts=4, top_k=2))
     assert not any(t.id.gate_up for t in off)  # no ps layout (H = 96), no -gu
 
@@ -121,8 +128,11 @@ cases = {
 # K = H = 192 in 128s (and 64s); I = 320 in 128 / 256 columns (last tile 64 valid); split-K 2 (short last split);
 # 8 warps (scale words); BLOCK_M 64: the (N tiles, M blocks) grid; -pdl runs as plain launches here
 # 4 warps with BLOCK_K 128: one dot per 64-K chunk (configs.ps_gu_chunk_dots); m32n64k128w8: one dot of 2 chunks
+# m256n64k64w8-gu-g2n128: the wide prefill tile (PS_GU_WIDE_CONFIGS; one 256-token block, gemm2 on 128 rows: its
+# second tile half past H)
 labels = ["m16n128k128w4s1-ps-gu", "m32n64k64w8s1-ps-gu", "m16n256k64w4s1-ps-gu", "m16n64k128w4s1-ps-gu-sk2",
-          "m64n128k64w4s1-ps-gu-g2sk2", "m32n64k128w8s1-ps-gu", "m16n64k128w4s1-ps-gu-sk2-fs"]
+          "m64n128k64w4s1-ps-gu-g2sk2", "m32n64k128w8s1-ps-gu", "m16n64k128w4s1-ps-gu-sk2-fs",
+          "m256n64k64w8s1-ps-gu-g2n128"]
 out = {}
 for name, kw in cases.items():
     inp = build_inputs(MoECase(**{**base, **kw}))
@@ -162,7 +172,7 @@ def test_gate_up_tactics_match_the_reference_and_the_plain_ps_gemm1(interp_resul
     assert interp_results["interpreted"] is True
     errs = {k: v for k, v in interp_results.items() if k.startswith(name + "/") and k.count("/") == 1
             and "-gu" in k}
-    assert len(errs) == (8 if name == "oai_bias" else 7)
+    assert len(errs) == (9 if name == "oai_bias" else 8)
     assert not {k: v for k, v in errs.items() if not 0 < v < TOL}, errs
     for key in ("vs_plain", "inter_vs_plain"):
         vs = {k: v for k, v in interp_results.items() if k.startswith(name + "/") and k.endswith("/" + key)}

@@ -33,7 +33,7 @@ from .configs import (CONFIGS, DECODE_CONFIGS, DECODE_MAX_PAIRS, DOT_SCALED_CONF
                       PS_PDL_CONFIGS,
                       SW_CONFIGS, SW_DECODE_CONFIGS, X2_CONFIGS, X2_DECODE_CONFIGS, KernelConfig, default_config,
                       parse_config, split_k_fits)
-from .configs_gu import PS_GU_CONFIGS, PS_GU_PDL_CONFIGS
+from .configs_gu import PS_GU_CONFIGS, PS_GU_PDL_CONFIGS, PS_GU_WIDE_CONFIGS
 from .grouping import ExpertGrouping, group_pairs_by_expert
 
 _LAUNCH = "fp4moe_diag.backends.triton.launch"
@@ -250,7 +250,8 @@ class TritonMXFP4Backend(Backend):
 
     def tactics(self, case: MoECase, prepared: Any = None) -> list[Tactic]:
         """The bit-arithmetic, x2 and sw configs everywhere, ps where the weights have that layout (H and I
-        multiples of 64; with the ``-gu`` gemm1 variants of PS_GU_CONFIGS); the ``tl.dot_scaled`` ones only when compiled (GPU); for ``T * top_k <= DECODE_MAX_PAIRS``
+        multiples of 64; with the ``-gu`` gemm1 variants of PS_GU_CONFIGS, above the decode sizes also
+        PS_GU_WIDE_CONFIGS); the ``tl.dot_scaled`` ones only when compiled (GPU); for ``T * top_k <= DECODE_MAX_PAIRS``
         the split-K decode configs (x2 / sw / ps ones everywhere, ds ones on GPU); at decode on GPU the ps
         tactics with programmatic dependent launch (``-pdl``, and PS_GU_PDL_CONFIGS), with and without the fused ends
         (``-fs``)."""
@@ -261,7 +262,7 @@ class TritonMXFP4Backend(Backend):
             configs += tuple(c for c in X2_DECODE_CONFIGS + SW_DECODE_CONFIGS if _split_fits(case, c))
         if ps_refusal(case) is None:
             configs += PS_CONFIGS + (tuple(c for c in PS_DECODE_CONFIGS if _split_fits(case, c)) if decode else ())
-            configs += PS_GU_CONFIGS
+            configs += PS_GU_CONFIGS + (() if decode else PS_GU_WIDE_CONFIGS)
         if not (interpret_enabled() or kernels_interpreted()):
             if decode and ps_refusal(case) is None:  # programmatic dependent launch: compiled kernels only
                 configs += tuple(c for c in PS_PDL_CONFIGS + PS_GU_PDL_CONFIGS if _split_fits(case, c))

@@ -34,6 +34,19 @@ PS_GU_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, "ps", block_n2=
 PS_GU_PDL_CONFIGS: tuple[KernelConfig, ...] = (KernelConfig(16, 128, 128, 4, 3, "ps", pdl=1, gate_up=True),)
 
 
+#: BLOCK_M 256 (the tokens: wgmma N = 256), 8 warps, 64 output columns = 128 gate/up-interleaved weight rows, one m64
+#: per warpgroup: each upcast weight feeds 256 tokens instead of 128, so the upcast (most of the loop) costs half as
+#: much per product; one fp32 accumulator of 64 x 256 per warpgroup (128 registers per thread, as the two of
+#: m128n128k64w8s3).  gemm2 on 128 weight rows (-g2n128: 128 x 256 over 8 warps).  No plain twin: without -gu the two
+#: warpgroups would split the tokens and upcast the same 64 rows each.  sm_90a, K = 2880, triton 3.6.0
+#: (profiling.sass): loop instructions per 1000 weight-token products, gemm1 / gemm2, 25.0 / 26.1 against 33.1 / 34.1
+#: for m128n128k64w8s3-ps-g2n256 (the prefill winner); 255 / 232 registers, no spills; 107 KB of shared memory at 3
+#: stages, 144 KB at 4.  (A 4-warp m256n32 tile: 34.4 / 34.9, its activation loads twice as many per thread.)
+#: Offered above the decode sizes (a 256-token block pads most at small T).
+PS_GU_WIDE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(256, 64, 64, 8, s, "ps", block_n2=128, gate_up=True)
+                                                     for s in (3, 4))
+
+
 def ps_gu_chunk_dots(block_k: int, num_warps: int) -> bool:
     """Whether the -gu gemm1 (:mod:`._kernels_ps_gu`) runs one dot per 64-K chunk of its tile instead of one per K
     step: 4-warp tiles with BLOCK_K > 64, where the one dot's upcast tile made ptxas spill (sm_90a SASS, not timed)."""
