@@ -17,7 +17,7 @@ from fp4moe_diag import cli_args as A
 from fp4moe_diag.backends.triton import ps_layout as P
 from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend
 from fp4moe_diag.backends.triton.configs import PS_CONFIGS, PS_DECODE_CONFIGS, KernelConfig, parse_config
-from fp4moe_diag.backends.triton.configs_gu import PS_GU_CONFIGS
+from fp4moe_diag.backends.triton.configs_gu import PS_GU_CONFIGS, PS_GU_WIDE_CONFIGS
 from fp4moe_diag.runs import SweepSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -289,7 +289,8 @@ def test_tactics_offer_ps_where_the_layout_exists():
         KernelConfig(16, 128, 128, 4, 3, "ps", 2),
         KernelConfig(16, 128, 128, 4, 3, "ps", 1, 2)]  # gemm2 alone in 2 splits fits; in 3 (3 x 128 > 256) not
     tac = [t for t in TritonMXFP4Backend().tactics(_case(num_tokens=4096)) if t.id.ps]
-    assert [t.id for t in tac if t.id.gate_up] == list(PS_GU_CONFIGS) and tac[-len(PS_GU_CONFIGS):][0].id.gate_up
+    gu = list(PS_GU_CONFIGS + PS_GU_WIDE_CONFIGS)  # prefill-sized: the wide -gu tiles too, last
+    assert [t.id for t in tac if t.id.gate_up] == gu and tac[-len(gu):][0].id.gate_up
     assert all(t.label == t.id.label and t.params["ps"] is True and not t.params["x2"] for t in tac)
 
 

@@ -40,7 +40,7 @@ from fp4moe_diag.backends.triton.configs import (
     parse_config,
     split_k_fits,
 )
-from fp4moe_diag.backends.triton.configs_gu import PS_GU_CONFIGS, PS_GU_PDL_CONFIGS
+from fp4moe_diag.backends.triton.configs_gu import PS_GU_CONFIGS, PS_GU_PDL_CONFIGS, PS_GU_WIDE_CONFIGS
 from fp4moe_diag.backends.triton.grouping import group_pairs_by_expert
 from interpreter import HAS_TRITON, interpreted_results, sub_env
 
@@ -145,14 +145,17 @@ def test_tactics_list():
     # H = I = 64 admits only split_k 1; T*k > 256 gets no decode configs; H = 96 has no ps layout
     big = dict(hidden_size=3072, intermediate_size=3072, top_k=4)
     # n_pdl: the ps decode tactics with programmatic dependent launch (compiled only; K = 64 fits no split)
-    # (n_ps counts the -gu variants of PS_GU_CONFIGS, n_pdl those of PS_GU_PDL_CONFIGS)
-    n_all, n_gu, n_pdl_all = len(PS_CONFIGS) + len(PS_GU_CONFIGS), len(PS_GU_CONFIGS), len(PS_PDL_CONFIGS) + 1
+    # (n_ps counts the -gu variants of PS_GU_CONFIGS, above the decode sizes those of PS_GU_WIDE_CONFIGS too; n_pdl
+    # those of PS_GU_PDL_CONFIGS)
+    n_all, n_pdl_all = len(PS_CONFIGS) + len(PS_GU_CONFIGS), len(PS_PDL_CONFIGS) + 1
+    n_wide = n_all + len(PS_GU_WIDE_CONFIGS)
     for case, n_decode, n_x2, n_sw, n_ps, n_psd, n_pdl in (
             (_case(), 1, 0, 0, n_all, 0, 5),  # m16n128k128w4s3/s4 -pdl, their -fs variants, the -gu -pdl
-            (_case(num_tokens=4096), 0, 0, 0, n_all, 0, 0),
+            (_case(num_tokens=4096), 0, 0, 0, n_wide, 0, 0),
             (_case(num_tokens=40, num_experts=2, hidden_size=96), 1, 0, 0, 0, 0, 0),
             (_case(num_tokens=64, **big), 7, 4, 3, n_all, len(PS_DECODE_CONFIGS), n_pdl_all),
-            (_case(num_tokens=65, **big), 0, 0, 0, n_all, 0, 0)):
+            (_case(num_tokens=65, **big), 0, 0, 0, n_wide, 0, 0)):
+        n_gu = len(PS_GU_CONFIGS) + (len(PS_GU_WIDE_CONFIGS) if n_ps == n_wide else 0)
         tac = b.tactics(case)
         assert len(tac) == (len(CONFIGS) + len(X2_CONFIGS) + n_x2 + len(SW_CONFIGS) + n_sw + n_ps + n_psd
                             + (len(DOT_SCALED_CONFIGS) + n_decode + n_pdl if compiled else 0))

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Optional, Sequence
 
 from ..backends.triton.configs import (KernelConfig, even_k, k_split, parse_config, ps_n_fastest, ps_scale_words,
-                                        split_k_fits)
+                                        ps_tiles_first, split_k_fits)
 from ..backends.triton.configs_gu import ps_gu_chunk_dots
 
 _GEMMS = {
@@ -158,6 +158,8 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
         const["PDL"] = kc.pdl
         if gu:
             const["CHUNK_DOTS"] = ps_gu_chunk_dots(kc.block_k, kc.num_warps)
+        elif gemm == "gemm1":
+            const["TILES_FIRST"] = ps_tiles_first(bn, kc.block_k, kc.num_warps)
         args, fconst = _FUSED[gemm]  # typed even when unused (Triton 3.9 wants every argument in the signature)
         ptrs, types = ptrs + [a for a in args if args[a] != "i32"], types + [t for t in args.values() if t != "i32"]
         ints = ints + [a for a in args if args[a] == "i32"]

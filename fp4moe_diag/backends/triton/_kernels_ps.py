@@ -244,10 +244,13 @@ def _moe_mxfp4_gemm1_ps_kernel(
     K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
     SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr, PDL: tl.constexpr = 0,
-    SCALE_WORDS: tl.constexpr = False, cnt_ptr=None, FUSED: tl.constexpr = False,
+    SCALE_WORDS: tl.constexpr = False, cnt_ptr=None, FUSED: tl.constexpr = False, TILES_FIRST: tl.constexpr = False,
 ):
     """gemm1 of :mod:`._kernels` (gate/up + activation, N = I, K = H) on the ps layout: the gate rows are slabs
     ``N / 16 ..`` of the same ``[2N / 16, K / 64, 512]`` expert matrix.  ``PDL``: see :func:`_pdl_enter`.
+    ``TILES_FIRST`` (the launcher's choice, :func:`.tiling.ps_tiles_first`): per K step both weight tiles are upcast
+    before the two dots, so both tiles' shared-memory reads come first (SASS: 8 wgmmas back to back, not the gate
+    tile's LDS and upcast between the lin tile's wgmmas and its own).
     ``FUSED`` (``-fs``, SPLIT_K > 1): the last split of a tile finalizes it (arrival counters ``cnt_ptr``,
     :func:`._kernels_fused._gemm1_fused_finalize`); no finalize kernel."""
     _pdl_enter(PDL)
@@ -270,10 +273,17 @@ def _moe_mxfp4_gemm1_ps_kernel(
     for kk in range(0, K_SPLIT, BLOCK_K):
         xt = tl.trans(_act_tile(x_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
         c0 = (kb + kk) // 64
-        acc_lt = _dot(_ps_tile(w_lin, s_lin, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32, SCALE_WORDS),
-                      xt, acc_lt, DOT_F32)
-        acc_gt = _dot(_ps_tile(w_gate, s_gate, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32, SCALE_WORDS),
-                      xt, acc_gt, DOT_F32)
+        if TILES_FIRST:  # both tiles upcast, then both dots (small tiles: tiling.ps_tiles_first)
+            w_l = _ps_tile(w_lin, s_lin, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32, SCALE_WORDS)
+            w_g = _ps_tile(w_gate, s_gate, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32,
+                           SCALE_WORDS)
+            acc_lt = _dot(w_l, xt, acc_lt, DOT_F32)
+            acc_gt = _dot(w_g, xt, acc_gt, DOT_F32)
+        else:
+            acc_lt = _dot(_ps_tile(w_lin, s_lin, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32,
+                                   SCALE_WORDS), xt, acc_lt, DOT_F32)
+            acc_gt = _dot(_ps_tile(w_gate, s_gate, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32,
+                                   SCALE_WORDS), xt, acc_gt, DOT_F32)
         x_ptrs += BLOCK_K
     _gemm1_store(tl.trans(acc_lt) * X2_UNSCALE, tl.trans(acc_gt) * X2_UNSCALE, pid_k, e, offs_m, offs_n, mask_m,
                  mask_n, b_ptr, alpha_ptr, beta_ptr, limit_ptr, out_ptr, part_ptr, N, stride_be, stride_om, stride_ps,

@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .tiling import even_k, k_split, ps_n_fastest, ps_scale_words, split_k_fits  # noqa: F401 -- re-exported
+from .tiling import even_k, k_split, ps_n_fastest, ps_scale_words, ps_tiles_first, split_k_fits  # noqa: F401
 
 #: KernelConfig.pdl -> label suffix: the three kernels of a call launched with programmatic dependent launch (each
 #: waits on the grid before it at its top and lets the next one launch right after: the next grid's programs take the

@@ -17,7 +17,7 @@ from ._kernels import (INTERPRETED, _moe_mxfp4_gemm1_finalize_kernel, _moe_mxfp4
                        _moe_mxfp4_gemm2_kernel, _topk_sum_kernel)
 from ._kernels_ps import _moe_mxfp4_gemm1_ps_kernel, _moe_mxfp4_gemm2_ps_kernel
 from ._kernels_ps_gu import _moe_mxfp4_gemm1_ps_gu_kernel
-from .configs import even_k, k_split, ps_n_fastest, ps_scale_words, split_k_fits
+from .configs import even_k, k_split, ps_n_fastest, ps_scale_words, ps_tiles_first, split_k_fits
 from .configs_gu import ps_gu_chunk_dots
 
 
@@ -150,6 +150,8 @@ def gemm1_calls(
     modes = _mode_args(dot_scaled, x2, swap, ps, (block_m, tile_rows, block_k, num_warps)) | _pdl_args(pdl, ps)
     if gate_up:
         modes["CHUNK_DOTS"] = ps_gu_chunk_dots(block_k, num_warps)
+    elif ps:
+        modes["TILES_FIRST"] = ps_tiles_first(block_n, block_k, num_warps)
     if counters is not None and not ps:
         raise ValueError("counters: only the pre-shuffled kernels (ps=True) have the fused split-K finalize")
     num_blocks = block_expert_ids.numel()

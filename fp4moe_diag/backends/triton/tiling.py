@@ -1,6 +1,6 @@
-"""Tile arithmetic of our Triton kernels that needs no tactic object: the ps kernels' grid order and scale-load width,
-and the split-K arithmetic (``EVEN_K``, K per split, whether a split is empty).  Imports nothing; :mod:`.configs`
-re-exports it."""
+"""Tile arithmetic of our Triton kernels that needs no tactic object: the ps kernels' grid order, scale-load width and
+gemm1 order, and the split-K arithmetic (``EVEN_K``, K per split, whether a split is empty).  Imports nothing;
+:mod:`.configs` re-exports it."""
 
 from __future__ import annotations
 
@@ -17,6 +17,14 @@ def ps_scale_words(block_n: int, block_k: int, num_warps: int) -> bool:
     which as bytes Triton reads with a synchronous load inside the K loop instead of cp.async (every 8-warp tile
     offered).  Above that, bytes: the byte split of the words costs shifts that the byte load does not."""
     return (block_n // 16) * (block_k // 64) * 32 < 4 * 32 * num_warps
+
+
+def ps_tiles_first(block_n: int, block_k: int, num_warps: int) -> bool:
+    """Whether the ps gemm1 (two weight tiles per K step, :mod:`._kernels_ps`) upcasts both tiles before its two
+    dots: when a tile is at most 32 bf16 values (16 registers) per thread, so both fit beside the accumulators (the
+    8-warp prefill tiles; at BLOCK_K 128 with 4 warps ptxas spills: m64n128k128w4s3 gemm1 168 bytes of stack,
+    sm_90a)."""
+    return block_n * block_k <= 32 * 32 * num_warps
 
 
 def even_k(k: int, block_k: int, split_k: int) -> bool:
