@@ -542,6 +542,18 @@ def test_ps_scale_words_where_bytes_would_leave_a_thread_less_than_4():
     assert ps_scale_words(128, 128, 4) is False and ps_scale_words(32, 64, 4) is True  # the two interpreted above
 
 
+def test_ps_tiles_first_only_where_both_tiles_and_accumulators_are_small():
+    """gemm1 upcasts both weight tiles before its two dots only for tiles of <= 16 registers per thread each and <= 64
+    accumulator registers (H200, s12c: m64n128k64w8s4 faster, m128n128k64w8s3 slower)."""
+    from fp4moe_diag.backends.triton.configs import PS_CONFIGS, PS_DECODE_CONFIGS, ps_tiles_first
+
+    assert ps_tiles_first(64, 128, 64, 8) and not ps_tiles_first(128, 128, 64, 8)  # 64 / 128 accumulator registers
+    assert not ps_tiles_first(64, 128, 128, 4) and not ps_tiles_first(16, 128, 128, 4)  # 128 bf16 per thread a tile
+    assert ps_tiles_first(16, 64, 64, 4) and not ps_tiles_first(16, 128, 64, 4)  # 32 / 64 bf16 per thread a tile
+    assert [c.label for c in PS_CONFIGS + PS_DECODE_CONFIGS
+            if ps_tiles_first(c.block_m, c.block_n, c.block_k, c.num_warps)] == ["m64n64k64w4s5-ps", "m64n128k64w8s4-ps"]
+
+
 def test_gemm2_block_n_label_and_refusals():
     """``-g2nN``: gemm2's own BLOCK_N (mode ps), as triton_kernels runs its down GEMM on 256 weight rows per program
     while gate/up keeps 2 x 128; the same width as gemm1's is no option (one id per tactic)."""

@@ -159,7 +159,7 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
         if gu:
             const["CHUNK_DOTS"] = ps_gu_chunk_dots(kc.block_k, kc.num_warps)
         elif gemm == "gemm1":
-            const["TILES_FIRST"] = ps_tiles_first(bn, kc.block_k, kc.num_warps)
+            const["TILES_FIRST"] = ps_tiles_first(kc.block_m, bn, kc.block_k, kc.num_warps)
         args, fconst = _FUSED[gemm]  # typed even when unused (Triton 3.9 wants every argument in the signature)
         ptrs, types = ptrs + [a for a in args if args[a] != "i32"], types + [t for t in args.values() if t != "i32"]
         ints = ints + [a for a in args if args[a] == "i32"]

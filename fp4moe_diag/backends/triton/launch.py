@@ -151,7 +151,7 @@ def gemm1_calls(
     if gate_up:
         modes["CHUNK_DOTS"] = ps_gu_chunk_dots(block_k, num_warps)
     elif ps:
-        modes["TILES_FIRST"] = ps_tiles_first(block_n, block_k, num_warps)
+        modes["TILES_FIRST"] = ps_tiles_first(block_m, block_n, block_k, num_warps)
     if counters is not None and not ps:
         raise ValueError("counters: only the pre-shuffled kernels (ps=True) have the fused split-K finalize")
     num_blocks = block_expert_ids.numel()

@@ -19,12 +19,14 @@ def ps_scale_words(block_n: int, block_k: int, num_warps: int) -> bool:
     return (block_n // 16) * (block_k // 64) * 32 < 4 * 32 * num_warps
 
 
-def ps_tiles_first(block_n: int, block_k: int, num_warps: int) -> bool:
+def ps_tiles_first(block_m: int, block_n: int, block_k: int, num_warps: int) -> bool:
     """Whether the ps gemm1 (two weight tiles per K step, :mod:`._kernels_ps`) upcasts both tiles before its two
-    dots: when a tile is at most 32 bf16 values (16 registers) per thread, so both fit beside the accumulators (the
-    8-warp prefill tiles; at BLOCK_K 128 with 4 warps ptxas spills: m64n128k128w4s3 gemm1 168 bytes of stack,
-    sm_90a)."""
-    return block_n * block_k <= 32 * 32 * num_warps
+    dots: when a tile is at most 32 bf16 values (16 registers) per thread and the two fp32 accumulators at most 64
+    registers per thread.  H200 (s12c, A/B/A/B in four processes, the commit before): m64n128k64w8s4 gemm1 2.7-3.2 %
+    faster (120b EP4 T=1024 172 -> 166 us); m128n128k64w8s3 (128 accumulator registers, 255 in all) 0.9-1.5 % slower;
+    at BLOCK_K 128 with 4 warps ptxas spills (m64n128k128w4s3 gemm1: 168 bytes of stack, sm_90a)."""
+    threads = 32 * num_warps
+    return block_n * block_k <= 32 * threads and 2 * block_m * block_n <= 64 * threads
 
 
 def even_k(k: int, block_k: int, split_k: int) -> bool:
