@@ -25,7 +25,8 @@ from fp4moe_diag.backends import get_backend
 from fp4moe_diag.backends.base import Tactic
 from fp4moe_diag.backends.triton import p8_layout as P
 from fp4moe_diag.backends.triton.backend_w4a8 import p8_refusal
-from fp4moe_diag.backends.triton.configs import F8_CONFIGS, KernelConfig, parse_config
+from fp4moe_diag.backends.triton.configs import KernelConfig, parse_config
+from fp4moe_diag.backends.triton.configs_f8 import F8_CONFIGS
 from fp4moe_diag.backends.triton.configs_p8 import P8_CONFIGS
 from fp4moe_diag.problem.quant import pack_e2m1
 from fp4moe_diag.problem.reference_w4a8 import fold_mxfp4_e4m3

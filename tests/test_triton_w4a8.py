@@ -20,7 +20,8 @@ from interpreter import HAS_TRITON, bundled_tools, interpreted_results
 from fp4moe_diag import MoECase, build_inputs
 from fp4moe_diag.backends import backend_class, get_backend
 from fp4moe_diag.backends.base import Backend, Tactic
-from fp4moe_diag.backends.triton.configs import F8_CONFIGS, KernelConfig, parse_config
+from fp4moe_diag.backends.triton.configs import KernelConfig, parse_config
+from fp4moe_diag.backends.triton.configs_f8 import F8_CONFIGS
 from fp4moe_diag.backends.triton.configs_p8 import P8_CONFIGS
 from fp4moe_diag.measure.options import MeasureOptions
 from fp4moe_diag.problem.quant import e2m1_decode, pack_e2m1

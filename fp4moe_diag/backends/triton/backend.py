@@ -16,11 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib
-import os
-import sys
-from dataclasses import dataclass, field
-from types import ModuleType
 from typing import Any, Callable, Optional
 
 import torch
@@ -34,10 +29,10 @@ from .configs import (CONFIGS, DECODE_CONFIGS, DECODE_MAX_PAIRS, DOT_SCALED_CONF
                       SW_CONFIGS, SW_DECODE_CONFIGS, X2_CONFIGS, X2_DECODE_CONFIGS, KernelConfig, default_config,
                       parse_config, split_k_fits)
 from .configs_gu import PS_GU_CONFIGS, PS_GU_PDL_CONFIGS, PS_GU_WIDE_CONFIGS
-from .grouping import ExpertGrouping, group_pairs_by_expert
-
-_LAUNCH = "fp4moe_diag.backends.triton.launch"
-_KERNELS = "fp4moe_diag.backends.triton._kernels"
+from .configs_tail import PS_TAIL_CONFIGS
+from .loading import interpret_enabled, kernels_interpreted, load_kernels, triton_import_error  # noqa: F401
+from .grouping import ExpertGrouping
+from .prepared import TritonPrepared
 
 def _split_fits(case: MoECase, kc: KernelConfig) -> bool:
     """gemm1 reduces over H in ``split_k`` splits, gemm2 over I in ``gemm2_split``."""
@@ -72,142 +67,6 @@ def x2_scale_refusal(*scales: torch.Tensor) -> Optional[str]:
             return (f"the x2 upcast is exact for ue8m0 scale bytes {lo}..{hi} (2**{lo - 127}..2**{hi - 127}); "
                     f"these weights have {smin}..{smax}")
     return None
-
-
-def interpret_enabled() -> bool:
-    """Whether ``TRITON_INTERPRET`` asks for Triton's CPU interpreter."""
-    return os.environ.get("TRITON_INTERPRET", "").strip().lower() in ("1", "true", "yes", "on")
-
-
-def triton_import_error() -> Optional[str]:
-    """``None`` when triton imports, else the reason."""
-    try:
-        import triton  # noqa: F401
-    except Exception as e:  # noqa: BLE001 -- a broken install must not crash supports()
-        return f"{type(e).__name__}: {e}"
-    return None
-
-
-def load_kernels() -> ModuleType:
-    """Import the launchers (and with them the kernels and triton) on first use."""
-    return importlib.import_module(_LAUNCH)
-
-
-def kernels_interpreted() -> Optional[bool]:
-    """Whether the already-imported kernels run in the interpreter; ``None`` if not imported yet."""
-    mod = sys.modules.get(_KERNELS)
-    if mod is None:
-        return None
-    return bool(mod.INTERPRETED)
-
-
-@dataclass
-class TritonPrepared:
-    """Everything ``run`` needs: contiguous weights, groupings per BLOCK_M, workspaces."""
-
-    inputs: MoEInputs
-    hidden: torch.Tensor  # bf16 [T, H], contiguous
-    w13: torch.Tensor
-    w13_scale: torch.Tensor
-    w2: torch.Tensor
-    w2_scale: torch.Tensor
-    w13_bias: Optional[torch.Tensor]
-    w2_bias: Optional[torch.Tensor]
-    alpha: Optional[torch.Tensor]
-    beta: Optional[torch.Tensor]
-    limit: Optional[torch.Tensor]
-    topk_weights: torch.Tensor  # fp32 [T * k]
-    activation: int
-    pair_out: torch.Tensor  # bf16 [T * k, H]: gemm2's one plane (split 1); rows of non-local pairs stay zero
-    out_bf16: torch.Tensor  # bf16 [T, H]: the top-k sum when the caller passes no output
-    groupings: dict[int, ExpertGrouping] = field(default_factory=dict)
-    inter_buf: Optional[torch.Tensor] = None  # bf16 [max padded pairs, I]
-    part_bufs: dict[int, torch.Tensor] = field(default_factory=dict)  # split_k -> fp32 [S, rows, 2I]
-    pair_planes: dict[int, torch.Tensor] = field(default_factory=dict)  # split_k > 1 -> fp32 [S, T*k, H]
-    x2_refusal: Optional[str] = None  # why the x2 tactics cannot run these weights exactly (None: they can)
-    ps: Optional[tuple[torch.Tensor, ...]] = None  # (w13, w13_scale, w2, w2_scale) in the ps layout, made in prepare
-    ps_gu: Optional[tuple[torch.Tensor, torch.Tensor]] = None  # (w13, w13_scale) gate/up-interleaved: gate_up_weights
-    counter_bufs: dict[str, torch.Tensor] = field(default_factory=dict)  # -fs: "gemm1" / "gemm2" -> int32 zeros
-    local_buf: Optional[torch.Tensor] = None  # int32 [T * k]: local expert id per pair, -1 on another rank
-
-    def local_pairs(self) -> Optional[torch.Tensor]:
-        """The top-k sum's local-pair mask (int32 ``[T * k]``, < 0: the pair's expert is on another rank), made on
-        first use; None when every expert is local (EP1: the sum reads every row, no mask to load)."""
-        c = self.inputs.case
-        if c.local_num_experts == c.num_experts:
-            return None
-        if self.local_buf is None:
-            self.local_buf = self.inputs.local_topk_ids.to(device=self.pair_out.device, dtype=torch.int32).flatten()
-        return self.local_buf
-
-    def grouping(self, block_m: int) -> ExpertGrouping:
-        """The grouping for ``block_m`` (made on first use), with an intermediate buffer large enough."""
-        if block_m not in self.groupings:
-            c = self.inputs.case
-            weights = self.topk_weights.view(self.inputs.topk_weights.shape)
-            g = group_pairs_by_expert(self.inputs.local_topk_ids, c.local_num_experts, block_m, weights)
-            self.groupings[block_m] = g
-            rows = g.num_padded_pairs
-            if self.inter_buf is None or self.inter_buf.shape[0] < rows:
-                self.inter_buf = torch.empty(
-                    (max(rows, 1), c.intermediate_size), dtype=torch.bfloat16, device=self.pair_out.device
-                )
-        return self.groupings[block_m]
-
-    def gate_up_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """w13 and its scales in the ps layout with gate / up interleaved per slab (tactics ``-gu``,
-        :func:`.ps_layout.shuffle_gate_up`): made on the first -gu launcher of this case (not timed), then kept.
-        It costs the ps w13 bytes once more (gpt-oss-20b, 32 experts: 265 MB + 17 MB of scales; 120b EP1: 1.06 GB
-        + 66 MB), only in runs that use -gu."""
-        if self.ps_gu is None:
-            self.ps_gu = ps_layout.shuffle_gate_up(self.w13, self.w13_scale)
-        return self.ps_gu
-
-    def gemm1_partials(self, split_k: int, rows: int) -> Optional[torch.Tensor]:
-        """gemm1's fp32 partials ``[split_k, >= rows, 2I]`` for ``split_k`` > 1 (None for one split)."""
-        if split_k == 1:
-            return None
-        part = self.part_bufs.get(split_k)
-        if part is None or part.shape[1] < rows:
-            part = torch.empty((split_k, max(rows, 1), 2 * self.inputs.case.intermediate_size), dtype=torch.float32,
-                               device=self.pair_out.device)
-            self.part_bufs[split_k] = part
-        return part
-
-    def gemm2_planes(self, split_k: int) -> torch.Tensor:
-        """gemm2's output planes ``[split_k, T*k, H]``.  They start as zeros: rows of pairs routed to other ranks are
-        never written.  One split writes its per-pair products as bf16 (as triton_kernels does before its reduction):
-        half the bytes of fp32 for gemm2 to write and the top-k sum to read (at 20b EP1 T=4096, 94 of 189 MB; the
-        top-k sum kernel took 53 us reading fp32, Nsight Compute s7-profile); several splits keep fp32 partial sums,
-        which are not yet products."""
-        if split_k == 1:
-            return self.pair_out.unsqueeze(0)
-        planes = self.pair_planes.get(split_k)
-        if planes is None:
-            planes = torch.zeros((split_k, *self.pair_out.shape), dtype=torch.float32, device=self.pair_out.device)
-            self.pair_planes[split_k] = planes
-        return planes
-
-
-    def arrival_counters(self, gemm: str, n: int) -> torch.Tensor:
-        """The int32 arrival counters (at least ``n``) of ``gemm``'s fused end (tactics ``-fs``): zeroed here, once
-        (bind time, never in the timed call); each call leaves them zero (the kernels reset what they count)."""
-        buf = self.counter_bufs.get(gemm)
-        if buf is None or buf.numel() < n:
-            buf = torch.zeros(max(n, 1), dtype=torch.int32, device=self.pair_out.device)
-            self.counter_bufs[gemm] = buf
-        return buf
-
-    def fused_sum(self, out: torch.Tensor, n_tiles: int) -> Any:
-        """gemm2's fused top-k sum into ``out`` (:class:`.launch.FusedSum`): counters per (token, N tile), each
-        token's local pairs (pairs on other ranks never arrive), and the tokens with none (their rows get zeros)."""
-        t, k = self.inputs.local_topk_ids.shape
-        per_token = (self.inputs.local_topk_ids >= 0).sum(dim=1).to(device=self.pair_out.device, dtype=torch.int32)
-        none = torch.nonzero(per_token == 0).flatten().to(torch.int32)
-        orphans = torch.full((-(-none.numel() // 16) * 16,), -1, dtype=torch.int32, device=self.pair_out.device)
-        orphans[:none.numel()] = none
-        return load_kernels().FusedSum(out=out, counters=self.arrival_counters("gemm2", t * n_tiles),
-                                       token_pairs=per_token.contiguous(), orphans=orphans, top_k=k)
 
 
 class TritonMXFP4Backend(Backend):
@@ -251,7 +110,7 @@ class TritonMXFP4Backend(Backend):
     def tactics(self, case: MoECase, prepared: Any = None) -> list[Tactic]:
         """The bit-arithmetic, x2 and sw configs everywhere, ps where the weights have that layout (H and I
         multiples of 64; with the ``-gu`` gemm1 variants of PS_GU_CONFIGS, above the decode sizes also
-        PS_GU_WIDE_CONFIGS); the ``tl.dot_scaled`` ones only when compiled (GPU); for ``T * top_k <= DECODE_MAX_PAIRS``
+        PS_GU_WIDE_CONFIGS and the tail-block ones of PS_TAIL_CONFIGS); the ``tl.dot_scaled`` ones only when compiled (GPU); for ``T * top_k <= DECODE_MAX_PAIRS``
         the split-K decode configs (x2 / sw / ps ones everywhere, ds ones on GPU); at decode on GPU the ps
         tactics with programmatic dependent launch (``-pdl``, and PS_GU_PDL_CONFIGS), with and without the fused ends
         (``-fs``)."""
@@ -262,7 +121,7 @@ class TritonMXFP4Backend(Backend):
             configs += tuple(c for c in X2_DECODE_CONFIGS + SW_DECODE_CONFIGS if _split_fits(case, c))
         if ps_refusal(case) is None:
             configs += PS_CONFIGS + (tuple(c for c in PS_DECODE_CONFIGS if _split_fits(case, c)) if decode else ())
-            configs += PS_GU_CONFIGS + (() if decode else PS_GU_WIDE_CONFIGS)
+            configs += PS_GU_CONFIGS + (() if decode else PS_GU_WIDE_CONFIGS + PS_TAIL_CONFIGS)
         if not (interpret_enabled() or kernels_interpreted()):
             if decode and ps_refusal(case) is None:  # programmatic dependent launch: compiled kernels only
                 configs += tuple(c for c in PS_PDL_CONFIGS + PS_GU_PDL_CONFIGS if _split_fits(case, c))
@@ -334,15 +193,14 @@ class TritonMXFP4Backend(Backend):
             raise ValueError(f"tactic {kc.label}: {prepared.x2_refusal}")
         if kc.ps and prepared.ps is None:
             raise ValueError(f"tactic {kc.label}: {ps_refusal(prepared.inputs.case)}")
-        bm, bn, bk, nw, ns = kc.block_m, kc.block_n, kc.block_k, kc.num_warps, kc.num_stages
+        bn, bk, nw, ns = kc.block_n, kc.block_k, kc.num_warps, kc.num_stages
         p = prepared
         x = p.hidden
         t, h = x.shape
         if output is not None and (tuple(output.shape) != (t, h) or output.device != x.device):
             raise ValueError(f"output: expected a [{t}, {h}] tensor on {x.device}, got {tuple(output.shape)} on "
                              f"{output.device}")
-        g = p.grouping(bm)
-        inter = p.inter_buf[: max(g.num_padded_pairs, 1)]
+        rounds = self._rounds(p, kc)
         pair_out = p.gemm2_planes(kc.gemm2_split)
         # one fixed-order reduction over (split planes, top_k), stored bf16: deterministic (the top-k sum kernel, or
         # with -fs gemm2's last arrival per token: atomics count arrivals only, the sum has the same order and bits)
@@ -352,25 +210,40 @@ class TritonMXFP4Backend(Backend):
         modes = dict(dot_scaled=kc.dot_scaled, x2=kc.x2, swap=kc.swap, ps=kc.ps, pdl=kc.pdl)
         if kc.gate_up:  # gemm1 reads the gate/up-interleaved copy of w13 (made now on first use); gemm2 as ps
             w13, w13_scale = p.gate_up_weights()
-        n1 = g.num_blocks * -(-p.inputs.case.intermediate_size // bn)
-        calls = kern.gemm1_calls(
-            x, w13, w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
-            g.sorted_pair_ids, g.block_expert_ids, g.num_pairs, g.top_k, p.activation,
-            bm, bn, bk, nw, ns, split_k=kc.split_k, part=p.gemm1_partials(kc.split_k, g.num_padded_pairs), **modes,
-            gate_up=kc.gate_up,
-            counters=p.arrival_counters("gemm1", n1) if kc.fused and kc.split_k > 1 else None,
-        )
-        calls += kern.gemm2_calls(
-            inter, w2, w2_scale, p.w2_bias, p.topk_weights, pair_out,
-            g.sorted_pair_ids, g.block_expert_ids, g.num_pairs,
-            bm, kc.gemm2_block_n, bk, nw, ns, split_k=kc.gemm2_split, **modes,
-            fused=p.fused_sum(y, -(-h // kc.gemm2_block_n)) if kc.fused else None,
-        )
+        calls = []
+        for g, bm, inter in rounds:
+            n1 = g.num_blocks * -(-p.inputs.case.intermediate_size // bn)
+            calls += kern.gemm1_calls(
+                x, w13, w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
+                g.sorted_pair_ids, g.block_expert_ids, g.num_pairs, g.top_k, p.activation,
+                bm, bn, bk, nw, ns, split_k=kc.split_k, part=p.gemm1_partials(kc.split_k, g.num_padded_pairs),
+                **modes, gate_up=kc.gate_up,
+                counters=p.arrival_counters("gemm1", n1) if kc.fused and kc.split_k > 1 else None,
+            )
+        for g, bm, inter in rounds:
+            calls += kern.gemm2_calls(
+                inter, w2, w2_scale, p.w2_bias, p.topk_weights, pair_out,
+                g.sorted_pair_ids, g.block_expert_ids, g.num_pairs,
+                bm, kc.gemm2_block_n, bk, nw, ns, split_k=kc.gemm2_split, **modes,
+                fused=p.fused_sum(y, -(-h // kc.gemm2_block_n)) if kc.fused else None,
+            )
         if not kc.fused:
             calls += kern.topk_sum_calls(pair_out, y, p.inputs.case.top_k, pdl=kc.pdl > 0, local=p.local_pairs())
         if output is not None and not direct:
             calls.append(functools.partial(output.copy_, y))
         return calls
+
+    @staticmethod
+    def _rounds(p: TritonPrepared, kc: KernelConfig) -> list[tuple[ExpertGrouping, int, torch.Tensor]]:
+        """(grouping, BLOCK_M, intermediate rows) of each gemm1 / gemm2 launch pair: one, or with ``-tN`` the blocks
+        of ``block_m`` and then each expert's tail block of ``tail_m`` (rows after the others', pairs disjoint: both
+        gemm2 launches write the same plane, then one top-k sum)."""
+        if not kc.tail_m:
+            g = p.grouping(kc.block_m)
+            return [(g, kc.block_m, p.inter_buf[: max(g.num_padded_pairs, 1)])]
+        big, small = p.tail_groupings(kc.block_m, kc.tail_m)
+        rb = big.num_padded_pairs
+        return [(big, kc.block_m, p.inter_buf[:rb]), (small, kc.tail_m, p.inter_buf[rb: rb + small.num_padded_pairs])]
 
     def run(self, prepared: TritonPrepared, tactic: Tactic, output: Optional[torch.Tensor] = None) -> torch.Tensor:
         launch = self.launcher(prepared, tactic, output)

@@ -2,7 +2,7 @@
 
 A separate backend name rather than more tactics of ``triton``: "the best tactic per case x backend" then never
 mixes precisions (a W4A8 tactic is not a faster way to compute the bf16 path's numbers).  It shares the ``triton``
-backend's routing, grouping, preparation and top-k sum; its tactics are mode ``f8`` (:data:`.configs.F8_CONFIGS`,
+backend's routing, grouping, preparation and top-k sum; its tactics are mode ``f8`` (:data:`.configs_f8.F8_CONFIGS`,
 label suffix ``-f8``, kernels :mod:`._kernels_f8`) and mode ``p8`` (:data:`.configs_p8.P8_CONFIGS`, ``-p8``, kernels
 :mod:`._kernels_p8`: the same numbers on weights pre-shuffled in ``prepare``, :mod:`.p8_layout`; offered where the
 case's weights have that layout).  One call (all inside the timed launcher, buffers from
@@ -42,7 +42,8 @@ from ...problem.reference_w4a8 import reference_w4a8_moe, row_emax
 from ..base import Support, Tactic, device_capability, launch_sequence
 from . import p8_layout
 from .backend import TritonMXFP4Backend, TritonPrepared, load_kernels, ps_refusal
-from .configs import DECODE_MAX_PAIRS, F8_CONFIGS, F8_DEFAULTS, parse_config
+from .configs import DECODE_MAX_PAIRS, parse_config
+from .configs_f8 import F8_CONFIGS, F8_DEFAULTS
 from .configs_p8 import P8_CONFIGS, P8_DEFAULT
 
 _LAUNCH_F8 = "fp4moe_diag.backends.triton.launch_f8"
@@ -96,7 +97,7 @@ class TritonW4A8Backend(TritonMXFP4Backend):
         return sup
 
     def tactics(self, case: Any, prepared: Any = None) -> list[Tactic]:
-        """:data:`.configs.F8_CONFIGS`, then :data:`.configs_p8.P8_CONFIGS` where the case's weights have the p8
+        """:data:`.configs_f8.F8_CONFIGS`, then :data:`.configs_p8.P8_CONFIGS` where the case's weights have the p8
         layout; the default an f8 decode tile up to ``DECODE_MAX_PAIRS`` pairs, above it :data:`.configs_p8.P8_DEFAULT`
         (an f8 64-token tile where the case has no p8 layout)."""
         decode = case.num_tokens * case.top_k <= DECODE_MAX_PAIRS

@@ -20,7 +20,7 @@ GATE_UP_LABEL = "-gu"  #: KernelConfig.gate_up's label suffix, right after -ps (
 #: token's rows (same fixed order: bit-identical), a split gemm1 the split-K finalize (:mod:`._kernels_fused`)
 FUSED_LABEL = "-fs"
 MODES = ("bits", "ds", "x2", "sw", "ps", "f8", "p8")  # bit-arithmetic dequant, tl.dot_scaled, packed bf16x2 upcast,
-# x2 swap-AB, swap-AB on the pre-shuffled layout of ps_layout, W4A8 (e4m3 activations and folded weights; F8_CONFIGS),
+# x2 swap-AB, swap-AB on the pre-shuffled layout of ps_layout, W4A8 (e4m3 activations and folded weights; configs_f8),
 # W4A8 on the pre-shuffled layout of p8_layout (configs_p8.P8_CONFIGS)
 
 
@@ -46,6 +46,8 @@ class KernelConfig:
     gate_up: bool = False  # mode ps only: gemm1 on gate/up rows interleaved per slab, one dot (-gu; configs_gu.py)
     fused: bool = False  # mode ps only (label -fs, last): gemm2 sums each token's top-k rows (the top-k sum kernel
     # is not launched) and a split gemm1 finalizes its own planes, each in the last program to arrive (FUSED_LABEL)
+    tail_m: int = 0  # mode ps only (label -tN): each expert's last <= tail_m pairs run as blocks of tail_m rows (a
+    # second gemm1 / gemm2 launch pair), the rest as blocks of block_m: padding as blocks of tail_m (configs_gu)
 
 
     def __post_init__(self) -> None:
@@ -82,6 +84,12 @@ class KernelConfig:
             raise ValueError(f"tactic: mode p8 has no split-K and needs block_k a multiple of 64, block_n of 16 and "
                              f"block_m >= 16, got split_k={self.split_k}, block_n={self.block_n}, "
                              f"block_k={self.block_k}, block_m={self.block_m}")
+        t = self.tail_m
+        if t and (isinstance(t, bool) or not isinstance(t, int) or self.mode != "ps" or t & (t - 1) or not 16 <= t
+                  < self.block_m or self.split_k > 1 or self.split_k2 or self.pdl or self.fused):
+            raise ValueError(f"tactic: tail_m (-tN, blocks of N rows for each expert's last pairs) is a mode ps option "
+                             f"without split-K, -pdl or -fs, a power of two from 16 below block_m={self.block_m}; got "
+                             f"tail_m={t!r} in {self.mode!r}")
         if not isinstance(self.gate_up, bool) or (self.gate_up and self.mode != "ps"):
             raise ValueError(f"tactic: gate_up (-gu) is a mode ps option, a bool; got {self.gate_up!r} in {self.mode!r}")
         if self.mode == "ps":
@@ -146,7 +154,7 @@ class KernelConfig:
         return (base + ("" if self.mode == "bits" else f"-{self.mode}") + GATE_UP_LABEL * self.gate_up
                 + (f"-sk{self.split_k}" if self.split_k > 1 else "")
                 + (f"-g2sk{self.split_k2}" if self.split_k2 else "") + (f"-g2n{self.block_n2}" if self.block_n2 else "")
-                + PDL_LABELS[self.pdl] + (FUSED_LABEL if self.fused else ""))
+                + (f"-t{self.tail_m}" if self.tail_m else "") + PDL_LABELS[self.pdl] + (FUSED_LABEL if self.fused else ""))
 
     def __str__(self) -> str:
         return self.label
@@ -159,7 +167,7 @@ class KernelConfig:
                     **({"pdl": self.pdl} if self.pdl else {}),  # the keys only where set: older rows unchanged
                     **({"block_n2": self.block_n2} if self.block_n2 else {}),
                     **({"gate_up": True} if self.gate_up else {}),
-                    **({"fused": True} if self.fused else {}))
+                    **({"fused": True} if self.fused else {}), **({"tail_m": self.tail_m} if self.tail_m else {}))
 
 
 
@@ -335,29 +343,10 @@ PS_PDL_CONFIGS += tuple(KernelConfig(*c, pdl=1, fused=True) for c in (
 # Measured and not offered (s9a, same run as -pdl): -pdlpfe within noise of -pdl (120b EP4 T=64 140.1 vs 140.6 us,
 # 20b EP1 T=64 163.9 vs 162.4, T=16 159.0 vs 158.4); split-K 8 (m16n64k128w4s4-ps-sk8) slower at every decode shape.
 
-#: mode ``"f8"`` (label suffix ``-f8``; issue #25), the tactics of backend ``triton_w4a8`` only: per-row e4m3
-#: activations, MXFP4 weights folded to e4m3 with each row's largest block scale taken out (:mod:`._kernels_f8`), FP8
-#: MMAs swap-AB like mode sw (the folded weights are the A operand: wgmma m64 per warpgroup, BLOCK_N >= 64), no
-#: split-K.  Prefill tiles (BLOCK_M 64 / 128 tokens, 4 and 8 warps: FP8 doubles the bf16 MMA peak) and two decode
-#: tiles (BLOCK_M 16), so every shape has a tactic.  H200: s9d, s9e (correct at 2e-2; slower than bf16, README).
-F8_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
-    (16, 64, 128, 4, 3, "f8"),
-    (16, 128, 128, 4, 3, "f8"),
-    (64, 64, 128, 4, 4, "f8"),
-    (64, 128, 128, 8, 3, "f8"),
-    (128, 64, 128, 4, 3, "f8"),
-    (128, 128, 64, 8, 3, "f8"),
-))
-# sm_90a, K = 2880, triton 3.6.0 and 3.9.0 (python -m fp4moe_diag.profiling.sass, cuobjdump -res-usage): every loop
-# above is QGMMA (FP8 wgmma), none spills (gemm1 126-255 registers, gemm2 94-190), 5.9-7.9 loop instructions per
-# weight (bf16 mode sw at m16n64k128: 6.45).  Not offered: m64n128k128w4 and
-# m128n128k128w8 (gemm1 spills 312 / 120 bytes: two fp32 accumulators of 128 x BLOCK_M), m128n64 with 8 warps (the
-# two warpgroups split the tokens, so each folds the same 64 weight rows: twice the fold work per weight).
-F8_DEFAULTS = ("m16n64k128w4s3-f8", "m64n64k128w4s4-f8")  # decode (T * top_k <= DECODE_MAX_PAIRS), above
 
 _LABEL = re.compile(r"^m(?P<m>\d+)n(?P<n>\d+)k(?P<k>\d+)w(?P<w>\d+)s(?P<s>\d+)"
                     r"(?:-(?P<mode>ds|x2|sw|f8|p8)|-(?P<ps>ps)(?P<gu>-gu)?)?(?:-sk(?P<sk>\d+))?(?:-g2sk(?P<g2sk>\d+))?"
-                    r"(?:-g2n(?P<g2n>\d+))?(?P<pdl>-pdl|-pdlpfe|-pdlpf)?(?P<fs>-fs)?$")
+                    r"(?:-g2n(?P<g2n>\d+))?(?:-t(?P<t>\d+))?(?P<pdl>-pdl|-pdlpfe|-pdlpf)?(?P<fs>-fs)?$")
 
 
 def parse_config(cfg: Any) -> KernelConfig:
@@ -368,13 +357,14 @@ def parse_config(cfg: Any) -> KernelConfig:
     if isinstance(cfg, str):
         m = _LABEL.match(cfg)
         if m is None:
-            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu]|-f8|-p8][-skN][-g2skN][-g2nN][-pdl|-pdlpf|-pdlpfe][-fs], "
+            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu]|-f8|-p8][-skN][-g2skN][-g2nN][-tN]"
+                             f"[-pdl|-pdlpf|-pdlpfe][-fs], "
                              f"got {cfg!r}")
         nums = [int(m[g]) for g in "mnkws"]
         pdl = {v: k for k, v in PDL_LABELS.items()}[m["pdl"] or ""]
         return KernelConfig(*nums, mode=m["mode"] or m["ps"] or "bits", split_k=int(m["sk"] or 1),
                             split_k2=int(m["g2sk"] or 0), pdl=pdl, block_n2=int(m["g2n"] or 0),
-                            gate_up=m["gu"] is not None, fused=m["fs"] is not None)
+                            gate_up=m["gu"] is not None, fused=m["fs"] is not None, tail_m=int(m["t"] or 0))
     if not isinstance(cfg, (tuple, list)):
         raise ValueError(f"tactic: expected a KernelConfig, a label or a tuple, got {type(cfg).__name__}")
     cfg = tuple(cfg)

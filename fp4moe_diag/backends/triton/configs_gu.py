@@ -45,6 +45,9 @@ PS_GU_PDL_CONFIGS: tuple[KernelConfig, ...] = (KernelConfig(16, 128, 128, 4, 3, 
 #: Offered above the decode sizes (a 256-token block pads most at small T).
 PS_GU_WIDE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(256, 64, 64, 8, s, "ps", block_n2=128, gate_up=True)
                                                      for s in (3, 4))
+# H200 (s12b, s12d, every bf16 backend in the run): the s3 tile the fastest of ours at 20b EP2 T=16384 (3236 us,
+# triton_kernels 3222; m128n128k64w8s3-ps-g2n256 3501) and at 20b EP1 T=16384 (6687 against 6849); slower at T <= 4096
+# (blocks of 256 pad 1.28 rows per pair at 20b EP1 T=4096 against 1.14 for 128: configs_tail); s4 slower than s3.
 
 
 def ps_gu_chunk_dots(block_k: int, num_warps: int) -> bool:

@@ -139,3 +139,32 @@ def group_pairs_by_expert(
         num_pairs=int(num_pairs),
         num_valid_pairs=int(pair_sorted.numel()),
     )
+
+
+def split_tail_pairs(local_topk_ids: torch.Tensor, num_local_experts: int, block_m: int,
+                     tail_m: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``local_topk_ids [T, k]`` as two copies for the tail-block tactics (``-tN``): per expert, with ``n`` pairs and
+    ``r = n mod block_m``, the first copy keeps the pairs that go in blocks of ``block_m`` (all ``n`` when ``r`` is 0
+    or over ``tail_m``), the second the expert's last ``r`` pairs when ``0 < r <= tail_m`` (one block of ``tail_m``
+    instead of a mostly padded one of ``block_m``).  A pair a copy drops reads ``-1`` there (as another rank's, for
+    :func:`group_pairs_by_expert`); pairs keep token order inside an expert, so the two copies split each expert's
+    pairs at one rank."""
+    _validate(local_topk_ids, num_local_experts, block_m, None)
+    if isinstance(tail_m, bool) or not isinstance(tail_m, int) or not 1 <= tail_m < block_m:
+        raise ValueError(f"tail_m: expected an int in 1..{block_m - 1} (below block_m), got {tail_m!r}")
+    flat = local_topk_ids.reshape(-1).long()
+    pair_idx = torch.nonzero(flat >= 0).flatten()
+    experts = flat[pair_idx]
+    order = torch.argsort(experts, stable=True)
+    pair_sorted, expert_sorted = pair_idx[order], experts[order]
+    counts = torch.bincount(experts, minlength=num_local_experts)
+    rem = counts % block_m
+    tail = torch.where((rem > 0) & (rem <= tail_m), rem, torch.zeros_like(rem))
+    rank = torch.arange(pair_sorted.numel(), device=flat.device) - (torch.cumsum(counts, 0) - counts)[expert_sorted]
+    in_tail = pair_sorted[rank >= (counts - tail)[expert_sorted]]
+    big = flat.clone()
+    big[in_tail] = -1
+    small = torch.full_like(flat, -1)
+    small[in_tail] = flat[in_tail]
+    shape, dtype = local_topk_ids.shape, local_topk_ids.dtype
+    return big.view(shape).to(dtype), small.view(shape).to(dtype)

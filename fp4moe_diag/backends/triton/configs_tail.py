@@ -1,0 +1,19 @@
+"""The ``-tN`` tactics of mode ps (:class:`.configs.KernelConfig` ``tail_m``): each expert's last ``r = n mod block_m``
+pairs, when ``0 < r <= N``, run as one block of N rows in a second gemm1 / gemm2 launch pair instead of a block of
+``block_m`` rows that is mostly padding (:func:`.grouping.split_tail_pairs`; the backend's ``calls``).  Imports nothing
+of ours but :mod:`.configs`, no triton."""
+
+from __future__ import annotations
+
+from .configs import KernelConfig
+
+#: the prefill winners of s12d with tail blocks of half their BLOCK_M, offered above the decode sizes.  Padding rows
+#: per routed pair at the gpt-oss routings (simulated, router logits of the case's seed): 20b EP1 T=4096 1.141 in
+#: blocks of 128, 1.281 of 256, 1.141 of 256 with 128-row tails, 1.07 of 128 with 64-row tails; 120b EP4 T=1024 1.39
+#: in blocks of 128.  On the H200 (s12b) the 256-token -gu tile ran 8.5 % faster per padded product than the
+#: two-dot m128 tile at 20b EP1 T=4096 and lost on its padding.
+PS_TAIL_CONFIGS: tuple[KernelConfig, ...] = (
+    KernelConfig(256, 64, 64, 8, 3, "ps", block_n2=128, gate_up=True, tail_m=128),
+    KernelConfig(128, 128, 64, 8, 3, "ps", block_n2=256, tail_m=64),
+    KernelConfig(64, 128, 64, 8, 4, "ps", tail_m=32),
+)

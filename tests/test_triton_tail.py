@@ -1,0 +1,110 @@
+"""The tail-block tactics (``-tN``, :mod:`fp4moe_diag.backends.triton.configs_tail`): each expert's last ``n mod
+block_m`` pairs, when 1..N, run as one block of N rows in a second gemm1 / gemm2 launch pair.  Host side: labels,
+refusals, the pair split (hand-checked), the tactics offered; interpreter (CPU): the tactics against the float32
+reference and against the same tile without tail blocks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fp4moe_diag import MoECase
+from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend
+from fp4moe_diag.backends.triton.configs import KernelConfig, parse_config
+from fp4moe_diag.backends.triton.configs_tail import PS_TAIL_CONFIGS
+from fp4moe_diag.backends.triton.grouping import group_pairs_by_expert, split_tail_pairs
+from interpreter import HAS_TRITON, interpreted_results
+
+TOL = 1e-2  # relative L2 against the fp32 reference, as tests/test_triton_backend.py
+SAME = 1e-5  # against the same tile without tail blocks: the same products, other block shapes
+
+
+def test_tail_labels_round_trip_and_refusals():
+    kc = parse_config("m128n128k64w8s3-ps-g2n256-t64")
+    assert kc == KernelConfig(128, 128, 64, 8, 3, "ps", block_n2=256, tail_m=64) and kc.params()["tail_m"] == 64
+    assert parse_config("m256n64k64w8s3-ps-gu-g2n128-t128").label == "m256n64k64w8s3-ps-gu-g2n128-t128"
+    assert "tail_m" not in parse_config("m128n128k64w8s3-ps-g2n256").params()
+    for bad in (dict(tail_m=128), dict(tail_m=48), dict(tail_m=8), dict(tail_m=64, split_k=2), dict(tail_m=64, pdl=1),
+                dict(tail_m=64, fused=True), dict(tail_m=True)):
+        with pytest.raises(ValueError, match="^tactic: tail_m"):
+            KernelConfig(128, 128, 64, 8, 3, "ps", **bad)
+    with pytest.raises(ValueError, match="^tactic: tail_m"):
+        KernelConfig(128, 128, 64, 8, 3, "x2", tail_m=64)
+    with pytest.raises(ValueError, match="^tactic: expected a label"):
+        parse_config("m128n128k64w8s3-ps-t64-g2n256")  # -tN after -g2nN
+
+
+def test_split_tail_pairs_hand_checked():
+    # 4 experts, block 4, tails of 2; flat pair index = 2 token + slot.  Expert 0: pairs 0, 3, 6, 9, 12 (r 1: the last
+    # to the tail); expert 1: 1, 5, 10 (r 3 > 2: all in blocks of 4); expert 2: 2, 7, 8, 14, 15 (r 1); expert 3: 4, 13
+    # (r 2: both to the tail); pair 11 is another rank's (-1)
+    ids = torch.tensor([[0, 1], [2, 0], [3, 1], [0, 2], [2, 0], [1, -1], [0, 3], [2, 2]], dtype=torch.int32)
+    big, small = split_tail_pairs(ids, 4, 4, 2)
+    assert big.dtype == torch.int32 and big.shape == ids.shape
+    assert big.flatten().tolist() == [0, 1, 2, 0, -1, 1, 0, 2, 2, 0, 1, -1, -1, -1, 2, -1]
+    assert small.flatten().tolist() == [-1] * 4 + [3] + [-1] * 7 + [0, 3, -1, 2]
+    gb, gs = group_pairs_by_expert(big, 4, 4), group_pairs_by_expert(small, 4, 2)
+    assert gb.block_expert_ids.tolist() == [0, 1, 2] and gs.block_expert_ids.tolist() == [0, 2, 3]
+    assert gb.num_valid_pairs + gs.num_valid_pairs == int((ids >= 0).sum()) == 15
+    assert gb.sorted_pair_ids.tolist() == [0, 3, 6, 9, 1, 5, 10, 16, 2, 7, 8, 14]
+    assert gs.sorted_pair_ids.tolist() == [12, 16, 15, 16, 4, 13]  # 16 = T * k: padding
+    for bad in (4, 0, 2.0):
+        with pytest.raises(ValueError, match="^tail_m:"):
+            split_tail_pairs(ids, 4, 4, bad)
+    with pytest.raises(ValueError, match="^local_topk_ids:"):
+        split_tail_pairs(ids.float(), 4, 4, 2)
+
+
+def test_tail_tactics_offered_above_the_decode_sizes():
+    b = TritonMXFP4Backend()
+    case = dict(hidden_size=192, intermediate_size=320, num_experts=4, top_k=2)
+    assert not any(t.id.tail_m for t in b.tactics(MoECase(num_tokens=64, **case)))
+    prefill = [t.id for t in b.tactics(MoECase(num_tokens=1024, **case)) if t.id.tail_m]
+    assert prefill == list(PS_TAIL_CONFIGS) and [c.tail_m * 2 == c.block_m for c in prefill] == [True] * 3
+
+
+_INTERP_SCRIPT = r"""
+import json, torch
+from fp4moe_diag import MoECase, build_inputs
+from fp4moe_diag.problem.reference import reference_moe
+from fp4moe_diag.backends.base import Tactic
+from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend, kernels_interpreted
+
+b = TritonMXFP4Backend()
+# 64 tokens x top 2 over 4 experts (~32 pairs each): blocks of 32 with tails of 16 split some experts, not others
+base = dict(num_tokens=64, hidden_size=192, intermediate_size=320, num_experts=4, top_k=2)
+cases = {"oai_bias": {}, "ep_offset": dict(num_experts=8, local_num_experts=4, local_expert_offset=4),
+         "swiglu_nobias": dict(activation="swiglu", has_bias=False)}
+labels = {"m32n64k64w8s1-ps-gu-t16": "m32n64k64w8s1-ps-gu", "m32n64k128w4s1-ps-g2n128-t16": "m32n64k128w4s1-ps-g2n128"}
+out = {}
+for name, kw in cases.items():
+    inp = build_inputs(MoECase(**{**base, **kw}))
+    ref = reference_moe(inp)
+    prep = b.prepare(inp)
+    big, small = prep.tail_groupings(32, 16)
+    out[f"{name}/split"] = [big.num_blocks, small.num_blocks, big.num_valid_pairs + small.num_valid_pairs,
+                            prep.grouping(32).num_valid_pairs]
+    for lab, plain in labels.items():
+        y = b.run(prep, Tactic(id=lab, label=lab))
+        y0 = b.run(prep, Tactic(id=plain, label=plain))
+        out[f"{name}/{lab}"] = float((y.float() - ref).norm() / ref.norm())
+        out[f"{name}/{lab}/vs_plain"] = float((y.float() - y0.float()).norm() / y0.float().norm())
+out["interpreted"] = kernels_interpreted()
+print("RESULT " + json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def interp_results() -> dict:
+    return interpreted_results(_INTERP_SCRIPT)
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+@pytest.mark.parametrize("name", ["oai_bias", "ep_offset", "swiglu_nobias"])
+def test_tail_tactics_match_the_reference_and_the_same_tile_without_tails(interp_results: dict, name: str):
+    assert interp_results["interpreted"] is True
+    n_big, n_small, n_split, n_all = interp_results[f"{name}/split"]
+    assert n_big > 0 and n_small > 0 and n_split == n_all  # both launch pairs run; every pair in one of them
+    for lab in ("m32n64k64w8s1-ps-gu-t16", "m32n64k128w4s1-ps-g2n128-t16"):
+        assert 0 < interp_results[f"{name}/{lab}"] < TOL, (lab, interp_results[f"{name}/{lab}"])
+        assert interp_results[f"{name}/{lab}/vs_plain"] < SAME, (lab, interp_results[f"{name}/{lab}/vs_plain"])
