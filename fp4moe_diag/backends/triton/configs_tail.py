@@ -11,7 +11,11 @@ from .configs import KernelConfig
 #: per routed pair at the gpt-oss routings (simulated, router logits of the case's seed): 20b EP1 T=4096 1.141 in
 #: blocks of 128, 1.281 of 256, 1.141 of 256 with 128-row tails, 1.07 of 128 with 64-row tails; 120b EP4 T=1024 1.39
 #: in blocks of 128.  On the H200 (s12b) the 256-token -gu tile ran 8.5 % faster per padded product than the
-#: two-dot m128 tile at 20b EP1 T=4096 and lost on its padding.
+#: two-dot m128 tile at 20b EP1 T=4096 and lost on its padding.  H200, s12e (every bf16 backend in the run): each the
+#: fastest of ours somewhere -- the -gu tile with 128-row tails at 20b EP1 T=4096 (1952 -> 1812 us) / T=16384 and EP2
+#: T=4096, the two-dot m128 tile with 64-row tails at 120b EP4 T=4096 (661 -> 594), 20b EP1 / EP2 T=1024 (655 -> 587),
+#: m64n128k64w8s4 with 32-row tails at 120b EP4 T=1024 (265 -> 255; triton_kernels 260).  The tail launches cost where
+#: they save little: 20b EP2 T=4096 m128 941 -> 954 us.
 PS_TAIL_CONFIGS: tuple[KernelConfig, ...] = (
     KernelConfig(256, 64, 64, 8, 3, "ps", block_n2=128, gate_up=True, tail_m=128),
     KernelConfig(128, 128, 64, 8, 3, "ps", block_n2=256, tail_m=64),

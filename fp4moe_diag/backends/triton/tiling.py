@@ -22,8 +22,9 @@ def ps_scale_words(block_n: int, block_k: int, num_warps: int) -> bool:
 def ps_tiles_first(block_m: int, block_n: int, block_k: int, num_warps: int) -> bool:
     """Whether the ps gemm1 (two weight tiles per K step, :mod:`._kernels_ps`) upcasts both tiles before its two
     dots: when a tile is at most 32 bf16 values (16 registers) per thread and the two fp32 accumulators at most 64
-    registers per thread.  H200 (s12c, A/B/A/B in four processes, the commit before): m64n128k64w8s4 gemm1 2.7-3.2 %
-    faster (120b EP4 T=1024 172 -> 166 us); m128n128k64w8s3 (128 accumulator registers, 255 in all) 0.9-1.5 % slower;
+    registers per thread.  H200 (s12c, A/B/A/B in four processes, the commit before): m64n128k64w8s4 gemm1 2.6-3.3 %
+    faster at four shapes, 0.7 % at the fifth (120b EP4 T=1024 172 -> 166 us); m128n128k64w8s3 (128 accumulator
+    registers, 255 in all) 1.0-1.5 % slower;
     at BLOCK_K 128 with 4 warps ptxas spills (m64n128k128w4s3 gemm1: 168 bytes of stack, sm_90a)."""
     threads = 32 * num_warps
     return block_n * block_k <= 32 * threads and 2 * block_m * block_n <= 64 * threads
