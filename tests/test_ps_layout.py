@@ -18,6 +18,7 @@ from fp4moe_diag.backends.triton import ps_layout as P
 from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend
 from fp4moe_diag.backends.triton.configs import PS_CONFIGS, PS_DECODE_CONFIGS, KernelConfig, parse_config
 from fp4moe_diag.backends.triton.configs_gu import PS_GU_CONFIGS, PS_GU_WIDE_CONFIGS
+from fp4moe_diag.backends.triton.configs_tail import PS_TAIL_CONFIGS
 from fp4moe_diag.runs import SweepSpec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -271,17 +272,18 @@ def _ps_ids(case: MoECase) -> list[KernelConfig]:
 
 
 def test_tactics_offer_ps_where_the_layout_exists():
-    # H = I = 64, prefill-sized (T * k > 256): every PS_CONFIGS tactic, no decode ones
-    assert _ps_ids(_case(num_tokens=4096)) == list(PS_CONFIGS)
+    # H = I = 64, prefill-sized (T * k > 256): every PS_CONFIGS tactic and the tail-block ones, no decode ones
+    tails = [c for c in PS_TAIL_CONFIGS if not c.gate_up]
+    assert _ps_ids(_case(num_tokens=4096)) == list(PS_CONFIGS) + tails
     # decode, H = I = 64: no split-K fits (one block_k step of 128 >= 64), so PS_CONFIGS only
     assert _ps_ids(_case()) == list(PS_CONFIGS)
     # decode at 3072: every decode tactic fits
     assert _ps_ids(_case(hidden_size=3072, intermediate_size=3072, num_tokens=64, top_k=4)) == \
         list(PS_CONFIGS + PS_DECODE_CONFIGS)
     # gpt-oss-20b sizes (2880 = 45 x 64), prefill
-    assert _ps_ids(_case(hidden_size=2880, intermediate_size=2880, num_tokens=4096)) == list(PS_CONFIGS)
+    assert _ps_ids(_case(hidden_size=2880, intermediate_size=2880, num_tokens=4096)) == list(PS_CONFIGS) + tails
     # T * k = 260 > 256: not decode
-    assert _ps_ids(_case(hidden_size=3072, intermediate_size=3072, num_tokens=65, top_k=4)) == list(PS_CONFIGS)
+    assert _ps_ids(_case(hidden_size=3072, intermediate_size=3072, num_tokens=65, top_k=4)) == list(PS_CONFIGS) + tails
     # decode at 256: k128 sk2 (128 + 128) and k64 sk2 (128 + 128) fit, k128 sk4 (a split of 128, three of them
     # already cover 384 >= 256) and k256 sk2/sk4 (one split takes all 256) do not
     assert _ps_ids(_case(hidden_size=256, intermediate_size=256)) == list(PS_CONFIGS) + [
@@ -289,8 +291,8 @@ def test_tactics_offer_ps_where_the_layout_exists():
         KernelConfig(16, 128, 128, 4, 3, "ps", 2),
         KernelConfig(16, 128, 128, 4, 3, "ps", 1, 2)]  # gemm2 alone in 2 splits fits; in 3 (3 x 128 > 256) not
     tac = [t for t in TritonMXFP4Backend().tactics(_case(num_tokens=4096)) if t.id.ps]
-    gu = list(PS_GU_CONFIGS + PS_GU_WIDE_CONFIGS)  # prefill-sized: the wide -gu tiles too, last
-    assert [t.id for t in tac if t.id.gate_up] == gu and tac[-len(gu):][0].id.gate_up
+    gu = list(PS_GU_CONFIGS + PS_GU_WIDE_CONFIGS) + [c for c in PS_TAIL_CONFIGS if c.gate_up]  # prefill-sized
+    assert [t.id for t in tac if t.id.gate_up and not t.id.pdl] == gu
     assert all(t.label == t.id.label and t.params["ps"] is True and not t.params["x2"] for t in tac)
 
 

@@ -41,6 +41,7 @@ from fp4moe_diag.backends.triton.configs import (
     split_k_fits,
 )
 from fp4moe_diag.backends.triton.configs_gu import PS_GU_CONFIGS, PS_GU_PDL_CONFIGS, PS_GU_WIDE_CONFIGS
+from fp4moe_diag.backends.triton.configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS
 from fp4moe_diag.backends.triton.grouping import group_pairs_by_expert
 from interpreter import HAS_TRITON, interpreted_results, sub_env
 
@@ -145,23 +146,27 @@ def test_tactics_list():
     # H = I = 64 admits only split_k 1; T*k > 256 gets no decode configs; H = 96 has no ps layout
     big = dict(hidden_size=3072, intermediate_size=3072, top_k=4)
     # n_pdl: the ps decode tactics with programmatic dependent launch (compiled only; K = 64 fits no split)
-    # (n_ps counts the -gu variants of PS_GU_CONFIGS, above the decode sizes those of PS_GU_WIDE_CONFIGS too; n_pdl
-    # those of PS_GU_PDL_CONFIGS)
+    # (n_ps counts the -gu variants of PS_GU_CONFIGS, above the decode sizes those of PS_GU_WIDE_CONFIGS and the
+    # tail-block tactics of PS_TAIL_CONFIGS too; n_pdl those of PS_GU_PDL_CONFIGS at decode, of PS_TAIL_PDL_CONFIGS
+    # above)
     n_all, n_pdl_all = len(PS_CONFIGS) + len(PS_GU_CONFIGS), len(PS_PDL_CONFIGS) + 1
-    n_wide = n_all + len(PS_GU_WIDE_CONFIGS)
+    n_wide, n_tpdl = n_all + len(PS_GU_WIDE_CONFIGS) + len(PS_TAIL_CONFIGS), len(PS_TAIL_PDL_CONFIGS)
+    gu_tail = sum(c.gate_up for c in PS_TAIL_CONFIGS)  # as many -gu among PS_TAIL_PDL_CONFIGS
     for case, n_decode, n_x2, n_sw, n_ps, n_psd, n_pdl in (
             (_case(), 1, 0, 0, n_all, 0, 5),  # m16n128k128w4s3/s4 -pdl, their -fs variants, the -gu -pdl
-            (_case(num_tokens=4096), 0, 0, 0, n_wide, 0, 0),
+            (_case(num_tokens=4096), 0, 0, 0, n_wide, 0, n_tpdl),
             (_case(num_tokens=40, num_experts=2, hidden_size=96), 1, 0, 0, 0, 0, 0),
             (_case(num_tokens=64, **big), 7, 4, 3, n_all, len(PS_DECODE_CONFIGS), n_pdl_all),
-            (_case(num_tokens=65, **big), 0, 0, 0, n_wide, 0, 0)):
-        n_gu = len(PS_GU_CONFIGS) + (len(PS_GU_WIDE_CONFIGS) if n_ps == n_wide else 0)
+            (_case(num_tokens=65, **big), 0, 0, 0, n_wide, 0, n_tpdl)):
+        prefill = n_ps == n_wide
+        n_gu = len(PS_GU_CONFIGS) + (len(PS_GU_WIDE_CONFIGS) + gu_tail if prefill else 0)
         tac = b.tactics(case)
         assert len(tac) == (len(CONFIGS) + len(X2_CONFIGS) + n_x2 + len(SW_CONFIGS) + n_sw + n_ps + n_psd
                             + (len(DOT_SCALED_CONFIGS) + n_decode + n_pdl if compiled else 0))
         assert sum(t.id.ps and not t.id.pdl for t in tac) == n_ps + n_psd
         assert sum(t.id.pdl > 0 for t in tac) == (n_pdl if compiled else 0)
-        assert sum(t.id.gate_up for t in tac) == (n_gu + (compiled and n_pdl > 0) if n_ps else 0)
+        pdl_gu = (gu_tail if prefill else 1) if compiled and n_pdl > 0 else 0
+        assert sum(t.id.gate_up for t in tac) == (n_gu + pdl_gu if n_ps else 0)
         assert sum(t.id.mode == "x2" for t in tac) == len(X2_CONFIGS) + n_x2
         assert sum(t.id.swap for t in tac) == len(SW_CONFIGS) + n_sw and all(t.id.x2 for t in tac if t.id.swap)
         labels = [t.label for t in tac]
@@ -176,7 +181,8 @@ def test_tactics_list():
             assert t.label == (f"m{bm}n{bn}k{bk}w{nw}s{ns}" + ("" if mode == "bits" else f"-{mode}")
                                + "-gu" * t.id.gate_up
                                + (f"-sk{sk}" if sk > 1 else "") + (f"-g2sk{t.id.split_k2}" if t.id.split_k2 else "")
-                               + (f"-g2n{t.id.block_n2}" if t.id.block_n2 else "") + ("", "-pdl", "-pdlpf")[t.id.pdl]
+                               + (f"-g2n{t.id.block_n2}" if t.id.block_n2 else "")
+                               + (f"-t{t.id.tail_m}" if t.id.tail_m else "") + ("", "-pdl", "-pdlpf")[t.id.pdl]
                                + ("-fs" if t.id.fused else ""))
             assert bm in (16, 32, 64, 128, 256) and bk in (64, 128, 256) and bn in (16, 32, 64, 128, 256)
             assert t.params == dict(block_m=bm, block_n=bn, block_k=bk, num_warps=nw, num_stages=ns,
@@ -185,11 +191,13 @@ def test_tactics_list():
                                     **({"pdl": t.id.pdl} if t.id.pdl else {}),
                                     **({"block_n2": t.id.block_n2} if t.id.block_n2 else {}),
                                     **({"gate_up": True} if t.id.gate_up else {}),
-                                    **({"fused": True} if t.id.fused else {}))
+                                    **({"fused": True} if t.id.fused else {}),
+                                    **({"tail_m": t.id.tail_m} if t.id.tail_m else {}))
     assert b.default_tactic(_case(num_tokens=1)).label == "m16n64k128w4s3"
     assert b.default_tactic(_case(num_tokens=4096)).params["block_m"] == 64
     every = (CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS + X2_CONFIGS + X2_DECODE_CONFIGS + SW_CONFIGS
-             + SW_DECODE_CONFIGS + PS_CONFIGS + PS_DECODE_CONFIGS + PS_PDL_CONFIGS + PS_GU_CONFIGS + PS_GU_PDL_CONFIGS)
+             + SW_DECODE_CONFIGS + PS_CONFIGS + PS_DECODE_CONFIGS + PS_PDL_CONFIGS + PS_GU_CONFIGS + PS_GU_PDL_CONFIGS
+             + PS_GU_WIDE_CONFIGS + PS_TAIL_CONFIGS + PS_TAIL_PDL_CONFIGS)
     assert len(set(every)) == len(every)
 
 

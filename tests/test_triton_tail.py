@@ -11,7 +11,7 @@ import torch
 from fp4moe_diag import MoECase
 from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend
 from fp4moe_diag.backends.triton.configs import KernelConfig, parse_config
-from fp4moe_diag.backends.triton.configs_tail import PS_TAIL_CONFIGS
+from fp4moe_diag.backends.triton.configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS
 from fp4moe_diag.backends.triton.grouping import group_pairs_by_expert, split_tail_pairs
 from interpreter import HAS_TRITON, interpreted_results
 
@@ -24,7 +24,8 @@ def test_tail_labels_round_trip_and_refusals():
     assert kc == KernelConfig(128, 128, 64, 8, 3, "ps", block_n2=256, tail_m=64) and kc.params()["tail_m"] == 64
     assert parse_config("m256n64k64w8s3-ps-gu-g2n128-t128").label == "m256n64k64w8s3-ps-gu-g2n128-t128"
     assert "tail_m" not in parse_config("m128n128k64w8s3-ps-g2n256").params()
-    for bad in (dict(tail_m=128), dict(tail_m=48), dict(tail_m=8), dict(tail_m=64, split_k=2), dict(tail_m=64, pdl=1),
+    assert parse_config("m64n128k64w8s4-ps-t32-pdl") == KernelConfig(64, 128, 64, 8, 4, "ps", tail_m=32, pdl=1)
+    for bad in (dict(tail_m=128), dict(tail_m=48), dict(tail_m=8), dict(tail_m=64, split_k=2), dict(tail_m=64, pdl=2),
                 dict(tail_m=64, fused=True), dict(tail_m=True)):
         with pytest.raises(ValueError, match="^tactic: tail_m"):
             KernelConfig(128, 128, 64, 8, 3, "ps", **bad)
@@ -55,12 +56,20 @@ def test_split_tail_pairs_hand_checked():
         split_tail_pairs(ids.float(), 4, 4, 2)
 
 
-def test_tail_tactics_offered_above_the_decode_sizes():
+def test_tail_tactics_offered_above_the_decode_sizes(monkeypatch):
+    from fp4moe_diag.backends.triton import backend
+
     b = TritonMXFP4Backend()
     case = dict(hidden_size=192, intermediate_size=320, num_experts=4, top_k=2)
     assert not any(t.id.tail_m for t in b.tactics(MoECase(num_tokens=64, **case)))
     prefill = [t.id for t in b.tactics(MoECase(num_tokens=1024, **case)) if t.id.tail_m]
-    assert prefill == list(PS_TAIL_CONFIGS) and [c.tail_m * 2 == c.block_m for c in prefill] == [True] * 3
+    compiled = not (backend.interpret_enabled() or backend.kernels_interpreted())
+    assert prefill == list(PS_TAIL_CONFIGS + (PS_TAIL_PDL_CONFIGS if compiled else ()))
+    assert [c.tail_m * 2 == c.block_m for c in PS_TAIL_CONFIGS] == [True] * 3
+    assert [c.pdl for c in PS_TAIL_PDL_CONFIGS] == [1] * 3 and [c.label for c in PS_TAIL_PDL_CONFIGS][1] == \
+        "m128n128k64w8s3-ps-g2n256-t64-pdl"
+    monkeypatch.setattr(backend, "interpret_enabled", lambda: True)  # under the interpreter: no -pdl
+    assert [t.id for t in b.tactics(MoECase(num_tokens=1024, **case)) if t.id.tail_m] == list(PS_TAIL_CONFIGS)
 
 
 _INTERP_SCRIPT = r"""

@@ -29,7 +29,7 @@ from .configs import (CONFIGS, DECODE_CONFIGS, DECODE_MAX_PAIRS, DOT_SCALED_CONF
                       SW_CONFIGS, SW_DECODE_CONFIGS, X2_CONFIGS, X2_DECODE_CONFIGS, KernelConfig, default_config,
                       parse_config, split_k_fits)
 from .configs_gu import PS_GU_CONFIGS, PS_GU_PDL_CONFIGS, PS_GU_WIDE_CONFIGS
-from .configs_tail import PS_TAIL_CONFIGS
+from .configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS
 from .loading import interpret_enabled, kernels_interpreted, load_kernels, triton_import_error  # noqa: F401
 from .grouping import ExpertGrouping
 from .prepared import TritonPrepared
@@ -110,8 +110,8 @@ class TritonMXFP4Backend(Backend):
     def tactics(self, case: MoECase, prepared: Any = None) -> list[Tactic]:
         """The bit-arithmetic, x2 and sw configs everywhere, ps where the weights have that layout (H and I
         multiples of 64; with the ``-gu`` gemm1 variants of PS_GU_CONFIGS, above the decode sizes also
-        PS_GU_WIDE_CONFIGS and the tail-block ones of PS_TAIL_CONFIGS); the ``tl.dot_scaled`` ones only when compiled (GPU); for ``T * top_k <= DECODE_MAX_PAIRS``
-        the split-K decode configs (x2 / sw / ps ones everywhere, ds ones on GPU); at decode on GPU the ps
+        PS_GU_WIDE_CONFIGS and the tail-block ones of PS_TAIL_CONFIGS, compiled also PS_TAIL_PDL_CONFIGS); the
+        ``tl.dot_scaled`` ones only when compiled (GPU); for ``T * top_k <= DECODE_MAX_PAIRS`` the split-K decode configs (x2 / sw / ps ones everywhere, ds ones on GPU); at decode on GPU the ps
         tactics with programmatic dependent launch (``-pdl``, and PS_GU_PDL_CONFIGS), with and without the fused ends
         (``-fs``)."""
         default = default_config(case)
@@ -125,6 +125,8 @@ class TritonMXFP4Backend(Backend):
         if not (interpret_enabled() or kernels_interpreted()):
             if decode and ps_refusal(case) is None:  # programmatic dependent launch: compiled kernels only
                 configs += tuple(c for c in PS_PDL_CONFIGS + PS_GU_PDL_CONFIGS if _split_fits(case, c))
+            elif ps_refusal(case) is None:
+                configs += PS_TAIL_PDL_CONFIGS
             configs += DOT_SCALED_CONFIGS
             if decode:
                 configs += tuple(c for c in DECODE_CONFIGS if _split_fits(case, c))

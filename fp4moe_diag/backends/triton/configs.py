@@ -86,10 +86,10 @@ class KernelConfig:
                              f"block_k={self.block_k}, block_m={self.block_m}")
         t = self.tail_m
         if t and (isinstance(t, bool) or not isinstance(t, int) or self.mode != "ps" or t & (t - 1) or not 16 <= t
-                  < self.block_m or self.split_k > 1 or self.split_k2 or self.pdl or self.fused):
+                  < self.block_m or self.split_k > 1 or self.split_k2 or self.pdl > 1 or self.fused):
             raise ValueError(f"tactic: tail_m (-tN, blocks of N rows for each expert's last pairs) is a mode ps option "
-                             f"without split-K, -pdl or -fs, a power of two from 16 below block_m={self.block_m}; got "
-                             f"tail_m={t!r} in {self.mode!r}")
+                             f"without split-K, -pdlpf(e) or -fs, a power of two from 16 below block_m={self.block_m}; "
+                             f"got tail_m={t!r} in {self.mode!r}")
         if not isinstance(self.gate_up, bool) or (self.gate_up and self.mode != "ps"):
             raise ValueError(f"tactic: gate_up (-gu) is a mode ps option, a bool; got {self.gate_up!r} in {self.mode!r}")
         if self.mode == "ps":
