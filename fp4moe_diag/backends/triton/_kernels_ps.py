@@ -273,17 +273,13 @@ def _moe_mxfp4_gemm1_ps_kernel(
     for kk in range(0, K_SPLIT, BLOCK_K):
         xt = tl.trans(_act_tile(x_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
         c0 = (kb + kk) // 64
-        if TILES_FIRST:  # both tiles upcast, then both dots (small tiles: tiling.ps_tiles_first)
-            w_l = _ps_tile(w_lin, s_lin, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32, SCALE_WORDS)
-            w_g = _ps_tile(w_gate, s_gate, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32,
-                           SCALE_WORDS)
+        w_l = _ps_tile(w_lin, s_lin, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32, SCALE_WORDS)
+        if not TILES_FIRST:  # the lin dot before the gate tile's upcast; TILES_FIRST: after (tiling.ps_tiles_first)
             acc_lt = _dot(w_l, xt, acc_lt, DOT_F32)
-            acc_gt = _dot(w_g, xt, acc_gt, DOT_F32)
-        else:
-            acc_lt = _dot(_ps_tile(w_lin, s_lin, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32,
-                                   SCALE_WORDS), xt, acc_lt, DOT_F32)
-            acc_gt = _dot(_ps_tile(w_gate, s_gate, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32,
-                                   SCALE_WORDS), xt, acc_gt, DOT_F32)
+        w_g = _ps_tile(w_gate, s_gate, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32, SCALE_WORDS)
+        if TILES_FIRST:
+            acc_lt = _dot(w_l, xt, acc_lt, DOT_F32)
+        acc_gt = _dot(w_g, xt, acc_gt, DOT_F32)
         x_ptrs += BLOCK_K
     _gemm1_store(tl.trans(acc_lt) * X2_UNSCALE, tl.trans(acc_gt) * X2_UNSCALE, pid_k, e, offs_m, offs_n, mask_m,
                  mask_n, b_ptr, alpha_ptr, beta_ptr, limit_ptr, out_ptr, part_ptr, N, stride_be, stride_om, stride_ps,

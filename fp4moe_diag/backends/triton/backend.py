@@ -111,8 +111,9 @@ class TritonMXFP4Backend(Backend):
         """The bit-arithmetic, x2 and sw configs everywhere, ps where the weights have that layout (H and I
         multiples of 64; with the ``-gu`` gemm1 variants of PS_GU_CONFIGS, above the decode sizes also
         PS_GU_WIDE_CONFIGS and the tail-block ones of PS_TAIL_CONFIGS, compiled also PS_TAIL_PDL_CONFIGS); the
-        ``tl.dot_scaled`` ones only when compiled (GPU); for ``T * top_k <= DECODE_MAX_PAIRS`` the split-K decode configs (x2 / sw / ps ones everywhere, ds ones on GPU); at decode on GPU the ps
-        tactics with programmatic dependent launch (``-pdl``, and PS_GU_PDL_CONFIGS), with and without the fused ends
+        ``tl.dot_scaled`` ones only when compiled (GPU); for ``T * top_k <= DECODE_MAX_PAIRS`` the split-K decode
+        configs (x2 / sw / ps ones everywhere, ds ones on GPU); at decode on GPU the ps tactics with programmatic
+        dependent launch (``-pdl``, and PS_GU_PDL_CONFIGS), with and without the fused ends
         (``-fs``)."""
         default = default_config(case)
         decode = case.num_tokens * case.top_k <= DECODE_MAX_PAIRS

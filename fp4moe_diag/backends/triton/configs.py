@@ -47,7 +47,7 @@ class KernelConfig:
     fused: bool = False  # mode ps only (label -fs, last): gemm2 sums each token's top-k rows (the top-k sum kernel
     # is not launched) and a split gemm1 finalizes its own planes, each in the last program to arrive (FUSED_LABEL)
     tail_m: int = 0  # mode ps only (label -tN): each expert's last <= tail_m pairs run as blocks of tail_m rows (a
-    # second gemm1 / gemm2 launch pair), the rest as blocks of block_m: padding as blocks of tail_m (configs_gu)
+    # second gemm1 / gemm2 launch pair), the rest as blocks of block_m (configs_tail.py)
 
 
     def __post_init__(self) -> None:
@@ -154,7 +154,8 @@ class KernelConfig:
         return (base + ("" if self.mode == "bits" else f"-{self.mode}") + GATE_UP_LABEL * self.gate_up
                 + (f"-sk{self.split_k}" if self.split_k > 1 else "")
                 + (f"-g2sk{self.split_k2}" if self.split_k2 else "") + (f"-g2n{self.block_n2}" if self.block_n2 else "")
-                + (f"-t{self.tail_m}" if self.tail_m else "") + PDL_LABELS[self.pdl] + (FUSED_LABEL if self.fused else ""))
+                + (f"-t{self.tail_m}" if self.tail_m else "") + PDL_LABELS[self.pdl]
+                + (FUSED_LABEL if self.fused else ""))
 
     def __str__(self) -> str:
         return self.label
@@ -357,9 +358,8 @@ def parse_config(cfg: Any) -> KernelConfig:
     if isinstance(cfg, str):
         m = _LABEL.match(cfg)
         if m is None:
-            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu]|-f8|-p8][-skN][-g2skN][-g2nN][-tN]"
-                             f"[-pdl|-pdlpf|-pdlpfe][-fs], "
-                             f"got {cfg!r}")
+            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu]|-f8|-p8][-skN]"
+                             f"[-g2skN][-g2nN][-tN][-pdl|-pdlpf|-pdlpfe][-fs], got {cfg!r}")
         nums = [int(m[g]) for g in "mnkws"]
         pdl = {v: k for k, v in PDL_LABELS.items()}[m["pdl"] or ""]
         return KernelConfig(*nums, mode=m["mode"] or m["ps"] or "bits", split_k=int(m["sk"] or 1),

@@ -5,6 +5,8 @@ of ours but :mod:`.configs`, no triton."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from .configs import KernelConfig
 
 #: the prefill winners of s12d with tail blocks of half their BLOCK_M, offered above the decode sizes.  Padding rows
@@ -23,9 +25,9 @@ PS_TAIL_CONFIGS: tuple[KernelConfig, ...] = (
 )
 
 #: the same with programmatic dependent launch (``-pdl``; GPU only): the five kernels of a call (gemm1, its tails,
-#: gemm2, its tails, the top-k sum) chained, each waiting at its top for the one before (:func:`._kernels_ps._pdl_enter`), so
-#: the next kernel's programs are resident when one ends.  s12e at 20b EP1 T=4096: the -t128 call's replay took 1812 us
-#: against 1784 us of kernel time; triton_kernels' three kernels 1769 against 1776.  H200, s12f / s12g (same run as
-#: without): 0.5-1 % faster at T <= 4096 (20b EP1 T=1024 m128n128k64w8s3-ps-g2n256-t64 586 -> 579 us), within the
-#: spread at T=16384.
-PS_TAIL_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(**{**c.__dict__, "pdl": 1}) for c in PS_TAIL_CONFIGS)
+#: gemm2, its tails, the top-k sum) chained, each waiting at its top for the one before
+#: (:func:`._kernels_ps._pdl_enter`), so the next kernel's programs are resident when one ends.  s12e at 20b EP1
+#: T=4096: the -t128 call's replay took 1812 us against 1784 us of kernel time; triton_kernels' three kernels 1769
+#: against 1776.  H200, s12f / s12g (same run as without): 0.5-1 % faster at T <= 4096 (20b EP1 T=1024
+#: m128n128k64w8s3-ps-g2n256-t64 586 -> 579 us), within the spread at T=16384.
+PS_TAIL_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(dataclasses.replace(c, pdl=1) for c in PS_TAIL_CONFIGS)

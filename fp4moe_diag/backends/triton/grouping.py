@@ -95,6 +95,21 @@ def _validate(
             )
 
 
+def _sorted_by_expert(local_topk_ids: torch.Tensor,
+                      num_local_experts: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The routed pairs (``-1``: another rank's, dropped) sorted by local expert, stably (token order inside an
+    expert): ``(flat pair index, expert, pairs per expert [num_local_experts], rank of the pair inside its expert)``,
+    int64 on the ids' device."""
+    flat = local_topk_ids.reshape(-1).long()
+    pair_idx = torch.nonzero(flat >= 0).flatten()
+    experts = flat[pair_idx]
+    order = torch.argsort(experts, stable=True)
+    pair_sorted, expert_sorted = pair_idx[order], experts[order]
+    counts = torch.bincount(experts, minlength=num_local_experts)
+    rank = torch.arange(pair_sorted.numel(), device=flat.device) - (torch.cumsum(counts, 0) - counts)[expert_sorted]
+    return pair_sorted, expert_sorted, counts, rank
+
+
 def group_pairs_by_expert(
     local_topk_ids: torch.Tensor,
     num_local_experts: int,
@@ -110,18 +125,9 @@ def group_pairs_by_expert(
     dev = local_topk_ids.device
     num_tokens, top_k = local_topk_ids.shape
     num_pairs = num_tokens * top_k
-    flat = local_topk_ids.reshape(-1).long()
-    valid = flat >= 0
-    pair_idx = torch.arange(num_pairs, device=dev)[valid]
-    experts = flat[valid]
-    order = torch.argsort(experts, stable=True)
-    pair_sorted, expert_sorted = pair_idx[order], experts[order]
-
-    counts = torch.bincount(experts, minlength=num_local_experts)
+    pair_sorted, expert_sorted, counts, rank_in_expert = _sorted_by_expert(local_topk_ids, num_local_experts)
     padded = (counts + block_m - 1) // block_m * block_m
     padded_start = torch.cumsum(padded, 0) - padded
-    valid_start = torch.cumsum(counts, 0) - counts
-    rank_in_expert = torch.arange(pair_sorted.numel(), device=dev) - valid_start[expert_sorted]
     pos = padded_start[expert_sorted] + rank_in_expert
 
     total = int(padded.sum())
@@ -152,16 +158,11 @@ def split_tail_pairs(local_topk_ids: torch.Tensor, num_local_experts: int, block
     _validate(local_topk_ids, num_local_experts, block_m, None)
     if isinstance(tail_m, bool) or not isinstance(tail_m, int) or not 1 <= tail_m < block_m:
         raise ValueError(f"tail_m: expected an int in 1..{block_m - 1} (below block_m), got {tail_m!r}")
-    flat = local_topk_ids.reshape(-1).long()
-    pair_idx = torch.nonzero(flat >= 0).flatten()
-    experts = flat[pair_idx]
-    order = torch.argsort(experts, stable=True)
-    pair_sorted, expert_sorted = pair_idx[order], experts[order]
-    counts = torch.bincount(experts, minlength=num_local_experts)
+    pair_sorted, expert_sorted, counts, rank = _sorted_by_expert(local_topk_ids, num_local_experts)
     rem = counts % block_m
     tail = torch.where((rem > 0) & (rem <= tail_m), rem, torch.zeros_like(rem))
-    rank = torch.arange(pair_sorted.numel(), device=flat.device) - (torch.cumsum(counts, 0) - counts)[expert_sorted]
     in_tail = pair_sorted[rank >= (counts - tail)[expert_sorted]]
+    flat = local_topk_ids.reshape(-1).long()
     big = flat.clone()
     big[in_tail] = -1
     small = torch.full_like(flat, -1)

@@ -72,9 +72,10 @@ class TritonPrepared:
         key = (block_m, tail_m)
         if key not in self.tail_groups:
             c = self.inputs.case
+            weights = self.topk_weights.view(self.inputs.topk_weights.shape)
             big, small = split_tail_pairs(self.inputs.local_topk_ids, c.local_num_experts, block_m, tail_m)
-            gs = (group_pairs_by_expert(big, c.local_num_experts, block_m),
-                  group_pairs_by_expert(small, c.local_num_experts, tail_m))
+            gs = (group_pairs_by_expert(big, c.local_num_experts, block_m, weights),
+                  group_pairs_by_expert(small, c.local_num_experts, tail_m, weights))
             self.tail_groups[key] = gs
             self._inter_rows(gs[0].num_padded_pairs + gs[1].num_padded_pairs)
         return self.tail_groups[key]
