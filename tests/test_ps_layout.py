@@ -17,6 +17,7 @@ from fp4moe_diag import cli_args as A
 from fp4moe_diag.backends.triton import ps_layout as P
 from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend
 from fp4moe_diag.backends.triton.configs import PS_CONFIGS, PS_DECODE_CONFIGS, KernelConfig, parse_config
+from fp4moe_diag.backends.triton.configs_decode import PS_DECODE8_CONFIGS
 from fp4moe_diag.backends.triton.configs_gu import PS_GU_CONFIGS, PS_GU_WIDE_CONFIGS
 from fp4moe_diag.backends.triton.configs_tail import PS_TAIL_CONFIGS
 from fp4moe_diag.runs import SweepSpec
@@ -275,11 +276,13 @@ def test_tactics_offer_ps_where_the_layout_exists():
     # H = I = 64, prefill-sized (T * k > 256): every PS_CONFIGS tactic and the tail-block ones, no decode ones
     tails = [c for c in PS_TAIL_CONFIGS if not c.gate_up]
     assert _ps_ids(_case(num_tokens=4096)) == list(PS_CONFIGS) + tails
-    # decode, H = I = 64: no split-K fits (one block_k step of 128 >= 64), so PS_CONFIGS only
-    assert _ps_ids(_case()) == list(PS_CONFIGS)
+    # decode, H = I = 64: no split-K fits (one block_k step of 128 >= 64), so PS_CONFIGS and the unsplit decode8 ones
+    unsplit8 = [c for c in PS_DECODE8_CONFIGS if c.split_k == 1]
+    assert [c.label for c in unsplit8] == ["m16n128k128w8s3-ps", "m16n128k128w8s4-ps", "m16n64k256w4s3-ps"]
+    assert _ps_ids(_case()) == list(PS_CONFIGS) + unsplit8
     # decode at 3072: every decode tactic fits
     assert _ps_ids(_case(hidden_size=3072, intermediate_size=3072, num_tokens=64, top_k=4)) == \
-        list(PS_CONFIGS + PS_DECODE_CONFIGS)
+        list(PS_CONFIGS + PS_DECODE_CONFIGS + PS_DECODE8_CONFIGS)
     # gpt-oss-20b sizes (2880 = 45 x 64), prefill
     assert _ps_ids(_case(hidden_size=2880, intermediate_size=2880, num_tokens=4096)) == list(PS_CONFIGS) + tails
     # T * k = 260 > 256: not decode
@@ -289,7 +292,8 @@ def test_tactics_offer_ps_where_the_layout_exists():
     assert _ps_ids(_case(hidden_size=256, intermediate_size=256)) == list(PS_CONFIGS) + [
         KernelConfig(16, 64, 128, 4, 6, "ps", 2), KernelConfig(16, 128, 64, 4, 6, "ps", 2),
         KernelConfig(16, 128, 128, 4, 3, "ps", 2),
-        KernelConfig(16, 128, 128, 4, 3, "ps", 1, 2)]  # gemm2 alone in 2 splits fits; in 3 (3 x 128 > 256) not
+        KernelConfig(16, 128, 128, 4, 3, "ps", 1, 2)] + unsplit8  # gemm2 alone in 2 splits fits; in 3 not;
+    # m16n128k256w8s3-ps-sk2 not (one split takes all 256)
     tac = [t for t in TritonMXFP4Backend().tactics(_case(num_tokens=4096)) if t.id.ps]
     gu = list(PS_GU_CONFIGS + PS_GU_WIDE_CONFIGS) + [c for c in PS_TAIL_CONFIGS if c.gate_up]  # prefill-sized
     assert [t.id for t in tac if t.id.gate_up and not t.id.pdl] == gu

@@ -41,6 +41,7 @@ from fp4moe_diag.backends.triton.configs import (
     split_k_fits,
 )
 from fp4moe_diag.backends.triton.configs_gu import PS_GU_CONFIGS, PS_GU_PDL_CONFIGS, PS_GU_WIDE_CONFIGS
+from fp4moe_diag.backends.triton.configs_decode import PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS
 from fp4moe_diag.backends.triton.configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS
 from fp4moe_diag.backends.triton.grouping import group_pairs_by_expert
 from interpreter import HAS_TRITON, interpreted_results, sub_env
@@ -149,14 +150,16 @@ def test_tactics_list():
     # (n_ps counts the -gu variants of PS_GU_CONFIGS, above the decode sizes those of PS_GU_WIDE_CONFIGS and the
     # tail-block tactics of PS_TAIL_CONFIGS too; n_pdl those of PS_GU_PDL_CONFIGS at decode, of PS_TAIL_PDL_CONFIGS
     # above)
-    n_all, n_pdl_all = len(PS_CONFIGS) + len(PS_GU_CONFIGS), len(PS_PDL_CONFIGS) + 1
+    # (PS_DECODE8_CONFIGS / PS_DECODE8_PDL_CONFIGS: at H = I = 64 only the unsplit ones fit: 3 and 3)
+    n_all, n_pdl_all = len(PS_CONFIGS) + len(PS_GU_CONFIGS), len(PS_PDL_CONFIGS) + 1 + len(PS_DECODE8_PDL_CONFIGS)
+    n_psd_all = len(PS_DECODE_CONFIGS) + len(PS_DECODE8_CONFIGS)
     n_wide, n_tpdl = n_all + len(PS_GU_WIDE_CONFIGS) + len(PS_TAIL_CONFIGS), len(PS_TAIL_PDL_CONFIGS)
     gu_tail = sum(c.gate_up for c in PS_TAIL_CONFIGS)  # as many -gu among PS_TAIL_PDL_CONFIGS
     for case, n_decode, n_x2, n_sw, n_ps, n_psd, n_pdl in (
-            (_case(), 1, 0, 0, n_all, 0, 5),  # m16n128k128w4s3/s4 -pdl, their -fs variants, the -gu -pdl
+            (_case(), 1, 0, 0, n_all, 3, 8),  # m16n128k128w4s3/s4 -pdl, their -fs variants, the -gu -pdl, 3 -pdl of decode8
             (_case(num_tokens=4096), 0, 0, 0, n_wide, 0, n_tpdl),
             (_case(num_tokens=40, num_experts=2, hidden_size=96), 1, 0, 0, 0, 0, 0),
-            (_case(num_tokens=64, **big), 7, 4, 3, n_all, len(PS_DECODE_CONFIGS), n_pdl_all),
+            (_case(num_tokens=64, **big), 7, 4, 3, n_all, n_psd_all, n_pdl_all),
             (_case(num_tokens=65, **big), 0, 0, 0, n_wide, 0, n_tpdl)):
         prefill = n_ps == n_wide
         n_gu = len(PS_GU_CONFIGS) + (len(PS_GU_WIDE_CONFIGS) + gu_tail if prefill else 0)
@@ -197,7 +200,7 @@ def test_tactics_list():
     assert b.default_tactic(_case(num_tokens=4096)).params["block_m"] == 64
     every = (CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS + X2_CONFIGS + X2_DECODE_CONFIGS + SW_CONFIGS
              + SW_DECODE_CONFIGS + PS_CONFIGS + PS_DECODE_CONFIGS + PS_PDL_CONFIGS + PS_GU_CONFIGS + PS_GU_PDL_CONFIGS
-             + PS_GU_WIDE_CONFIGS + PS_TAIL_CONFIGS + PS_TAIL_PDL_CONFIGS)
+             + PS_GU_WIDE_CONFIGS + PS_TAIL_CONFIGS + PS_TAIL_PDL_CONFIGS + PS_DECODE8_CONFIGS + PS_DECODE8_PDL_CONFIGS)
     assert len(set(every)) == len(every)
 
 

@@ -29,6 +29,7 @@ from .configs import (CONFIGS, DECODE_CONFIGS, DECODE_MAX_PAIRS, DOT_SCALED_CONF
                       SW_CONFIGS, SW_DECODE_CONFIGS, X2_CONFIGS, X2_DECODE_CONFIGS, KernelConfig, default_config,
                       parse_config, split_k_fits)
 from .configs_gu import PS_GU_CONFIGS, PS_GU_PDL_CONFIGS, PS_GU_WIDE_CONFIGS
+from .configs_decode import PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS
 from .configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS
 from .loading import interpret_enabled, kernels_interpreted, load_kernels, triton_import_error  # noqa: F401
 from .grouping import ExpertGrouping
@@ -121,11 +122,13 @@ class TritonMXFP4Backend(Backend):
         if decode:
             configs += tuple(c for c in X2_DECODE_CONFIGS + SW_DECODE_CONFIGS if _split_fits(case, c))
         if ps_refusal(case) is None:
-            configs += PS_CONFIGS + (tuple(c for c in PS_DECODE_CONFIGS if _split_fits(case, c)) if decode else ())
+            configs += PS_CONFIGS + (tuple(c for c in PS_DECODE_CONFIGS + PS_DECODE8_CONFIGS if _split_fits(case, c))
+                                    if decode else ())
             configs += PS_GU_CONFIGS + (() if decode else PS_GU_WIDE_CONFIGS + PS_TAIL_CONFIGS)
         if not (interpret_enabled() or kernels_interpreted()):
             if decode and ps_refusal(case) is None:  # programmatic dependent launch: compiled kernels only
-                configs += tuple(c for c in PS_PDL_CONFIGS + PS_GU_PDL_CONFIGS if _split_fits(case, c))
+                configs += tuple(c for c in PS_PDL_CONFIGS + PS_GU_PDL_CONFIGS + PS_DECODE8_PDL_CONFIGS
+                                 if _split_fits(case, c))
             elif ps_refusal(case) is None:
                 configs += PS_TAIL_PDL_CONFIGS
             configs += DOT_SCALED_CONFIGS
