@@ -10,6 +10,12 @@ tile, two tiles in gemm1, over ``num_warps x 32`` threads).  Integer arguments a
 specialises them at a real launch (pointers and strides divisible by 16), so loads vectorise as they do
 on the GPU.  It is a static count, not a timing: it says whether a kernel is issue-bound, the GPU says
 how fast it is.
+
+Registers (:func:`resource_usage`) are this host's build: where K is whole BLOCK_K steps they matched the H200's Nsight
+Compute (m16n128k128w4s3-ps gemm1 at K = 3072: 168; m64n128k64w8s4 / m128n128k64w8s3 at 2880: 128 / 255), but at
+uneven K this build reports more than the H200 ran (the same tile at K = 2880: 218 here with triton 3.6.0, the same
+through Triton's own JIT path and with CUDA 13.0's ptxas; 168 in s9d's profile; m16n64k256w4s3-ps-sk2 119 against
+113 in s10f).  Take occupancy from ``profile`` on the GPU.
 """
 
 from __future__ import annotations
