@@ -41,7 +41,7 @@ from fp4moe_diag.backends.triton.configs import (
     split_k_fits,
 )
 from fp4moe_diag.backends.triton.configs_gu import PS_GU_CONFIGS, PS_GU_PDL_CONFIGS, PS_GU_WIDE_CONFIGS
-from fp4moe_diag.backends.triton.configs_decode import PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS
+from fp4moe_diag.backends.triton.configs_warps import PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS
 from fp4moe_diag.backends.triton.configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS
 from fp4moe_diag.backends.triton.grouping import group_pairs_by_expert
 from interpreter import HAS_TRITON, interpreted_results, sub_env
@@ -153,7 +153,8 @@ def test_tactics_list():
     # (PS_DECODE8_CONFIGS / PS_DECODE8_PDL_CONFIGS: at H = I = 64 only the unsplit ones fit: 3 and 3)
     n_all, n_pdl_all = len(PS_CONFIGS) + len(PS_GU_CONFIGS), len(PS_PDL_CONFIGS) + 1 + len(PS_DECODE8_PDL_CONFIGS)
     n_psd_all = len(PS_DECODE_CONFIGS) + len(PS_DECODE8_CONFIGS)
-    n_wide, n_tpdl = n_all + len(PS_GU_WIDE_CONFIGS) + len(PS_TAIL_CONFIGS), len(PS_TAIL_PDL_CONFIGS)
+    n_wide = n_all + len(PS_GU_WIDE_CONFIGS) + len(PS_GU16_CONFIGS) + len(PS_TAIL_CONFIGS)
+    n_tpdl = len(PS_TAIL_PDL_CONFIGS)
     gu_tail = sum(c.gate_up for c in PS_TAIL_CONFIGS)  # as many -gu among PS_TAIL_PDL_CONFIGS
     for case, n_decode, n_x2, n_sw, n_ps, n_psd, n_pdl in (
             (_case(), 1, 0, 0, n_all, 3, 8),  # m16n128k128w4s3/s4 -pdl, their -fs variants, the -gu -pdl, 3 -pdl of decode8
@@ -162,7 +163,7 @@ def test_tactics_list():
             (_case(num_tokens=64, **big), 7, 4, 3, n_all, n_psd_all, n_pdl_all),
             (_case(num_tokens=65, **big), 0, 0, 0, n_wide, 0, n_tpdl)):
         prefill = n_ps == n_wide
-        n_gu = len(PS_GU_CONFIGS) + (len(PS_GU_WIDE_CONFIGS) + gu_tail if prefill else 0)
+        n_gu = len(PS_GU_CONFIGS) + (len(PS_GU_WIDE_CONFIGS) + len(PS_GU16_CONFIGS) + gu_tail if prefill else 0)
         tac = b.tactics(case)
         assert len(tac) == (len(CONFIGS) + len(X2_CONFIGS) + n_x2 + len(SW_CONFIGS) + n_sw + n_ps + n_psd
                             + (len(DOT_SCALED_CONFIGS) + n_decode + n_pdl if compiled else 0))
@@ -200,7 +201,8 @@ def test_tactics_list():
     assert b.default_tactic(_case(num_tokens=4096)).params["block_m"] == 64
     every = (CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS + X2_CONFIGS + X2_DECODE_CONFIGS + SW_CONFIGS
              + SW_DECODE_CONFIGS + PS_CONFIGS + PS_DECODE_CONFIGS + PS_PDL_CONFIGS + PS_GU_CONFIGS + PS_GU_PDL_CONFIGS
-             + PS_GU_WIDE_CONFIGS + PS_TAIL_CONFIGS + PS_TAIL_PDL_CONFIGS + PS_DECODE8_CONFIGS + PS_DECODE8_PDL_CONFIGS)
+             + PS_GU_WIDE_CONFIGS + PS_TAIL_CONFIGS + PS_TAIL_PDL_CONFIGS + PS_DECODE8_CONFIGS + PS_DECODE8_PDL_CONFIGS
+             + PS_GU16_CONFIGS)
     assert len(set(every)) == len(every)
 
 
@@ -473,9 +475,11 @@ def test_interpreter_matches_reference(interp_results: dict, name: str):
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
 def test_interpreter_all_tactics_and_edge_cases(interp_results: dict):
-    assert sum(k.startswith("oai_bias/") for k in interp_results) == (len(CONFIGS) + len(X2_CONFIGS) + len(SW_CONFIGS)
-                                                                      + len(PS_CONFIGS) + len(PS_GU_CONFIGS) + 3)
-    assert sum(k.startswith("oai_bias/") and "-ps" in k for k in interp_results) == len(PS_CONFIGS) + len(PS_GU_CONFIGS)
+    n8 = sum(c.split_k == 1 and not c.split_k2 for c in PS_DECODE8_CONFIGS)  # the ones that fit K = 64 (configs_warps)
+    assert n8 == 3 and sum(k.startswith("oai_bias/") for k in interp_results) == (
+        len(CONFIGS) + len(X2_CONFIGS) + len(SW_CONFIGS) + len(PS_CONFIGS) + len(PS_GU_CONFIGS) + n8 + 3)
+    assert sum(k.startswith("oai_bias/") and "-ps" in k for k in interp_results) == (len(PS_CONFIGS) + len(PS_GU_CONFIGS)
+                                                                                      + n8)
     assert sum(k.startswith("oai_bias/") and "-ps-gu" in k for k in interp_results) == len(PS_GU_CONFIGS)
     assert interp_results["ps_vs_x2"] < 1e-2  # the same products, another summation order
     assert {"ps_uneven/m16n64k128w4s1-ps", "ps_uneven/m32n128k64w4s1-ps-sk2", "ps_uneven/m16n16k64w4s1-ps",

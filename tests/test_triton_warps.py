@@ -1,7 +1,8 @@
-"""The 8-warp decode tactics of mode ps (:mod:`fp4moe_diag.backends.triton.configs_decode`).  Host side: labels, where
-they are offered; sm_90a build (CPU, Triton's bundled ptxas): no spills, half the registers of the 4-warp tile;
-interpreter (CPU): against the float32 reference (uneven K, EP offsets, split-K) and against the 4-warp tile of the
-same shape (the interpreter runs the same products in the same order whatever the warp count)."""
+"""The tactics with more warps per scheduler (:mod:`fp4moe_diag.backends.triton.configs_warps`): 8-warp decode tiles,
+16-warp gate/up prefill tiles.  Host side: labels, where they are offered; sm_90a build (CPU, Triton's bundled ptxas):
+no spills in the K loop, fewer registers per thread, more warps resident; interpreter (CPU): against the float32
+reference (uneven K, EP offsets, split-K, tails) and against the same tile with fewer warps (the interpreter runs the
+same products in the same order whatever the warp count)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from fp4moe_diag import MoECase
 from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend
 from fp4moe_diag.backends.triton.configs import KernelConfig, parse_config
-from fp4moe_diag.backends.triton.configs_decode import PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS
+from fp4moe_diag.backends.triton.configs_warps import PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS
 from interpreter import HAS_TRITON, bundled_tools, interpreted_results
 
 TOL = 1e-2  # relative L2 against the fp32 reference, as tests/test_triton_backend.py
@@ -25,6 +26,10 @@ def test_decode8_labels_and_lists():
     for c in PS_DECODE8_CONFIGS + PS_DECODE8_PDL_CONFIGS:
         assert parse_config(c.label) == c and c.ps and c.block_m == 16 and not c.fused and not c.tail_m
     assert parse_config("m16n128k256w8s3-ps-sk2") == KernelConfig(16, 128, 256, 8, 3, "ps", 2)
+    assert [c.label for c in PS_GU16_CONFIGS] == ["m128n128k64w16s3-ps-gu-g2n256", "m128n128k64w16s4-ps-gu-g2n256",
+                                                  "m64n128k64w16s4-ps-gu-g2n256", "m128n128k64w16s3-ps-gu-g2n256-t64"]
+    for c in PS_GU16_CONFIGS:
+        assert parse_config(c.label) == c and c.gate_up and c.num_warps == 16 and c.gemm2_block_n == 256
 
 
 def test_decode8_offered_at_decode_only(monkeypatch):
@@ -36,8 +41,10 @@ def test_decode8_offered_at_decode_only(monkeypatch):
     ids = [t.id for t in b.tactics(MoECase(num_tokens=64, **case))]
     assert all(c in ids for c in PS_DECODE8_CONFIGS)
     assert all((c in ids) == compiled for c in PS_DECODE8_PDL_CONFIGS)
+    assert not any(c in ids for c in PS_GU16_CONFIGS)
     prefill = [t.id for t in b.tactics(MoECase(num_tokens=65, **case))]  # T * k = 260 > 256
     assert not any(c in prefill for c in PS_DECODE8_CONFIGS + PS_DECODE8_PDL_CONFIGS)
+    assert all(c in prefill for c in PS_GU16_CONFIGS)
     monkeypatch.setattr(backend, "interpret_enabled", lambda: True)  # under the interpreter: no -pdl
     ids = [t.id for t in b.tactics(MoECase(num_tokens=64, **case))]
     assert all(c in ids for c in PS_DECODE8_CONFIGS) and not any(c.pdl for c in ids)
@@ -61,6 +68,26 @@ def test_decode8_builds_without_spills_at_half_the_registers():
     # warps resident per SM by registers (65536 per SM): more with 8 warps (3.6: 16 against 12; 3.9: 16 against 8)
     warps = {w: 65536 // (regs[f"m16n128k128w{w}s3-ps", "gemm1"] * 32 * w) * w for w in (4, 8)}
     assert warps[8] > warps[4], (regs, warps)
+
+
+@pytest.mark.skipif(not bundled_tools("ptxas", "cuobjdump", "nvdisasm"),
+                    reason="triton with its bundled CUDA tools is not installed")
+def test_gu16_builds_with_16_warps_resident_and_no_spill_in_the_k_loop():
+    """sm_90a at gpt-oss's K = 2880 (whole 64-K steps): the 16-warp -gu gemm1 fits 128 registers (the most 512
+    threads may have) without local memory; the 8-warp tile of the same shape needs 255 (2 warps per scheduler)."""
+    from fp4moe_diag.profiling.sass import _compile, _on_cubin, bundled_tool, mma_loop, resource_usage
+
+    for label in ("m128n128k64w16s3-ps-gu-g2n256", "m64n128k64w16s4-ps-gu-g2n256"):
+        for gemm in ("gemm1", "gemm2"):
+            cc = _compile(parse_config(label), gemm, 2880, 90)
+            use = resource_usage(cc)
+            assert use["reg"] <= 128, (label, gemm, use)  # 16 warps x 32 threads x 128 = the 65536 of an SM
+            loop = mma_loop(_on_cubin(bundled_tool("nvdisasm"), ["-c"], cc.asm["cubin"]))
+            assert loop and not any(op in ln for ln in loop for op in ("STL", "LDL")), (label, gemm)
+            if gemm == "gemm1":
+                assert use["stack"] == 0, (label, use)
+    w8 = resource_usage(_compile(parse_config("m128n128k64w8s3-ps-gu-g2n256"), "gemm1", 2880, 90))
+    assert w8["reg"] > 200
 
 
 _INTERP_SCRIPT = r"""
@@ -90,6 +117,22 @@ for name, kw in cases.items():
         if w4:
             y4 = b.run(prep, Tactic(id=w4, label=w4))
             out[f"{name}/{lab}/vs_w4"] = float((y.float() - y4.float()).norm() / y4.float().norm())
+# prefill-sized (160 tokens x top 2 over 4 experts: ~80 pairs each), the 16-warp -gu tiles and their 8-warp twins
+base = dict(num_tokens=160, hidden_size=192, intermediate_size=320, num_experts=4, top_k=2)
+labels = {"m128n128k64w16s3-ps-gu-g2n256": "m128n128k64w8s3-ps-gu-g2n256",
+          "m128n128k64w16s3-ps-gu-g2n256-t64": "m128n128k64w8s3-ps-gu-g2n256-t64",
+          "m64n128k64w16s4-ps-gu-g2n256": "m64n128k64w8s4-ps-gu-g2n256"}
+for name in ("oai_bias", "ep_offset"):
+    inp = build_inputs(MoECase(**{**base, **cases[name]}))
+    ref = reference_moe(inp)
+    prep = b.prepare(inp)
+    offered = {t.label for t in b.tactics(inp.case)}
+    for lab, w8 in labels.items():
+        out[f"gu16/{name}/{lab}/offered"] = lab in offered
+        y = b.run(prep, Tactic(id=lab, label=lab))
+        y8 = b.run(prep, Tactic(id=w8, label=w8))
+        out[f"gu16/{name}/{lab}"] = float((y.float() - ref).norm() / ref.norm())
+        out[f"gu16/{name}/{lab}/vs_w8"] = float((y.float() - y8.float()).norm() / y8.float().norm())
 out["interpreted"] = kernels_interpreted()
 print("RESULT " + json.dumps(out))
 """
@@ -109,3 +152,13 @@ def test_decode8_tactics_match_the_reference_and_the_4_warp_tile(interp_results:
         assert 0 < interp_results[f"{name}/{lab}"] < TOL, (lab, interp_results[f"{name}/{lab}"])
     for lab in ("m16n128k128w8s3-ps", "m16n128k256w8s3-ps-sk2"):
         assert interp_results[f"{name}/{lab}/vs_w4"] < SAME, (lab, interp_results[f"{name}/{lab}/vs_w4"])
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+@pytest.mark.parametrize("name", ["oai_bias", "ep_offset"])
+def test_gu16_tactics_match_the_reference_and_the_8_warp_tile(interp_results: dict, name: str):
+    assert interp_results["interpreted"] is True
+    for lab in ("m128n128k64w16s3-ps-gu-g2n256", "m128n128k64w16s3-ps-gu-g2n256-t64", "m64n128k64w16s4-ps-gu-g2n256"):
+        assert interp_results[f"gu16/{name}/{lab}/offered"] is True
+        assert 0 < interp_results[f"gu16/{name}/{lab}"] < TOL, (lab, interp_results[f"gu16/{name}/{lab}"])
+        assert interp_results[f"gu16/{name}/{lab}/vs_w8"] < SAME, (lab, interp_results[f"gu16/{name}/{lab}/vs_w8"])
