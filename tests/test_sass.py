@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from fp4moe_diag.profiling.sass import count, main, mma_loop, opcode
+from fp4moe_diag.profiling.sass import count, main, mma_loop, opcode, residency
 
 SASS = """
         /*0000*/                   MOV R1, c[0x0][0x28] ;
@@ -56,3 +56,25 @@ def test_sass_refuses_bad_arguments_before_compiling(capsys):
         count("m16n64k128w4s3-x2-sk4", k=256)
     assert main(["--tactic", "m16n64", "--k", "3072"]) == 2
     assert capsys.readouterr().err.startswith("sass: error: tactic:")
+
+
+def test_residency_hand_checked():
+    # 168 registers x 32 x 4 warps = 21504 of 65536: 3 programs (the H200 ran the decode gemm1 so, s9d); 47 KB + 1 KB
+    # of shared memory would allow 4
+    assert residency(168, 47104, 4) == 3
+    assert residency(113, 50000, 4) == 4  # 113 -> 120 allocated: 15360 a program; 233472 // 51024 = 4
+    assert residency(255, 66560, 8) == 1 and residency(128, 66560, 16) == 1  # the register file, whole
+    assert residency(32, 100000, 4) == 2  # shared memory: 233472 // 101024
+    assert residency(16, 0, 32) == 2  # 64 warps per SM
+    assert residency(8, 0, 1) == 32  # 32 blocks per SM
+    for bad in ((0, 0, 4), (256, 0, 4), (32, -1, 4), (32, 0, 0)):
+        with pytest.raises(ValueError, match="^residency:"):
+            residency(*bad)
+
+
+@pytest.mark.skipif(not _has_nvdisasm(), reason="triton with its bundled nvdisasm is not installed")
+def test_count_reports_registers_spills_and_residency():
+    r = count("m16n128k128w8s3-ps", "gemm1", 3072, 90)
+    assert r.registers > 0 and r.stack_bytes == 0 and r.loop_spills == 0
+    assert r.resident_programs == residency(r.registers, r.shared_bytes, 8) >= 1
+    assert r.resident_warps == 8 * r.resident_programs

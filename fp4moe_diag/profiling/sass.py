@@ -15,7 +15,8 @@ Registers (:func:`resource_usage`) are this host's build: where K is whole BLOCK
 Compute (m16n128k128w4s3-ps gemm1 at K = 3072: 168; m64n128k64w8s4 / m128n128k64w8s3 at 2880: 128 / 255), but at
 uneven K this build reports more than the H200 ran (the same tile at K = 2880: 218 here with triton 3.6.0, the same
 through Triton's own JIT path and with CUDA 13.0's ptxas; 168 in s9d's profile; m16n64k256w4s3-ps-sk2 119 against
-113 in s10f).  Take occupancy from ``profile`` on the GPU.
+113 in s10f).  Take occupancy from ``profile`` on the GPU; the ``resident_programs`` / ``resident_warps`` reported here
+(:func:`residency`) follow from this build's registers.
 """
 
 from __future__ import annotations
@@ -89,6 +90,30 @@ class LoopCount:
     mma: str
     shared_bytes: int
     opcodes: dict = field(default_factory=dict)
+    registers: int = 0  # per thread (cuobjdump); see the module note on uneven K
+    stack_bytes: int = 0  # local memory per thread: 0 when nothing spills
+    loop_spills: int = 0  # local loads / stores (LDL / STL) inside the MMA loop
+    resident_programs: int = 0  # per SM, by registers, shared memory and the SM's warp and block limits (residency)
+    resident_warps: int = 0  # resident_programs x num_warps; / 4 per warp scheduler
+
+
+#: per SM of compute capability 9.0 (Hopper): the register file, shared memory (228 KB; 1 KB of it reserved per
+#: block), resident warps and blocks; registers are allocated per warp in units of 256 (8 per thread)
+SM90_LIMITS = dict(registers=65536, shared_bytes=233472, reserved_per_block=1024, warps=64, blocks=32)
+
+
+def residency(registers: int, shared_bytes: int, num_warps: int) -> int:
+    """Programs (CTAs) of ``num_warps`` warps one Hopper SM holds at once with ``registers`` per thread and
+    ``shared_bytes`` of shared memory per program: the least of what the register file, shared memory and the warp and
+    block limits allow (CUDA's occupancy rules at sm_90's granularities; ValueError on non-positive sizes)."""
+    if registers < 1 or registers > 255 or shared_bytes < 0 or num_warps < 1:
+        raise ValueError(f"residency: expected 1..255 registers, >= 0 shared bytes and >= 1 warps, got {registers}, "
+                         f"{shared_bytes}, {num_warps}")
+    lim = SM90_LIMITS
+    per_warp = -(-registers // 8) * 8 * 32
+    by_regs = lim["registers"] // (per_warp * num_warps)
+    by_smem = lim["shared_bytes"] // (shared_bytes + lim["reserved_per_block"])
+    return min(by_regs, by_smem, lim["warps"] // num_warps, lim["blocks"])
 
 
 def mma_loop(sass: str) -> list[str]:
@@ -234,6 +259,8 @@ def count(tactic: str, gemm: str = "gemm2", k: int = 3072, arch: int = 90) -> Lo
     nvdisasm = bundled_tool("nvdisasm")  # before the compile: a missing tool is reported before any long work
     cc = _compile(kc, gemm, k, arch)
     body = mma_loop(_on_cubin(nvdisasm, ["-c"], cc.asm["cubin"]))
+    use = resource_usage(cc)
+    programs = residency(use["reg"], int(cc.metadata.shared), kc.num_warps)
     ops = collections.Counter(opcode(t) for t in body)
     tiles = 2 if gemm == "gemm1" else 1
     per_thread = tiles * (kc.gemm2_block_n if gemm == "gemm2" else kc.block_n) * kc.block_k // (kc.num_warps * 32)
@@ -241,7 +268,9 @@ def count(tactic: str, gemm: str = "gemm2", k: int = 3072, arch: int = 90) -> Lo
     return LoopCount(tactic=kc.label, gemm=gemm, arch=arch, triton_version=triton.__version__,
                      loop_instructions=len(body), weights_per_thread=per_thread,
                      instructions_per_weight=round(len(body) / per_thread, 2), mma=mma,
-                     shared_bytes=int(cc.metadata.shared), opcodes=dict(ops.most_common()))
+                     shared_bytes=int(cc.metadata.shared), opcodes=dict(ops.most_common()), registers=use["reg"],
+                     stack_bytes=use["stack"], loop_spills=ops.get("LDL", 0) + ops.get("STL", 0),
+                     resident_programs=programs, resident_warps=programs * kc.num_warps)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -263,7 +292,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         else:
             top = ", ".join(f"{o} {n}" for o, n in list(r.opcodes.items())[:8])
             print(f"{r.tactic} {r.gemm} sm_{r.arch}a (triton {r.triton_version}): {r.loop_instructions} instructions "
-                  f"in the MMA loop ({r.mma}), {r.instructions_per_weight} per weight; smem {r.shared_bytes} B; {top}")
+                  f"in the MMA loop ({r.mma}), {r.instructions_per_weight} per weight; smem {r.shared_bytes} B; "
+                  f"{r.registers} registers, {r.stack_bytes} B stack ({r.loop_spills} spill ops in the loop); "
+                  f"{r.resident_programs} programs = {r.resident_warps} warps per SM; {top}")
     return 0
 
 
