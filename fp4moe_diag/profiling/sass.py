@@ -93,12 +93,12 @@ class LoopCount:
     registers: int = 0  # per thread (cuobjdump); see the module note on uneven K
     stack_bytes: int = 0  # local memory per thread: 0 when nothing spills
     loop_spills: int = 0  # local loads / stores (LDL / STL) inside the MMA loop
-    resident_programs: int = 0  # per SM, by registers, shared memory and the SM's warp and block limits (residency)
+    resident_programs: int = 0  # per SM (residency; sm_90 / sm_100 limits, 0 for older archs)
     resident_warps: int = 0  # resident_programs x num_warps; / 4 per warp scheduler
 
 
-#: per SM of compute capability 9.0 (Hopper): the register file, shared memory (228 KB; 1 KB of it reserved per
-#: block), resident warps and blocks; registers are allocated per warp in units of 256 (8 per thread)
+#: per SM of compute capability 9.0 (Hopper; 10.0 has the same): the register file, shared memory (228 KB; 1 KB of
+#: it reserved per block), resident warps and blocks; registers are allocated per warp in units of 256 (8 per thread)
 SM90_LIMITS = dict(registers=65536, shared_bytes=233472, reserved_per_block=1024, warps=64, blocks=32)
 
 
@@ -261,7 +261,7 @@ def count(tactic: str, gemm: str = "gemm2", k: int = 3072, arch: int = 90) -> Lo
     cc = _compile(kc, gemm, k, arch)
     body = mma_loop(_on_cubin(nvdisasm, ["-c"], cc.asm["cubin"]))
     use = resource_usage(cc)
-    programs = residency(use["reg"], int(cc.metadata.shared), kc.num_warps)
+    programs = residency(use["reg"], int(cc.metadata.shared), kc.num_warps) if arch >= 90 else 0
     ops = collections.Counter(opcode(t) for t in body)
     tiles = 2 if gemm == "gemm1" else 1
     per_thread = tiles * (kc.gemm2_block_n if gemm == "gemm2" else kc.block_n) * kc.block_k // (kc.num_warps * 32)
