@@ -20,22 +20,12 @@ SAME = 1e-6  # against the 4-warp tile: the interpreter's products and sums are 
 
 def test_decode8_labels_and_lists():
     assert [c.label for c in PS_DECODE8_CONFIGS] == ["m16n128k128w8s3-ps", "m16n128k128w8s4-ps",
-                                                     "m16n128k256w8s3-ps-sk2", "m16n64k256w4s3-ps",
-                                                     "m16n128k128w8s3-ps-r80", "m16n128k128w8s4-ps-r80"]
+                                                     "m16n128k256w8s3-ps-sk2", "m16n64k256w4s3-ps"]
     assert [c.label for c in PS_DECODE8_PDL_CONFIGS] == [c.label + "-pdl" for c in PS_DECODE8_CONFIGS] + [
         "m16n128k128w8s3-ps-g2sk2-pdl"]
     for c in PS_DECODE8_CONFIGS + PS_DECODE8_PDL_CONFIGS:
         assert parse_config(c.label) == c and c.ps and c.block_m == 16 and not c.fused and not c.tail_m
     assert parse_config("m16n128k256w8s3-ps-sk2") == KernelConfig(16, 128, 256, 8, 3, "ps", 2)
-    kc = parse_config("m16n128k128w8s3-ps-r80-pdl")
-    assert kc == KernelConfig(16, 128, 128, 8, 3, "ps", pdl=1, max_registers=80) and kc.params()["max_registers"] == 80
-    assert "max_registers" not in parse_config("m16n128k128w8s3-ps").params()
-    assert parse_config("m16n128k128w4s3-ps-g2sk2-r168-pdl").label == "m16n128k128w4s3-ps-g2sk2-r168-pdl"  # s10b's
-    for bad in (dict(max_registers=84), dict(max_registers=24), dict(max_registers=256), dict(max_registers=True)):
-        with pytest.raises(ValueError, match="^tactic: max_registers"):
-            KernelConfig(16, 128, 128, 8, 3, "ps", **bad)
-    with pytest.raises(ValueError, match="^tactic: max_registers"):
-        KernelConfig(16, 128, 128, 8, 3, "x2", max_registers=80)
     assert [c.label for c in PS_GU16_CONFIGS] == ["m128n128k64w16s3-ps-gu-g2n256", "m128n128k64w16s4-ps-gu-g2n256",
                                                   "m64n128k64w16s4-ps-gu-g2n256", "m128n128k64w16s3-ps-gu-g2n256-t64"]
     for c in PS_GU16_CONFIGS:
@@ -78,19 +68,6 @@ def test_decode8_builds_without_spills_at_half_the_registers():
     # warps resident per SM by registers (65536 per SM): more with 8 warps (3.6: 16 against 12; 3.9: 16 against 8)
     warps = {w: 65536 // (regs[f"m16n128k128w{w}s3-ps", "gemm1"] * 32 * w) * w for w in (4, 8)}
     assert warps[8] > warps[4], (regs, warps)
-
-
-@pytest.mark.skipif(not bundled_tools("ptxas", "cuobjdump", "nvdisasm"),
-                    reason="triton with its bundled CUDA tools is not installed")
-def test_r80_builds_3_programs_per_sm_without_spills_or_serialized_wgmmas():
-    """-r80 (Triton's maxnreg) on the 8-warp decode gemm1, sm_90a at K = 2880: at most 80 registers, no local memory,
-    no wgmma waited for to zero in the K loop, so 3 programs of 8 warps per SM; gemm2 fits 80 too."""
-    from fp4moe_diag.profiling.sass import count
-
-    for gemm in ("gemm1", "gemm2"):
-        r = count("m16n128k128w8s3-ps-r80", gemm, 2880, 90)
-        assert r.registers <= 80 and r.stack_bytes == 0 and r.loop_spills == 0, (gemm, r.registers, r.stack_bytes)
-        assert r.resident_programs == 3 and r.resident_warps == 24, (gemm, r.resident_programs)
 
 
 @pytest.mark.skipif(not bundled_tools("ptxas", "cuobjdump", "nvdisasm"),
@@ -144,8 +121,7 @@ def compare(key, case_kw, labels):  # each label against the fp32 reference and 
 
 for name, kw in cases.items():
     compare(name, {**base, **kw}, {"m16n128k128w8s3-ps": "m16n128k128w4s3-ps",
-                                   "m16n128k256w8s3-ps-sk2": "m16n128k256w4s3-ps-sk2", "m16n64k256w4s3-ps": None,
-                                   "m16n128k128w8s4-ps-r80": "m16n128k128w4s4-ps"})
+                                   "m16n128k256w8s3-ps-sk2": "m16n128k256w4s3-ps-sk2", "m16n64k256w4s3-ps": None})
 # prefill-sized (160 tokens x top 2 over 4 experts: ~80 pairs each), the 16-warp -gu tiles and their 8-warp twins
 base = dict(num_tokens=160, hidden_size=192, intermediate_size=320, num_experts=4, top_k=2)
 for name in ("oai_bias", "ep_offset"):
@@ -167,10 +143,10 @@ def interp_results() -> dict:
 @pytest.mark.parametrize("name", ["oai_bias", "ep_offset", "swiglu_nobias"])
 def test_decode8_tactics_match_the_reference_and_the_4_warp_tile(interp_results: dict, name: str):
     assert interp_results["interpreted"] is True
-    for lab in ("m16n128k128w8s3-ps", "m16n128k256w8s3-ps-sk2", "m16n64k256w4s3-ps", "m16n128k128w8s4-ps-r80"):
+    for lab in ("m16n128k128w8s3-ps", "m16n128k256w8s3-ps-sk2", "m16n64k256w4s3-ps"):
         assert interp_results[f"{name}/{lab}/offered"] is True
         assert 0 < interp_results[f"{name}/{lab}"] < TOL, (lab, interp_results[f"{name}/{lab}"])
-    for lab in ("m16n128k128w8s3-ps", "m16n128k256w8s3-ps-sk2", "m16n128k128w8s4-ps-r80"):
+    for lab in ("m16n128k128w8s3-ps", "m16n128k256w8s3-ps-sk2"):
         assert interp_results[f"{name}/{lab}/vs_twin"] < SAME, (lab, interp_results[f"{name}/{lab}/vs_twin"])
 
 

@@ -205,9 +205,8 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
     attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in aligned}
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(c),): v for c, v in const.items()},
                     attrs=attrs)
-    regs = dict(maxnreg=kc.max_registers) if kc.max_registers else {}  # -rN, as the launcher builds it
     return triton.compile(src, target=GPUTarget("cuda", arch, 32),
-                          options=dict(num_warps=kc.num_warps, num_stages=kc.num_stages, **regs))
+                          options=dict(num_warps=kc.num_warps, num_stages=kc.num_stages))
 
 
 def bundled_tool(name: str) -> str:

@@ -48,7 +48,6 @@ class KernelConfig:
     # is not launched) and a split gemm1 finalizes its own planes, each in the last program to arrive (FUSED_LABEL)
     tail_m: int = 0  # mode ps only (label -tN): each expert's last <= tail_m pairs run as blocks of tail_m rows (a
     # second gemm1 / gemm2 launch pair), the rest as blocks of block_m (configs_tail.py)
-    max_registers: int = 0  # mode ps only (label -rN): gemm1 and gemm2 built with Triton's maxnreg=N (configs_warps.py)
 
 
     def __post_init__(self) -> None:
@@ -91,10 +90,6 @@ class KernelConfig:
             raise ValueError(f"tactic: tail_m (-tN, blocks of N rows for each expert's last pairs) is a mode ps option "
                              f"without split-K, -pdlpf(e) or -fs, a power of two from 16 below block_m={self.block_m}; "
                              f"got tail_m={t!r} in {self.mode!r}")
-        r = self.max_registers
-        if r and (isinstance(r, bool) or not isinstance(r, int) or self.mode != "ps" or r % 8 or not 32 <= r <= 248):
-            raise ValueError(f"tactic: max_registers (-rN, Triton's maxnreg) is a mode ps option, a multiple of 8 in "
-                             f"32..248; got max_registers={r!r} in {self.mode!r}")
         if not isinstance(self.gate_up, bool) or (self.gate_up and self.mode != "ps"):
             raise ValueError(f"tactic: gate_up (-gu) is a mode ps option, a bool; got {self.gate_up!r} in {self.mode!r}")
         if self.mode == "ps":
@@ -159,8 +154,7 @@ class KernelConfig:
         return (base + ("" if self.mode == "bits" else f"-{self.mode}") + GATE_UP_LABEL * self.gate_up
                 + (f"-sk{self.split_k}" if self.split_k > 1 else "")
                 + (f"-g2sk{self.split_k2}" if self.split_k2 else "") + (f"-g2n{self.block_n2}" if self.block_n2 else "")
-                + (f"-t{self.tail_m}" if self.tail_m else "") + (f"-r{self.max_registers}" if self.max_registers else "")
-                + PDL_LABELS[self.pdl]
+                + (f"-t{self.tail_m}" if self.tail_m else "") + PDL_LABELS[self.pdl]
                 + (FUSED_LABEL if self.fused else ""))
 
     def __str__(self) -> str:
@@ -174,8 +168,7 @@ class KernelConfig:
                     **({"pdl": self.pdl} if self.pdl else {}),  # the keys only where set: older rows unchanged
                     **({"block_n2": self.block_n2} if self.block_n2 else {}),
                     **({"gate_up": True} if self.gate_up else {}),
-                    **({"fused": True} if self.fused else {}), **({"tail_m": self.tail_m} if self.tail_m else {}),
-                    **({"max_registers": self.max_registers} if self.max_registers else {}))
+                    **({"fused": True} if self.fused else {}), **({"tail_m": self.tail_m} if self.tail_m else {}))
 
 
 
@@ -354,7 +347,7 @@ PS_PDL_CONFIGS += tuple(KernelConfig(*c, pdl=1, fused=True) for c in (
 
 _LABEL = re.compile(r"^m(?P<m>\d+)n(?P<n>\d+)k(?P<k>\d+)w(?P<w>\d+)s(?P<s>\d+)"
                     r"(?:-(?P<mode>ds|x2|sw|f8|p8)|-(?P<ps>ps)(?P<gu>-gu)?)?(?:-sk(?P<sk>\d+))?(?:-g2sk(?P<g2sk>\d+))?"
-                    r"(?:-g2n(?P<g2n>\d+))?(?:-t(?P<t>\d+))?(?:-r(?P<r>\d+))?(?P<pdl>-pdl|-pdlpfe|-pdlpf)?(?P<fs>-fs)?$")
+                    r"(?:-g2n(?P<g2n>\d+))?(?:-t(?P<t>\d+))?(?P<pdl>-pdl|-pdlpfe|-pdlpf)?(?P<fs>-fs)?$")
 
 
 def parse_config(cfg: Any) -> KernelConfig:
@@ -366,13 +359,12 @@ def parse_config(cfg: Any) -> KernelConfig:
         m = _LABEL.match(cfg)
         if m is None:
             raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu]|-f8|-p8][-skN]"
-                             f"[-g2skN][-g2nN][-tN][-rN][-pdl|-pdlpf|-pdlpfe][-fs], got {cfg!r}")
+                             f"[-g2skN][-g2nN][-tN][-pdl|-pdlpf|-pdlpfe][-fs], got {cfg!r}")
         nums = [int(m[g]) for g in "mnkws"]
         pdl = {v: k for k, v in PDL_LABELS.items()}[m["pdl"] or ""]
         return KernelConfig(*nums, mode=m["mode"] or m["ps"] or "bits", split_k=int(m["sk"] or 1),
                             split_k2=int(m["g2sk"] or 0), pdl=pdl, block_n2=int(m["g2n"] or 0),
-                            gate_up=m["gu"] is not None, fused=m["fs"] is not None, tail_m=int(m["t"] or 0),
-                            max_registers=int(m["r"] or 0))
+                            gate_up=m["gu"] is not None, fused=m["fs"] is not None, tail_m=int(m["t"] or 0))
     if not isinstance(cfg, (tuple, list)):
         raise ValueError(f"tactic: expected a KernelConfig, a label or a tuple, got {type(cfg).__name__}")
     cfg = tuple(cfg)

@@ -23,18 +23,13 @@ from .configs import KernelConfig
 #: thread: gemm1 about 110 registers, gemm2 71, so 2 programs of 8 warps per SM on gemm1 (4 warps per scheduler) and
 #: 3 on gemm2, at 3.6 / 4.4 loop instructions per weight against 3.1 / 3.6 (the per-iteration overhead over half the
 #: weights).  ``m16n64k256w4s3-ps`` without split-K: at T <= 4 the split-2 winner puts 720 programs on about 400
-#: slots (20b EP1 T=1: 1.8 waves of 46 KB programs); unsplit, 360 programs of 92 KB are one wave.  ``-r80``
-#: (Triton's ``maxnreg``): the 8-warp gemm1 built in 80 registers, so 3 programs (24 warps, 6 per scheduler) per SM
-#: instead of 2; its gemm2 (71) is unchanged.  sm_90a, K = 2880: no local memory and no wgmma waited for before the
-#: next is issued (``WARPGROUP.DEPBAR.LE gsb0, 0x0``: none in the K loop).  Other caps were worse there: 88 gave 53
-#: registers with every wgmma waited for (as -r128 did to the 4-warp tile in session 10), 96 spilled, and
-#: m16n128k256w8s3-ps-sk2 at 80 both spilled and waited.
+#: slots (20b EP1 T=1: 1.8 waves of 46 KB programs); unsplit, 360 programs of 92 KB are one wave.
 PS_DECODE8_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
     (16, 128, 128, 8, 3, "ps"),
     (16, 128, 128, 8, 4, "ps"),
     (16, 128, 256, 8, 3, "ps", 2),
     (16, 64, 256, 4, 3, "ps"),
-)) + tuple(KernelConfig(16, 128, 128, 8, s, "ps", max_registers=80) for s in (3, 4))
+))
 
 #: the same with programmatic dependent launch (compiled only, as PS_PDL_CONFIGS), and the 8-warp tile with gemm2
 #: split in two (the shape of the T=16 winner m16n128k128w4s3-ps-g2sk2-pdl)

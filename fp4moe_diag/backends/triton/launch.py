@@ -115,16 +115,6 @@ def _pdl_args(pdl: int, ps: bool) -> dict:
     return dict(PDL=pdl, launch_pdl=True) if pdl and not INTERPRETED else {}
 
 
-def _reg_args(max_registers: int, ps: bool) -> dict:
-    """Triton's ``maxnreg`` launch option for ``max_registers`` > 0 (tactic ``-rN``, ps only); nothing under the
-    interpreter (no build there)."""
-    if not isinstance(max_registers, int) or isinstance(max_registers, bool) or max_registers < 0:
-        raise ValueError(f"max_registers: expected an int >= 0 (0: no cap), got {max_registers!r}")
-    if max_registers and not ps:
-        raise ValueError("max_registers: only the pre-shuffled kernels (ps=True) take a register cap")
-    return dict(maxnreg=max_registers) if max_registers and not INTERPRETED else {}
-
-
 def _x2(requested: bool, dot_scaled: bool) -> bool:
     if requested and dot_scaled:
         raise ValueError("x2: the packed bf16x2 upcast replaces the bit-arithmetic dequant; it cannot be combined "
@@ -145,7 +135,7 @@ def gemm1_calls(
     num_pairs: int, top_k: int, activation: int,
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
     split_k: int = 1, part: Optional[torch.Tensor] = None, x2: bool = False, swap: bool = False, ps: bool = False,
-    pdl: int = 0, counters: Optional[torch.Tensor] = None, gate_up: bool = False, max_registers: int = 0,
+    pdl: int = 0, counters: Optional[torch.Tensor] = None, gate_up: bool = False,
 ) -> list[Callable[[], None]]:
     """The launches of gemm1 on ``block_expert_ids.numel()`` M-blocks. ``w [L, 2I, H/2]`` (``ps``: the layout of
     :mod:`.ps_layout`, ``[L, 2I/16, H/64, 512]``), ``out [P, I]``.
@@ -154,9 +144,8 @@ def gemm1_calls(
     ``pdl`` (ps only): 1 launches it as a programmatic dependent (:func:`._kernels_ps._pdl_enter`), 2 the same.
     ``gate_up`` (ps only): ``w`` / ``w_scale`` are the gate/up-interleaved copy (``ps_layout.shuffle_gate_up``), run
     by :mod:`._kernels_ps_gu` (one tile of ``2 block_n`` weight rows per K step: SCALE_WORDS is decided for it;
-    CHUNK_DOTS by ``configs_gu.ps_gu_chunk_dots``).  ``max_registers`` (ps only): built with Triton's maxnreg."""
+    CHUNK_DOTS by ``configs_gu.ps_gu_chunk_dots``)."""
     inter, hidden = _weight_dims(w, ps)[0] // 2, x.shape[1]
-    regs = _reg_args(max_registers, ps)
     tile_rows = _gate_up_rows(gate_up, ps, block_n)
     modes = _mode_args(dot_scaled, x2, swap, ps, (block_m, tile_rows, block_k, num_warps)) | _pdl_args(pdl, ps)
     if gate_up:
@@ -190,8 +179,7 @@ def gemm1_calls(
         0 if split_k == 1 else part.stride(0), 0 if split_k == 1 else part.stride(1),
         K=hidden, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
         ACTIVATION=activation, HAS_BIAS=bias is not None, EVEN_K=even_k(hidden, block_k, split_k),
-        DOT_F32=INTERPRETED, SPLIT_K=split_k, K_SPLIT=ks, **modes, **regs, num_warps=num_warps,
-        num_stages=num_stages,
+        DOT_F32=INTERPRETED, SPLIT_K=split_k, K_SPLIT=ks, **modes, num_warps=num_warps, num_stages=num_stages,
     )]
     if split_k > 1 and not fused:
         fin_n = 64
@@ -230,15 +218,13 @@ def gemm2_calls(
     block_expert_ids: torch.Tensor, num_pairs: int,
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
     split_k: int = 1, x2: bool = False, swap: bool = False, ps: bool = False, pdl: int = 0,
-    fused: Optional[FusedSum] = None, max_registers: int = 0,
+    fused: Optional[FusedSum] = None,
 ) -> list[Callable[[], None]]:
     """The launch of gemm2. ``a [P, I]`` bf16, ``w [L, H, I/2]`` (``ps``: ``[L, H/16, I/64, 512]``), ``out [T*k, H]``
     (rows by pair index), or ``out [>= split_k, T*k, H]`` (one plane per split; the caller sums them, or with
     ``fused`` (ps only, tactic ``-fs``) gemm2 sums them into ``fused.out``: :class:`FusedSum`).
-    ``pdl`` (ps only): 1 programmatic dependent launch, 2 that and the L2 prefetch of its first weight chunks.
-    ``max_registers`` (ps only): built with Triton's maxnreg."""
+    ``pdl`` (ps only): 1 programmatic dependent launch, 2 that and the L2 prefetch of its first weight chunks."""
     hidden, inter = _weight_dims(w, ps)[0], a.shape[1]
-    regs = _reg_args(max_registers, ps)
     modes = _mode_args(dot_scaled, x2, swap, ps, (block_m, block_n, block_k, num_warps)) | _pdl_args(pdl, ps)
     if fused is not None and not ps:
         raise ValueError("fused: only the pre-shuffled kernels (ps=True) have the fused top-k sum")
@@ -261,7 +247,7 @@ def gemm2_calls(
         0 if bias is None else bias.stride(0), planes.stride(1), planes.stride(0),
         K=inter, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
         HAS_BIAS=bias is not None, EVEN_K=even_k(inter, block_k, split_k), DOT_F32=INTERPRETED,
-        SPLIT_K=split_k, K_SPLIT=ks, **modes, **regs, num_warps=num_warps, num_stages=num_stages,
+        SPLIT_K=split_k, K_SPLIT=ks, **modes, num_warps=num_warps, num_stages=num_stages,
     )]
 
 

@@ -31,7 +31,7 @@ MODELS=gpt-oss-20b:1,gpt-oss-20b:2,gpt-oss-120b:4:4096
 case "$PART" in
   decode)
     TT='^(m16n64k256w4s3-ps(-sk[24])?(-pdl)?(-fs)?|m16n128k128w4s[34]-ps(-g2sk2)?(-pdl)?(-fs)?'
-    TT="triton=$TT"'|m16n128k(128|256)w8s[34]-ps(-sk2|-g2sk2)?(-r80)?(-pdl)?)$'
+    TT="triton=$TT"'|m16n128k(128|256)w8s[34]-ps(-sk2|-g2sk2)?(-pdl)?)$'
     TK='triton_kernels=^tk-(mautokautow4|m16k128w[48]|m32k128w4)$'
     TOKENS=1,4,16,64 PROF="gpt-oss-20b|1|64|m16n128k128w8s3-ps" ;;
   prefill)
