@@ -278,7 +278,7 @@ def test_tactics_offer_ps_where_the_layout_exists():
     assert _ps_ids(_case(num_tokens=4096)) == list(PS_CONFIGS) + tails
     # decode, H = I = 64: no split-K fits (one block_k step of 128 >= 64), so PS_CONFIGS and the unsplit decode8 ones
     unsplit8 = [c for c in PS_DECODE8_CONFIGS if c.split_k == 1]
-    assert [c.label for c in unsplit8] == ["m16n128k128w8s3-ps", "m16n128k128w8s4-ps", "m16n64k256w4s3-ps"]
+    assert [c.label for c in unsplit8] == ["m16n128k128w8s3-ps", "m16n128k128w8s4-ps"]
     assert _ps_ids(_case()) == list(PS_CONFIGS) + unsplit8
     # decode at 3072: every decode tactic fits
     assert _ps_ids(_case(hidden_size=3072, intermediate_size=3072, num_tokens=64, top_k=4)) == \

@@ -150,14 +150,14 @@ def test_tactics_list():
     # (n_ps counts the -gu variants of PS_GU_CONFIGS, above the decode sizes those of PS_GU_WIDE_CONFIGS and the
     # tail-block tactics of PS_TAIL_CONFIGS too; n_pdl those of PS_GU_PDL_CONFIGS at decode, of PS_TAIL_PDL_CONFIGS
     # above)
-    # (PS_DECODE8_CONFIGS / PS_DECODE8_PDL_CONFIGS: at H = I = 64 only the unsplit ones fit: 3 and 3)
+    # (PS_DECODE8_CONFIGS / PS_DECODE8_PDL_CONFIGS: at H = I = 64 only the unsplit ones fit: 2 and 2)
     n_all, n_pdl_all = len(PS_CONFIGS) + len(PS_GU_CONFIGS), len(PS_PDL_CONFIGS) + 1 + len(PS_DECODE8_PDL_CONFIGS)
     n_psd_all = len(PS_DECODE_CONFIGS) + len(PS_DECODE8_CONFIGS)
     n_wide = n_all + len(PS_GU_WIDE_CONFIGS) + len(PS_GU16_CONFIGS) + len(PS_TAIL_CONFIGS)
     n_tpdl = len(PS_TAIL_PDL_CONFIGS)
     gu_tail = sum(c.gate_up for c in PS_TAIL_CONFIGS)  # as many -gu among PS_TAIL_PDL_CONFIGS
     for case, n_decode, n_x2, n_sw, n_ps, n_psd, n_pdl in (
-            (_case(), 1, 0, 0, n_all, 3, 8),  # m16n128k128w4s3/s4 -pdl, their -fs variants, the -gu -pdl, 3 -pdl of decode8
+            (_case(), 1, 0, 0, n_all, 2, 7),  # m16n128k128w4s3/s4 -pdl, their -fs variants, the -gu -pdl, 2 -pdl of decode8
             (_case(num_tokens=4096), 0, 0, 0, n_wide, 0, n_tpdl),
             (_case(num_tokens=40, num_experts=2, hidden_size=96), 1, 0, 0, 0, 0, 0),
             (_case(num_tokens=64, **big), 7, 4, 3, n_all, n_psd_all, n_pdl_all),
@@ -476,7 +476,7 @@ def test_interpreter_matches_reference(interp_results: dict, name: str):
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
 def test_interpreter_all_tactics_and_edge_cases(interp_results: dict):
     n8 = sum(c.split_k == 1 and not c.split_k2 for c in PS_DECODE8_CONFIGS)  # the ones that fit K = 64 (configs_warps)
-    assert n8 == 3 and sum(k.startswith("oai_bias/") for k in interp_results) == (
+    assert n8 == 2 and sum(k.startswith("oai_bias/") for k in interp_results) == (
         len(CONFIGS) + len(X2_CONFIGS) + len(SW_CONFIGS) + len(PS_CONFIGS) + len(PS_GU_CONFIGS) + n8 + 3)
     assert sum(k.startswith("oai_bias/") and "-ps" in k for k in interp_results) == (len(PS_CONFIGS) + len(PS_GU_CONFIGS)
                                                                                       + n8)

@@ -11,12 +11,10 @@ specialises them at a real launch (pointers and strides divisible by 16), so loa
 on the GPU.  It is a static count, not a timing: it says whether a kernel is issue-bound, the GPU says
 how fast it is.
 
-Registers (:func:`resource_usage`) are this host's build: where K is whole BLOCK_K steps they matched the H200's Nsight
-Compute (m16n128k128w4s3-ps gemm1 at K = 3072: 168; m64n128k64w8s4 / m128n128k64w8s3 at 2880: 128 / 255), but at
-uneven K this build reports more than the H200 ran (the same tile at K = 2880: 218 here with triton 3.6.0, the same
-through Triton's own JIT path and with CUDA 13.0's ptxas; 168 in s9d's profile; m16n64k256w4s3-ps-sk2 119 against
-113 in s10f).  Take occupancy from ``profile`` on the GPU; the ``resident_programs`` / ``resident_warps`` reported here
-(:func:`residency`) follow from this build's registers.
+Registers (:func:`resource_usage`, and the programs / warps an SM holds with them, :func:`residency`) are this host's
+build; at K = 3072 (gpt-oss as the sweeps run it, H = I = 3072) they match the H200's Nsight Compute for every tile
+profiled there (m16n64k256w4s3-ps-sk2 113 / 116, m16n128k128w4s3-ps 168 / 123, m64n128k64w8s4-ps 128,
+m128n128k64w8s3-ps 255).  Other K build other code (masks where K is not whole BLOCK_K steps): pass the case's.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Tactics of mode ps with more warps per SM scheduler (issue #25): 8-warp decode tiles, 16-warp gate/up prefill tiles,
-and the 4-warp m16n64k256 decode tile without split-K.  Imports nothing of ours but :mod:`.configs`, no triton.
+"""Tactics of mode ps with more warps per SM scheduler (issue #25): 8-warp decode tiles and 16-warp gate/up prefill
+tiles.  Imports nothing of ours but :mod:`.configs`, no triton.
 
 Why: both ends are latency-bound, not bound by a pipe or by DRAM (Nsight Compute):
 - decode (20b EP1 T=64, s9d): gemm1 m16n128k128w4s3 reads DRAM at 3.04 TB/s with the issue slots 67 % busy; 168
@@ -8,9 +8,14 @@ Why: both ends are latency-bound, not bound by a pipe or by DRAM (Nsight Compute
 - prefill (20b EP1 T=4096, s12e): the m256n64 -gu gemm1 issues in 32 % of the cycles, its warps stalled on
   fixed-latency dependencies ('wait', 36 %) of the upcast; 255 registers, 1 program of 8 warps per SM, 2 warps per
   scheduler.
-The lever left is more warps per scheduler, each with less of the tile.  Registers and spills below are sm_90a, K =
-2880, triton 3.6.0 (``profiling.sass``; none of them spills in its K loop).  The H200 says which wins: none of these
-has run on a GPU yet (``tools/device/plans/warps.sh`` measures them).
+The lever left is more warps per scheduler, each with less of the tile.  Registers, spills and residency below:
+sm_90a, K = 3072 (gpt-oss as the sweeps run it: H = I = 3072, vLLM's padding), triton 3.6.0, ``python -m
+fp4moe_diag.profiling.sass``, whose registers there match the H200's Nsight Compute for the tiles profiled
+(m16n64k256w4s3-ps-sk2 113 / 116, m16n128k128w4s3 168 / 123, m64n128k64w8s4 128, m128n128k64w8s3 255).  None of these
+spills in its K loop.  The H200 says which wins: none has run on a GPU yet (``tools/device/plans/warps.sh``).
+Capping registers instead (Triton's ``maxnreg``, 3 programs of the 8-warp decode tile need <= 80) makes ptxas wait
+for every wgmma before the next at K = 3072 (``WARPGROUP.DEPBAR.LE gsb0, 0x0`` after each, at every cap <= 88): not
+offered.
 """
 
 from __future__ import annotations
@@ -19,16 +24,15 @@ import dataclasses
 
 from .configs import KernelConfig
 
-#: decode (offered where PS_DECODE_CONFIGS are): the 128-row tile over two warpgroups, half the weight fragment per
-#: thread: gemm1 about 110 registers, gemm2 71, so 2 programs of 8 warps per SM on gemm1 (4 warps per scheduler) and
-#: 3 on gemm2, at 3.6 / 4.4 loop instructions per weight against 3.1 / 3.6 (the per-iteration overhead over half the
-#: weights).  ``m16n64k256w4s3-ps`` without split-K: at T <= 4 the split-2 winner puts 720 programs on about 400
-#: slots (20b EP1 T=1: 1.8 waves of 46 KB programs); unsplit, 360 programs of 92 KB are one wave.
+#: decode (offered where PS_DECODE_CONFIGS are): the 128-row tiles over two warpgroups, half the weight fragment per
+#: thread.  m16n128k128w8: gemm1 91 registers (2 programs = 16 warps per SM, against 3 x 4 = 12 for the 4-warp
+#: winner), gemm2 70 (3 programs = 24 warps, against 16), at 3.55 / 4.33 loop instructions per weight against 3.02 /
+#: 3.48 (the per-iteration overhead over half the weights).  m16n128k256w8s3-ps-sk2 (for T <= 16, as the split
+#: winners there): 109 / 121 registers, 2 programs of 8 warps.
 PS_DECODE8_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
     (16, 128, 128, 8, 3, "ps"),
     (16, 128, 128, 8, 4, "ps"),
     (16, 128, 256, 8, 3, "ps", 2),
-    (16, 64, 256, 4, 3, "ps"),
 ))
 
 #: the same with programmatic dependent launch (compiled only, as PS_PDL_CONFIGS), and the 8-warp tile with gemm2
@@ -42,7 +46,7 @@ PS_DECODE8_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(dataclasses.replace(c, 
 #: warps along the weight rows: no weight is upcast twice).  gemm1 128 registers (the 8-warp tile: 255 and 8 bytes of
 #: stack), 1 program of 16 warps per SM (4 warps per scheduler); 43 loop instructions per 1000 weight-token products
 #: against 33 for the 8-warp tile (each thread's share of the activation loads and loop upkeep over half the weights).
-#: gemm2 on 256 weight rows: 128 registers and 80 bytes of stack, in its epilogue.  m64n128: 90 registers, no stack.
+#: gemm2 on 256 weight rows: 128 registers and 80 bytes of stack, outside its K loop.  m64n128: 90 / 105 registers.
 PS_GU16_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, "ps", block_n2=256, gate_up=True, tail_m=t)
                                                   for *c, t in (
     (128, 128, 64, 16, 3, 0),

@@ -2,7 +2,7 @@
 # Planned device calls (issue #25; session 13 had no GPU): the tactics of configs_warps.py, more warps per SM
 # scheduler, each beside the winners it should beat and triton_kernels in the same run (CUDA graphs, L2 flushed,
 # CUPTI kernel time).
-#   PART=decode  the 8-warp decode tiles and the unsplit m16n64k256 tile at every decode shape (T = 1..64), then Nsight
+#   PART=decode  the 8-warp decode tiles at every decode shape (T = 1..64), then Nsight
 #                Compute (stalls) of m16n128k128w8s3-ps at 20b EP1 T=64; about 8 minutes of device time
 #   PART=prefill the 16-warp -gu tiles at T = 1024..16384 beside the s12 winners, then Nsight Compute of
 #                m128n128k64w16s3-ps-gu-g2n256 at 20b EP2 T=4096 (the shape where triton_kernels leads by 5 %)
