@@ -61,9 +61,7 @@ class MoEInputs:
     @property
     def local_topk_ids(self) -> torch.Tensor:
         """Expert ids relative to this rank (-1 where the expert lives on another rank)."""
-        c = self.case
-        rel = self.topk_ids.long() - c.local_expert_offset
-        return torch.where((rel >= 0) & (rel < c.local_num_experts), rel, torch.full_like(rel, -1))
+        return local_expert_ids(self.topk_ids, self.case)
 
     def dequantized(self, which: str, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """Dequantized ``w13`` or ``w2`` (cached per dtype)."""
@@ -223,6 +221,35 @@ def _quantize_experts(gen: torch.Generator, shape: tuple[int, int, int], std: fl
     return FP4Tensor(torch.stack(datas), torch.stack(scales), q.block_size, gs)
 
 
+def local_expert_ids(topk_ids: torch.Tensor, case: MoECase) -> torch.Tensor:
+    """``topk_ids`` relative to ``case``'s rank (-1 where the expert lives on another rank)."""
+    rel = topk_ids.long() - case.local_expert_offset
+    return torch.where((rel >= 0) & (rel < case.local_num_experts), rel, torch.full_like(rel, -1))
+
+
+def _draw_routing(case: MoECase, gen: torch.Generator, dev: Any) -> tuple:
+    """The first draws of ``case``'s generator: hidden states, router logits (and DeepSeekV3's routing bias), then
+    the routing: ``(hidden, logits, routing_bias or None, topk_ids, topk_weights)``."""
+    t, h, e = case.num_tokens, case.hidden_size, case.num_experts
+    hidden = torch.randn((t, h), generator=gen, device=dev).to(torch.bfloat16)
+    logits = torch.randn((t, e), generator=gen, device=dev)
+    routing_bias = None
+    if case.routing_method is RoutingMethod.DeepSeekV3:
+        routing_bias = (torch.randn((e,), generator=gen, device=dev) * 0.1).to(torch.bfloat16)
+    ids, weights = route(logits, case, None if routing_bias is None else routing_bias.float())
+    # the routed path carries bf16 weights; keep exactly what the kernel will see
+    return hidden, logits, routing_bias, ids, weights.to(torch.bfloat16).float()
+
+
+def case_routing(case: MoECase) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(topk_ids, topk_weights)`` of ``case`` as :func:`build_inputs` draws them (on CPU), without making weights."""
+    if not isinstance(case, MoECase):
+        raise ValueError(f"case: expected a MoECase, got {type(case).__name__}")
+    gen = torch.Generator(device="cpu")
+    gen.manual_seed(case.seed)
+    return _draw_routing(case, gen, "cpu")[3:]
+
+
 def build_inputs(case: MoECase, device: Any = "cpu", *, max_bytes: Any = None) -> MoEInputs:
     """Make every tensor of ``case`` on ``device`` from ``case.seed``.
 
@@ -238,15 +265,8 @@ def build_inputs(case: MoECase, device: Any = "cpu", *, max_bytes: Any = None) -
         )
     gen = torch.Generator(device=dev)
     gen.manual_seed(case.seed)
-    t, h, i, e, l = case.num_tokens, case.hidden_size, case.intermediate_size, case.num_experts, case.local_num_experts
-    hidden = torch.randn((t, h), generator=gen, device=dev).to(torch.bfloat16)
-    logits = torch.randn((t, e), generator=gen, device=dev)
-    routing_bias = None
-    if case.routing_method is RoutingMethod.DeepSeekV3:
-        routing_bias = (torch.randn((e,), generator=gen, device=dev) * 0.1).to(torch.bfloat16)
-    ids, weights = route(logits, case, None if routing_bias is None else routing_bias.float())
-    # the routed path carries bf16 weights; keep exactly what the kernel will see
-    weights = weights.to(torch.bfloat16).float()
+    h, i, e, l = case.hidden_size, case.intermediate_size, case.num_experts, case.local_num_experts
+    hidden, logits, routing_bias, ids, weights = _draw_routing(case, gen, dev)
     packed = pack_topk(ids, weights, e)
     fmt = case.weight_format.value
     w13 = _quantize_experts(gen, (l, 2 * i, h), 1.0 / math.sqrt(h), fmt, dev)
