@@ -26,6 +26,9 @@ def test_case_routing_is_build_inputs_routing():
     assert int((inp.local_topk_ids >= 0).sum()) < 80  # some pairs on the other rank
     with pytest.raises(ValueError, match="^case:"):
         case_routing("gpt-oss-20b")
+    if not torch.cuda.is_available():  # the device is checked before any draw
+        with pytest.raises(ValueError, match="^device"):
+            case_routing(case, "cuda")
 
 
 def test_waves_arithmetic():

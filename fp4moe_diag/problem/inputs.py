@@ -241,13 +241,16 @@ def _draw_routing(case: MoECase, gen: torch.Generator, dev: Any) -> tuple:
     return hidden, logits, routing_bias, ids, weights.to(torch.bfloat16).float()
 
 
-def case_routing(case: MoECase) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(topk_ids, topk_weights)`` of ``case`` as :func:`build_inputs` draws them (on CPU), without making weights."""
+def case_routing(case: MoECase, device: Any = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """``(topk_ids, topk_weights)`` of ``case`` as :func:`build_inputs` draws them on ``device``, without making
+    weights.  The generator is the device's: a GPU draws other numbers from the same seed than the CPU does (20b EP2
+    T=1, seed 0: one local expert on the H200, none on CPU), so pass the device of the run to be matched."""
     if not isinstance(case, MoECase):
         raise ValueError(f"case: expected a MoECase, got {type(case).__name__}")
-    gen = torch.Generator(device="cpu")
+    dev = resolve_device(device)
+    gen = torch.Generator(device=dev)
     gen.manual_seed(case.seed)
-    return _draw_routing(case, gen, "cpu")[3:]
+    return _draw_routing(case, gen, dev)[3:]
 
 
 def build_inputs(case: MoECase, device: Any = "cpu", *, max_bytes: Any = None) -> MoEInputs:

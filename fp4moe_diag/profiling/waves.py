@@ -6,7 +6,10 @@ routing, grouped as the backend groups it), the programs one SM holds (registers
 
 A wave count just above a whole number leaves most SMs idle for the last one; far below 1, SMs idle throughout.  It
 counts the two GEMMs (and a ``-tN`` tactic's tail launches), not the split-K finalize or the top-k sum, and it is a
-plan, not a timing: ``profile`` on the GPU says what the launches did.
+plan, not a timing: ``profile`` on the GPU says what the launches did.  The routing is drawn on ``--device`` (default
+cpu): a GPU run's inputs come from the GPU's generator, other numbers from the same seed, so at a few tokens the
+experts hit differ from a CPU draw (:func:`..problem.inputs.case_routing`); from a few hundred pairs the counts are
+alike.
 """
 
 from __future__ import annotations
@@ -50,9 +53,10 @@ def _per_sm(kc: KernelConfig, gemm: str, k: int) -> int:
     return residency(resource_usage(cc)["reg"], int(cc.metadata.shared), kc.num_warps)
 
 
-def launch_waves(case: MoECase, tactic: str, sms: int = H200_SMS) -> list[LaunchWaves]:
-    """gemm1 and gemm2 (then their tail launches, for ``-tN``) of ``tactic`` on ``case``; ValueError before any build
-    on a tactic of another backend, a split that leaves a split of K empty, or ``sms`` < 1."""
+def launch_waves(case: MoECase, tactic: str, sms: int = H200_SMS, device: str = "cpu") -> list[LaunchWaves]:
+    """gemm1 and gemm2 (then their tail launches, for ``-tN``) of ``tactic`` on ``case``, its routing drawn on
+    ``device``; ValueError before any build on a tactic of another backend, a split that leaves a split of K empty,
+    or ``sms`` < 1."""
     kc = parse_config(tactic)
     if kc.w4a8 or kc.mode == "ds":
         raise ValueError(f"tactic: the bf16 Triton kernels' tactics only (not -f8 / -p8 / -ds), got {kc.label}")
@@ -61,7 +65,7 @@ def launch_waves(case: MoECase, tactic: str, sms: int = H200_SMS) -> list[Launch
     h, i = case.hidden_size, case.intermediate_size
     if not (split_k_fits(h, kc.block_k, kc.split_k) and split_k_fits(i, kc.block_k, kc.gemm2_split)):
         raise ValueError(f"tactic: {kc.label} leaves a split of K empty at H={h}, I={i}")
-    ids = local_expert_ids(case_routing(case)[0], case)
+    ids = local_expert_ids(case_routing(case, device)[0].cpu(), case)
     n = case.local_num_experts
     if kc.tail_m:
         big, small = split_tail_pairs(ids, n, kc.block_m, kc.tail_m)
@@ -88,10 +92,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--tokens", type=A.positive_int, required=True)
     ap.add_argument("--tactic", action="append", required=True, help="a Triton tactic label; repeat for several")
     ap.add_argument("--sms", type=A.positive_int, default=H200_SMS, help="SMs of the GPU (H200: 132)")
+    ap.add_argument("--device", type=A.device, default="cpu", help="where to draw the routing (a GPU run's: cuda)")
     args = ap.parse_args(argv)
     try:
         case = default_case(args.model, args.ep, args.tokens)
-        plans = [(t, launch_waves(case, t, args.sms)) for t in args.tactic]
+        plans = [(t, launch_waves(case, t, args.sms, args.device)) for t in args.tactic]
     except ValueError as e:
         print(f"waves: error: {e}", file=sys.stderr)
         return 2
