@@ -124,11 +124,11 @@ for name, kw in cases.items():
                                    "m16n128k256w8s3-ps-sk2": "m16n128k256w4s3-ps-sk2"})
 # prefill-sized (160 tokens x top 2 over 4 experts: ~80 pairs each), the 16-warp -gu tiles and their 8-warp twins
 base = dict(num_tokens=160, hidden_size=192, intermediate_size=320, num_experts=4, top_k=2)
-for name in ("oai_bias", "ep_offset"):
-    compare(f"gu16/{name}", {**base, **cases[name]}, {
+gu16 = {"m128n128k64w16s3-ps-gu-g2n256-t64": "m128n128k64w8s3-ps-gu-g2n256-t64",
         "m128n128k64w16s3-ps-gu-g2n256": "m128n128k64w8s3-ps-gu-g2n256",
-        "m128n128k64w16s3-ps-gu-g2n256-t64": "m128n128k64w8s3-ps-gu-g2n256-t64",
-        "m64n128k64w16s4-ps-gu-g2n256": "m64n128k64w8s4-ps-gu-g2n256"})
+        "m64n128k64w16s4-ps-gu-g2n256": "m64n128k64w8s4-ps-gu-g2n256"}
+compare("gu16/oai_bias", {**base, **cases["oai_bias"]}, gu16)
+compare("gu16/ep_offset", {**base, **cases["ep_offset"]}, dict(list(gu16.items())[:1]))  # the tail tactic (CI time)
 out["interpreted"] = kernels_interpreted()
 print("RESULT " + json.dumps(out))
 """
@@ -151,10 +151,12 @@ def test_decode8_tactics_match_the_reference_and_the_4_warp_tile(interp_results:
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
-@pytest.mark.parametrize("name", ["oai_bias", "ep_offset"])
-def test_gu16_tactics_match_the_reference_and_the_8_warp_tile(interp_results: dict, name: str):
+@pytest.mark.parametrize("name,labels", [
+    ("oai_bias", ("m128n128k64w16s3-ps-gu-g2n256", "m128n128k64w16s3-ps-gu-g2n256-t64", "m64n128k64w16s4-ps-gu-g2n256")),
+    ("ep_offset", ("m128n128k64w16s3-ps-gu-g2n256-t64",))])
+def test_gu16_tactics_match_the_reference_and_the_8_warp_tile(interp_results: dict, name: str, labels: tuple):
     assert interp_results["interpreted"] is True
-    for lab in ("m128n128k64w16s3-ps-gu-g2n256", "m128n128k64w16s3-ps-gu-g2n256-t64", "m64n128k64w16s4-ps-gu-g2n256"):
+    for lab in labels:
         assert interp_results[f"gu16/{name}/{lab}/offered"] is True
         assert 0 < interp_results[f"gu16/{name}/{lab}"] < TOL, (lab, interp_results[f"gu16/{name}/{lab}"])
         assert interp_results[f"gu16/{name}/{lab}/vs_twin"] < SAME, (lab, interp_results[f"gu16/{name}/{lab}/vs_twin"])
