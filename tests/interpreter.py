@@ -50,6 +50,23 @@ def interpreted_results(script: str) -> dict:
     return run_result_script(script)
 
 
+#: the last lines of every interpreter script (which fills ``out`` and imports json and its backend's
+#: ``kernels_interpreted``): whether the kernels ran interpreted, then the results as one RESULT line
+RESULT_TAIL = '\nout["interpreted"] = kernels_interpreted()\nprint("RESULT " + json.dumps(out))\n'
+
+
+def interpreter_fixture(script: str):
+    """The module-scoped fixture ``interp_results`` of an interpreter test file: ``script`` and :data:`RESULT_TAIL`
+    run under the interpreter in a child process (:func:`interpreted_results`), once per module."""
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def interp_results() -> dict:
+        return interpreted_results(script + RESULT_TAIL)
+
+    return interp_results
+
+
 def bundled_tools(*tools: str) -> bool:
     """Whether triton imports and bundles every CUDA tool of ``tools`` (ptxas, nvdisasm, cuobjdump): the sm_90a
     build tests run on a CPU host with them."""

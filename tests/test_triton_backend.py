@@ -44,7 +44,7 @@ from fp4moe_diag.backends.triton.configs_gu import PS_GU_CONFIGS, PS_GU_PDL_CONF
 from fp4moe_diag.backends.triton.configs_warps import PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS
 from fp4moe_diag.backends.triton.configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS
 from fp4moe_diag.backends.triton.grouping import group_pairs_by_expert
-from interpreter import HAS_TRITON, interpreted_results, sub_env
+from interpreter import HAS_TRITON, interpreter_fixture, sub_env
 
 
 def interpreted_or_cpu() -> bool:
@@ -451,14 +451,10 @@ L.launch_topk_sum(planes, got, 2)
 want = (planes[0].view(t_wide, 2, 64)[:, 0] + planes[0].view(t_wide, 2, 64)[:, 1] + planes[1].view(t_wide, 2, 64)[:, 0]
         + planes[1].view(t_wide, 2, 64)[:, 1])
 out["topk_wide_equal"] = bool(torch.equal(got, want.to(torch.bfloat16)))  # same order, fp32, one RNE
-out["interpreted"] = kernels_interpreted()
-print("RESULT " + json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def interp_results() -> dict:
-    return interpreted_results(_INTERP_SCRIPT)
+interp_results = interpreter_fixture(_INTERP_SCRIPT)
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")

@@ -18,7 +18,7 @@ import re
 import pytest
 import torch
 
-from interpreter import HAS_TRITON, bundled_tools, interpreted_results
+from interpreter import HAS_TRITON, bundled_tools, interpreter_fixture
 
 from fp4moe_diag import MoECase, build_inputs
 from fp4moe_diag.backends.base import Tactic
@@ -209,14 +209,10 @@ y_ref = torch.zeros(1, 16, dtype=torch.bfloat16)
 probe[(1, 1, 2)](planes, cnt, torch.tensor([2], dtype=torch.int32), y)
 L.launch_topk_sum(planes, y_ref, 2)
 out["order_probe"] = [float(y[0, 0]), bool(torch.equal(y, y_ref)), int(cnt.abs().sum())]
-out["interpreted"] = kernels_interpreted()
-print("RESULT " + json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def interp_results() -> dict:
-    return interpreted_results(_INTERP_SCRIPT)
+interp_results = interpreter_fixture(_INTERP_SCRIPT)
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")

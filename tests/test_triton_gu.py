@@ -21,7 +21,7 @@ from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend
 from fp4moe_diag.backends.triton.configs import PS_CONFIGS, PS_PDL_CONFIGS, KernelConfig, parse_config
 from fp4moe_diag.backends.triton.configs_gu import (PS_GU_CONFIGS, PS_GU_PDL_CONFIGS, PS_GU_WIDE_CONFIGS,
                                                     ps_gu_chunk_dots)
-from interpreter import HAS_TRITON, bundled_tools, interpreted_results
+from interpreter import HAS_TRITON, bundled_tools, interpreter_fixture
 
 TOL = 1e-2  # relative L2 against the fp32 reference, as tests/test_triton_backend.py
 SAME = 1e-5  # relative L2 against the same tactic without -gu: the same products (fp32 sums of another shape)
@@ -154,16 +154,12 @@ for name, kw in cases.items():
         out[f"{name}/{lab}/inter_vs_plain"] = float((inter.float() - inter0.float()).norm() / inter0.float().norm())
         out[f"{name}/{lab}/inter_equal"] = bool(torch.equal(inter, inter0))
     out[f"{name}/built"] = prep.ps_gu is not None and prep.ps_gu[0].shape == prep.ps[0].shape
-out["interpreted"] = kernels_interpreted()
-print("RESULT " + json.dumps(out))
 """
 
 _CASES = ["oai_bias", "oai_nobias", "swiglu_bias", "swiglu_nobias", "ep_offset"]
 
 
-@pytest.fixture(scope="module")
-def interp_results() -> dict:
-    return interpreted_results(_INTERP_SCRIPT)
+interp_results = interpreter_fixture(_INTERP_SCRIPT)
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interpreter import HAS_TRITON, bundled_tools, interpreted_results
+from interpreter import HAS_TRITON, bundled_tools, interpreter_fixture
 
 from fp4moe_diag import MoECase, build_inputs
 from fp4moe_diag.backends import get_backend
@@ -219,14 +219,10 @@ for name, kw in cases.items():
         out[f"vs_f8/{name}/{lab}"] = float((y - y8).norm() / y8.norm())
         if name == "ep_offset":
             out[f"remote_row/{lab}"] = float(y[0].abs().max())
-out["interpreted"] = kernels_interpreted()
-print("RESULT " + json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def interp_results() -> dict:
-    return interpreted_results(_INTERP_SCRIPT)
+interp_results = interpreter_fixture(_INTERP_SCRIPT)
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")

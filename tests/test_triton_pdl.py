@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from interpreter import HAS_TRITON, bundled_tools, interpreted_results
+from interpreter import HAS_TRITON, bundled_tools, interpreter_fixture
 
 from fp4moe_diag.backends.triton.configs import PDL_LABELS, PS_PDL_CONFIGS, KernelConfig, parse_config
 
@@ -81,14 +81,10 @@ for name, kw in cases.items():
         ys[lab] = y
         out[f"{name}/{lab}"] = float((y.float() - ref).norm() / ref.norm())
     out[f"{name}/same_bits"] = all(torch.equal(ys[lab], ys[lab.rsplit("-pdl", 1)[0]]) for lab in labels if "-pdl" in lab)
-out["interpreted"] = kernels_interpreted()
-print("RESULT " + json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def interp_results() -> dict:
-    return interpreted_results(_INTERP_SCRIPT)
+interp_results = interpreter_fixture(_INTERP_SCRIPT)
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")

@@ -14,7 +14,7 @@ from fp4moe_diag.backends.triton.configs import KernelConfig, parse_config
 from fp4moe_diag.backends.triton.configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS
 from fp4moe_diag.backends.triton.configs_warps import PS_GU16_CONFIGS
 from fp4moe_diag.backends.triton.grouping import group_pairs_by_expert, split_tail_pairs
-from interpreter import HAS_TRITON, interpreted_results
+from interpreter import HAS_TRITON, interpreter_fixture
 
 TOL = 1e-2  # relative L2 against the fp32 reference, as tests/test_triton_backend.py
 SAME = 1e-5  # against the same tile without tail blocks: the same products, other block shapes
@@ -100,14 +100,10 @@ for name, kw in cases.items():
         y0 = b.run(prep, Tactic(id=plain, label=plain))
         out[f"{name}/{lab}"] = float((y.float() - ref).norm() / ref.norm())
         out[f"{name}/{lab}/vs_plain"] = float((y.float() - y0.float()).norm() / y0.float().norm())
-out["interpreted"] = kernels_interpreted()
-print("RESULT " + json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def interp_results() -> dict:
-    return interpreted_results(_INTERP_SCRIPT)
+interp_results = interpreter_fixture(_INTERP_SCRIPT)
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")

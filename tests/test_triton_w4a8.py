@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interpreter import HAS_TRITON, bundled_tools, interpreted_results
+from interpreter import HAS_TRITON, bundled_tools, interpreter_fixture
 
 from fp4moe_diag import MoECase, build_inputs
 from fp4moe_diag.backends import backend_class, get_backend
@@ -219,14 +219,10 @@ df = tune(case, b, "cpu", options=MeasureOptions(warmup=0, repeats=1, tactic_fil
 r = df.iloc[0]
 out["tune"] = dict(n=len(df), status=str(r["status"]), correct=bool(r["correct"]), rel_l2=float(r["rel_l2"]),
                    bf16=float(r["rel_l2_bf16_ref"]), precision=str(r["kernel_precision"]), label=str(r["tactic_label"]))
-out["interpreted"] = kernels_interpreted()
-print("RESULT " + json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def interp_results() -> dict:
-    return interpreted_results(_INTERP_SCRIPT)
+interp_results = interpreter_fixture(_INTERP_SCRIPT)
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")

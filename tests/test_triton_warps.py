@@ -12,7 +12,7 @@ from fp4moe_diag import MoECase
 from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend
 from fp4moe_diag.backends.triton.configs import KernelConfig, parse_config
 from fp4moe_diag.backends.triton.configs_warps import PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS
-from interpreter import HAS_TRITON, bundled_tools, interpreted_results
+from interpreter import HAS_TRITON, bundled_tools, interpreter_fixture
 
 TOL = 1e-2  # relative L2 against the fp32 reference, as tests/test_triton_backend.py
 SAME = 1e-6  # against the 4-warp tile: the interpreter's products and sums are the same
@@ -129,14 +129,10 @@ gu16 = {"m128n128k64w16s3-ps-gu-g2n256-t64": "m128n128k64w8s3-ps-gu-g2n256-t64",
         "m64n128k64w16s4-ps-gu-g2n256": "m64n128k64w8s4-ps-gu-g2n256"}
 compare("gu16/oai_bias", {**base, **cases["oai_bias"]}, gu16)
 compare("gu16/ep_offset", {**base, **cases["ep_offset"]}, dict(list(gu16.items())[:1]))  # the tail tactic (CI time)
-out["interpreted"] = kernels_interpreted()
-print("RESULT " + json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def interp_results() -> dict:
-    return interpreted_results(_INTERP_SCRIPT)
+interp_results = interpreter_fixture(_INTERP_SCRIPT)
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
