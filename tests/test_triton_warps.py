@@ -50,24 +50,25 @@ def test_decode8_offered_at_decode_only(monkeypatch):
     assert all(c in ids for c in PS_DECODE8_CONFIGS) and not any(c.pdl for c in ids)
 
 
-@pytest.mark.skipif(not bundled_tools("ptxas", "cuobjdump"), reason="triton with its bundled CUDA tools is not installed")
+@pytest.mark.skipif(not bundled_tools("ptxas", "cuobjdump", "nvdisasm"),
+                    reason="triton with its bundled CUDA tools is not installed")
 def test_decode8_builds_without_spills_at_half_the_registers():
     """sm_90a at K = 3072 (gpt-oss as the sweeps run it; there triton 3.6's build matched the H200's Nsight Compute,
     168 registers for the 4-warp gemm1 in s9d)."""
-    from fp4moe_diag.profiling.sass import _compile, resource_usage
+    from fp4moe_diag.profiling.sass import count
 
-    regs = {}
+    use = {}
     for label in ("m16n128k128w4s3-ps", "m16n128k128w8s3-ps"):
         for gemm in ("gemm1", "gemm2"):
-            use = resource_usage(_compile(parse_config(label), gemm, 3072, 90))
-            assert use["stack"] == 0 and use["local"] == 0, (label, gemm, use)
-            regs[label, gemm] = use["reg"]
+            r = count(label, gemm, 3072, 90)
+            assert r.stack_bytes == 0 and r.local_bytes == 0 and r.loop_spills == 0, (label, gemm, r)
+            use[label, gemm] = r
     for gemm in ("gemm1", "gemm2"):
-        w4, w8 = regs["m16n128k128w4s3-ps", gemm], regs["m16n128k128w8s3-ps", gemm]
+        w4, w8 = use["m16n128k128w4s3-ps", gemm].registers, use["m16n128k128w8s3-ps", gemm].registers
         assert w8 < 0.75 * w4, (gemm, w4, w8)  # half the weight fragment per thread
-    # warps resident per SM by registers (65536 per SM): more with 8 warps (3.6: 16 against 12; 3.9: 16 against 8)
-    warps = {w: 65536 // (regs[f"m16n128k128w{w}s3-ps", "gemm1"] * 32 * w) * w for w in (4, 8)}
-    assert warps[8] > warps[4], (regs, warps)
+    # warps resident per SM: more with 8 warps (3.6: 16 against 12; 3.9: 16 against 8)
+    w4, w8 = (use[f"m16n128k128w{w}s3-ps", "gemm1"].resident_warps for w in (4, 8))
+    assert w8 > w4, (w4, w8)
 
 
 @pytest.mark.skipif(not bundled_tools("ptxas", "cuobjdump", "nvdisasm"),
@@ -75,19 +76,16 @@ def test_decode8_builds_without_spills_at_half_the_registers():
 def test_gu16_builds_with_16_warps_resident_and_no_spill_in_the_k_loop():
     """sm_90a at gpt-oss's K = 3072 (as the sweeps run it): the 16-warp -gu gemm1 fits 128 registers (the most 512
     threads may have) without local memory; the 8-warp tile of the same shape needs 255 (2 warps per scheduler)."""
-    from fp4moe_diag.profiling.sass import _compile, _on_cubin, bundled_tool, mma_loop, resource_usage
+    from fp4moe_diag.profiling.sass import count
 
     for label in ("m128n128k64w16s3-ps-gu-g2n256", "m64n128k64w16s4-ps-gu-g2n256"):
         for gemm in ("gemm1", "gemm2"):
-            cc = _compile(parse_config(label), gemm, 3072, 90)
-            use = resource_usage(cc)
-            assert use["reg"] <= 128, (label, gemm, use)  # 16 warps x 32 threads x 128 = the 65536 of an SM
-            loop = mma_loop(_on_cubin(bundled_tool("nvdisasm"), ["-c"], cc.asm["cubin"]))
-            assert loop and not any(op in ln for ln in loop for op in ("STL", "LDL")), (label, gemm)
+            r = count(label, gemm, 3072, 90)  # raises where no loop holds an MMA
+            assert r.registers <= 128, (label, gemm, r.registers)  # 16 warps x 32 threads x 128 = the 65536 of an SM
+            assert r.loop_spills == 0 and r.resident_warps == 16, (label, gemm, r.loop_spills, r.resident_warps)
             if gemm == "gemm1":
-                assert use["stack"] == 0, (label, use)
-    w8 = resource_usage(_compile(parse_config("m128n128k64w8s3-ps-gu-g2n256"), "gemm1", 3072, 90))
-    assert w8["reg"] > 200
+                assert r.stack_bytes == 0, (label, r.stack_bytes)
+    assert count("m128n128k64w8s3-ps-gu-g2n256", "gemm1", 3072, 90).registers > 200
 
 
 _INTERP_SCRIPT = r"""

@@ -88,8 +88,9 @@ class LoopCount:
     mma: str
     shared_bytes: int
     opcodes: dict = field(default_factory=dict)
-    registers: int = 0  # per thread (cuobjdump); see the module note on uneven K
-    stack_bytes: int = 0  # local memory per thread: 0 when nothing spills
+    registers: int = 0  # per thread (cuobjdump); see the module note on which K to pass
+    stack_bytes: int = 0  # stack per thread: 0 when nothing spills
+    local_bytes: int = 0  # other local memory per thread
     loop_spills: int = 0  # local loads / stores (LDL / STL) inside the MMA loop
     resident_programs: int = 0  # per SM (residency; sm_90 / sm_100 limits, 0 for older archs)
     resident_warps: int = 0  # resident_programs x num_warps; / 4 per warp scheduler
@@ -112,6 +113,11 @@ def residency(registers: int, shared_bytes: int, num_warps: int) -> int:
     by_regs = lim["registers"] // (per_warp * num_warps)
     by_smem = lim["shared_bytes"] // (shared_bytes + lim["reserved_per_block"])
     return min(by_regs, by_smem, lim["warps"] // num_warps, lim["blocks"])
+
+
+def resident_programs(compiled, num_warps: int) -> int:
+    """:func:`residency` of a compiled kernel (its registers from cuobjdump, its shared memory from Triton)."""
+    return residency(resource_usage(compiled)["reg"], int(compiled.metadata.shared), num_warps)
 
 
 def mma_loop(sass: str) -> list[str]:
@@ -258,7 +264,7 @@ def count(tactic: str, gemm: str = "gemm2", k: int = 3072, arch: int = 90) -> Lo
     cc = _compile(kc, gemm, k, arch)
     body = mma_loop(_on_cubin(nvdisasm, ["-c"], cc.asm["cubin"]))
     use = resource_usage(cc)
-    programs = residency(use["reg"], int(cc.metadata.shared), kc.num_warps) if arch >= 90 else 0
+    programs = resident_programs(cc, kc.num_warps) if arch >= 90 else 0
     ops = collections.Counter(opcode(t) for t in body)
     tiles = 2 if gemm == "gemm1" else 1
     per_thread = tiles * (kc.gemm2_block_n if gemm == "gemm2" else kc.block_n) * kc.block_k // (kc.num_warps * 32)
@@ -267,7 +273,7 @@ def count(tactic: str, gemm: str = "gemm2", k: int = 3072, arch: int = 90) -> Lo
                      loop_instructions=len(body), weights_per_thread=per_thread,
                      instructions_per_weight=round(len(body) / per_thread, 2), mma=mma,
                      shared_bytes=int(cc.metadata.shared), opcodes=dict(ops.most_common()), registers=use["reg"],
-                     stack_bytes=use["stack"], loop_spills=ops.get("LDL", 0) + ops.get("STL", 0),
+                     stack_bytes=use["stack"], local_bytes=use["local"], loop_spills=ops.get("LDL", 0) + ops.get("STL", 0),
                      resident_programs=programs, resident_warps=programs * kc.num_warps)
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from ..backends.triton.configs import KernelConfig, parse_config, split_k_fits
-from ..backends.triton.grouping import group_pairs_by_expert, split_tail_pairs
+from ..backends.triton.grouping import group_pairs_by_expert, tail_groupings
 from ..problem.case import MoECase
 from ..problem.inputs import case_routing, local_expert_ids
 
@@ -47,10 +47,9 @@ def _cdiv(a: int, b: int) -> int:
 
 
 def _per_sm(kc: KernelConfig, gemm: str, k: int) -> int:
-    from .sass import _compile, residency, resource_usage
+    from .sass import _compile, resident_programs
 
-    cc = _compile(kc, gemm, k, 90)
-    return residency(resource_usage(cc)["reg"], int(cc.metadata.shared), kc.num_warps)
+    return resident_programs(_compile(kc, gemm, k, 90), kc.num_warps)
 
 
 def launch_waves(case: MoECase, tactic: str, sms: int = H200_SMS, device: str = "cpu") -> list[LaunchWaves]:
@@ -68,10 +67,9 @@ def launch_waves(case: MoECase, tactic: str, sms: int = H200_SMS, device: str = 
     ids = local_expert_ids(case_routing(case, device)[0].cpu(), case)
     n = case.local_num_experts
     if kc.tail_m:
-        big, small = split_tail_pairs(ids, n, kc.block_m, kc.tail_m)
-        rounds = [("", kc, group_pairs_by_expert(big, n, kc.block_m).num_blocks),
-                  (" tail", dataclasses.replace(kc, block_m=kc.tail_m, tail_m=0),
-                   group_pairs_by_expert(small, n, kc.tail_m).num_blocks)]
+        big, small = tail_groupings(ids, n, kc.block_m, kc.tail_m)
+        rounds = [("", kc, big.num_blocks),
+                  (" tail", dataclasses.replace(kc, block_m=kc.tail_m, tail_m=0), small.num_blocks)]
     else:
         rounds = [("", kc, group_pairs_by_expert(ids, n, kc.block_m).num_blocks)]
     out = []

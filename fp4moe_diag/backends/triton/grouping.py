@@ -169,3 +169,12 @@ def split_tail_pairs(local_topk_ids: torch.Tensor, num_local_experts: int, block
     small[in_tail] = flat[in_tail]
     shape, dtype = local_topk_ids.shape, local_topk_ids.dtype
     return big.view(shape).to(dtype), small.view(shape).to(dtype)
+
+
+def tail_groupings(local_topk_ids: torch.Tensor, num_local_experts: int, block_m: int, tail_m: int,
+                   topk_weights: Optional[torch.Tensor] = None) -> tuple[ExpertGrouping, ExpertGrouping]:
+    """The two groupings of a ``-tN`` tactic: :func:`split_tail_pairs`'s copies grouped in blocks of ``block_m`` and
+    of ``tail_m`` (:func:`group_pairs_by_expert`, ``topk_weights`` validated against both)."""
+    big, small = split_tail_pairs(local_topk_ids, num_local_experts, block_m, tail_m)
+    return (group_pairs_by_expert(big, num_local_experts, block_m, topk_weights),
+            group_pairs_by_expert(small, num_local_experts, tail_m, topk_weights))

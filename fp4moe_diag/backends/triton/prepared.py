@@ -11,7 +11,7 @@ import torch
 
 from ...problem.inputs import MoEInputs
 from . import ps_layout
-from .grouping import ExpertGrouping, group_pairs_by_expert, split_tail_pairs
+from .grouping import ExpertGrouping, group_pairs_by_expert, tail_groupings
 from .loading import load_kernels
 
 
@@ -66,16 +66,14 @@ class TritonPrepared:
         return self.groupings[block_m]
 
     def tail_groupings(self, block_m: int, tail_m: int) -> tuple[ExpertGrouping, ExpertGrouping]:
-        """The two groupings of a ``-tN`` tactic (made on first use; :func:`.grouping.split_tail_pairs`): each
+        """The two groupings of a ``-tN`` tactic (made on first use; :func:`.grouping.tail_groupings`): each
         expert's pairs in blocks of ``block_m``, and its last ``<= tail_m`` pairs in one block of ``tail_m``; the
         intermediate buffer holds both, the tail grouping's rows after the other's."""
         key = (block_m, tail_m)
         if key not in self.tail_groups:
             c = self.inputs.case
             weights = self.topk_weights.view(self.inputs.topk_weights.shape)
-            big, small = split_tail_pairs(self.inputs.local_topk_ids, c.local_num_experts, block_m, tail_m)
-            gs = (group_pairs_by_expert(big, c.local_num_experts, block_m, weights),
-                  group_pairs_by_expert(small, c.local_num_experts, tail_m, weights))
+            gs = tail_groupings(self.inputs.local_topk_ids, c.local_num_experts, block_m, tail_m, weights)
             self.tail_groups[key] = gs
             self._inter_rows(gs[0].num_padded_pairs + gs[1].num_padded_pairs)
         return self.tail_groups[key]
