@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from fp4moe_diag.profiling.sass import count, main, mma_loop, opcode, residency
+from fp4moe_diag.profiling.sass import count, count_under, main, mma_loop, mma_sync, opcode, residency
 
 SASS = """
         /*0000*/                   MOV R1, c[0x0][0x28] ;
@@ -78,3 +78,58 @@ def test_count_reports_registers_spills_and_residency():
     assert r.registers > 0 and r.stack_bytes == 0 and r.loop_spills == 0
     assert r.resident_programs == residency(r.registers, r.shared_bytes, 8) >= 1
     assert r.resident_warps == 8 * r.resident_programs
+
+
+GROUPS = """
+        WARPGROUP.ARRIVE ;
+        HGMMA.64x16x16.F32.BF16 R32, R116, gdesc[UR12], R32 ;
+        HGMMA.64x16x16.F32.BF16 R24, R112, gdesc[UR12], R24, gsb0 ;
+        WARPGROUP.DEPBAR.LE gsb0, 0x7 ;
+        QGMMA.64x16x32.F32.E4M3.E4M3 R40, R8, gdesc[UR8], R40, gsb0 ;
+        WARPGROUP.DEPBAR.LE gsb0, 0xa ;
+        WARPGROUP.DEPBAR.LE gsb0, 0x7 ;
+"""
+
+
+def test_mma_sync_counts_commit_groups_and_wait_depths():
+    assert mma_sync(GROUPS.strip().splitlines()) == (2, [7, 10])  # two gsb0 closers; the depths are hex (0xa: ten)
+    assert mma_sync(["HMMA.16816.F32.BF16 R8, R4, R6, R8"]) == (0, [])  # mma.sync: no groups, no waits
+
+
+def test_count_under_refuses_a_folder_without_triton_and_a_bad_label_before_any_child(tmp_path, capsys):
+    with pytest.raises(ValueError, match="^triton: expected a folder holding triton/"):
+        count_under(str(tmp_path), ["m16n128k128w4s3-ps"])
+    with pytest.raises(ValueError, match="^tactic:"):
+        count_under(str(tmp_path), ["m16n"])  # the label first: no child is started for it
+    assert main(["--tactic", "m16n128k128w4s3-ps", "--triton", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith("sass: error: triton: expected a folder")
+
+
+#: the decode winner's gemm1 (m16n128k128w4s3-ps, K = 3072, sm_90a) as each Triton release builds it: registers,
+#: programs per SM, wgmma commit groups per K step, wait depths (docs/static-triton-versions-s14.md).  From 3.7 on the
+#: 32 wgmmas of a K step are 4 groups of 8 (3 in flight) instead of 16 of 2 (7 in flight), and 229-243 registers leave
+#: 2 programs per SM instead of 3.
+DECODE_BUILDS = {"3.6.0": (168, 3, 16, [7]), "3.7.1": (229, 2, 4, [3]), "3.8.0": (229, 2, 4, [3]),
+                 "3.9.0": (243, 2, 4, [3])}
+_ALT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".alt")
+#: the other Triton releases installed beside this one (scripts/install_alt.sh; .ci/run installs 3.6.0, the GPU
+#: image's, and 3.7.1, vLLM 0.34's, before the tests)
+ALT_TRITONS = sorted(os.path.join(_ALT, d) for d in (os.listdir(_ALT) if os.path.isdir(_ALT) else [])
+                     if d.startswith("triton-") and d[len("triton-"):] in DECODE_BUILDS)
+
+
+@pytest.mark.skipif(not (_has_nvdisasm() and ALT_TRITONS),
+                    reason="needs triton with nvdisasm and another release in .alt/ (bash scripts/install_alt.sh "
+                           "triton==3.6.0; .ci/run installs it before the tests)")
+def test_triton_releases_build_the_decode_gemm1_differently(capsys):
+    argv = ["--tactic", "m16n128k128w4s3-ps", "--gemm", "gemm1", "--k", "3072", "--table"]
+    assert main(argv + [a for d in ALT_TRITONS for a in ("--triton", d)] + ["--triton", "installed"]) == 0
+    rows = [r.split(" | ") for r in capsys.readouterr().out.splitlines() if r.startswith("| `")]
+    assert [r[2] for r in rows[:-1]] == [d.rsplit("-", 1)[1] for d in ALT_TRITONS]  # each build its own release
+    for r in rows:
+        if r[2] not in DECODE_BUILDS:
+            continue  # an installed release not studied yet: its row is printed, nothing to compare
+        regs, programs, groups, waits = DECODE_BUILDS[r[2]]
+        assert (int(r[3]), int(r[4].split()[0])) == (regs, programs), r
+        assert r[6] == f"{groups}, " + ", ".join(f"<= {w}" for w in waits), r
+        assert r[7] == "0 |", r  # no spills in the loop in any release

@@ -72,6 +72,7 @@ _FUSED = {
 }
 _INS = re.compile(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 _LABEL = re.compile(r"^\.(L_x_\d+):")
+_DEPBAR = re.compile(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*(0x[0-9a-f]+)")
 _BRANCH = re.compile(r"\bBRA\s+(?:`\()?\.?(L_x_\d+)")
 
 
@@ -94,6 +95,8 @@ class LoopCount:
     loop_spills: int = 0  # local loads / stores (LDL / STL) inside the MMA loop
     resident_programs: int = 0  # per SM (residency; sm_90 / sm_100 limits, 0 for older archs)
     resident_warps: int = 0  # resident_programs x num_warps; / 4 per warp scheduler
+    mma_groups: int = 0  # wgmma commit groups per loop iteration (the HGMMA / QGMMA that closes one: ``gsb0``)
+    mma_waits: list = field(default_factory=list)  # N of each distinct ``WARPGROUP.DEPBAR.LE gsb0, N`` in the loop
 
 
 #: per SM of compute capability 9.0 (Hopper; 10.0 has the same): the register file, shared memory (228 KB; 1 KB of
@@ -148,6 +151,17 @@ def mma_loop(sass: str) -> list[str]:
     if not best:
         raise ValueError("sass: no loop with an MMA instruction found")
     return best
+
+
+def mma_sync(body: Sequence[str]) -> tuple[int, list[int]]:
+    """The wgmma groups of a loop: how many commit groups it closes per iteration (an ``HGMMA`` / ``QGMMA`` that
+    carries ``gsb0``) and the distinct ``N`` of its waits (``WARPGROUP.DEPBAR.LE gsb0, N``: at most N groups still in
+    flight after it; 0 waits for every wgmma issued).  While a group is in flight its accumulator, and its A operand
+    where that comes from registers (our upcast weights), stay allocated: fewer, larger groups and deeper waits hold
+    more registers."""
+    groups = sum(1 for t in body if opcode(t) in ("HGMMA", "QGMMA") and t.rstrip(" ;").endswith("gsb0"))
+    waits = sorted({int(m.group(1), 16) for t in body for m in [_DEPBAR.search(t)] if m})
+    return groups, waits
 
 
 def opcode(text: str) -> str:
@@ -269,12 +283,49 @@ def count(tactic: str, gemm: str = "gemm2", k: int = 3072, arch: int = 90) -> Lo
     tiles = 2 if gemm == "gemm1" else 1
     per_thread = tiles * (kc.gemm2_block_n if gemm == "gemm2" else kc.block_n) * kc.block_k // (kc.num_warps * 32)
     mma = next((m for m in ("HGMMA", "QGMMA", "HMMA") if ops.get(m)), "?")  # QGMMA: FP8 wgmma
+    groups, waits = mma_sync(body)
     return LoopCount(tactic=kc.label, gemm=gemm, arch=arch, triton_version=triton.__version__,
                      loop_instructions=len(body), weights_per_thread=per_thread,
                      instructions_per_weight=round(len(body) / per_thread, 2), mma=mma,
                      shared_bytes=int(cc.metadata.shared), opcodes=dict(ops.most_common()), registers=use["reg"],
                      stack_bytes=use["stack"], local_bytes=use["local"], loop_spills=ops.get("LDL", 0) + ops.get("STL", 0),
-                     resident_programs=programs, resident_warps=programs * kc.num_warps)
+                     resident_programs=programs, resident_warps=programs * kc.num_warps, mma_groups=groups,
+                     mma_waits=waits)
+
+
+def count_under(triton_dir: str, tactics: Sequence[str], gemm: str = "gemm2", k: int = 3072,
+                arch: int = 90) -> list[LoopCount]:
+    """:func:`count` of each tactic as another Triton builds it: in a child Python with ``triton_dir`` (a folder that
+    holds ``triton/``, as ``scripts/install_alt.sh triton==X.Y.Z`` makes) first on its path, so that one process
+    compares the builds of several Triton releases.  ValueError for a folder without Triton, before any compile;
+    RuntimeError with the child's last words if it fails."""
+    for t in tactics:
+        parse_config(t)  # a bad label: its ValueError here, before a child starts
+    if not os.path.isfile(os.path.join(triton_dir, "triton", "__init__.py")):
+        raise ValueError(f"triton: expected a folder holding triton/ (bash scripts/install_alt.sh triton==X.Y.Z), "
+                         f"got {triton_dir!r}")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # holds fp4moe_diag/
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.abspath(triton_dir), root]))
+    cmd = [sys.executable, "-m", "fp4moe_diag.profiling.sass", "--json", "--gemm", gemm, "--k", str(k), "--arch",
+           str(arch)] + [a for t in tactics for a in ("--tactic", t)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if done.returncode == 2:  # the child refused an argument: the same one-line error here
+        raise ValueError(done.stderr.strip().splitlines()[-1].removeprefix("sass: error: "))
+    if done.returncode != 0:
+        raise RuntimeError(f"sass under {triton_dir}: exit {done.returncode}: {done.stderr.strip()[-2000:]}")
+    return [LoopCount(**json.loads(line)) for line in done.stdout.splitlines() if line.startswith("{")]
+
+
+TABLE_HEAD = ("| tactic | gemm | triton | registers | programs (warps) per SM | loop instructions per weight | "
+              "wgmma groups per iteration, waits | spills in the loop |\n"
+              "| --- | --- | --- | --- | --- | --- | --- | --- |")
+
+
+def table_row(r: LoopCount) -> str:
+    """One markdown row of :data:`TABLE_HEAD`."""
+    waits = ", ".join(f"<= {w}" for w in r.mma_waits) or "-"
+    return (f"| `{r.tactic}` | {r.gemm} | {r.triton_version} | {r.registers} | {r.resident_programs} "
+            f"({r.resident_warps}) | {r.instructions_per_weight} | {r.mma_groups}, {waits} | {r.loop_spills} |")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -284,21 +335,32 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--k", type=int, default=3072, help="reduction length (H for gemm1, I for gemm2)")
     ap.add_argument("--arch", type=int, default=90, help="compute capability x10 (90 = sm_90a)")
     ap.add_argument("--json", action="store_true", help="one JSON object per tactic")
+    ap.add_argument("--table", action="store_true", help="one markdown table row per tactic and Triton")
+    ap.add_argument("--triton", action="append", metavar="DIR",
+                    help="build with the Triton in DIR (scripts/install_alt.sh makes one; 'installed': this Python's); "
+                         "repeat to compare releases (default: installed)")
     args = ap.parse_args(argv)
     try:
-        rows = [count(t, args.gemm, args.k, args.arch) for t in args.tactic]
+        rows = [r for d in (args.triton or ["installed"]) for r in (
+            [count(t, args.gemm, args.k, args.arch) for t in args.tactic] if d == "installed" else
+            count_under(d, args.tactic, args.gemm, args.k, args.arch))]
     except ValueError as e:
         print(f"sass: error: {e}", file=sys.stderr)
         return 2
+    if args.table:
+        print(TABLE_HEAD)
     for r in rows:
-        if args.json:
+        if args.table:
+            print(table_row(r))
+        elif args.json:
             print(json.dumps(asdict(r)))
         else:
             top = ", ".join(f"{o} {n}" for o, n in list(r.opcodes.items())[:8])
             print(f"{r.tactic} {r.gemm} sm_{r.arch}a (triton {r.triton_version}): {r.loop_instructions} instructions "
                   f"in the MMA loop ({r.mma}), {r.instructions_per_weight} per weight; smem {r.shared_bytes} B; "
                   f"{r.registers} registers, {r.stack_bytes} B stack ({r.loop_spills} spill ops in the loop); "
-                  f"{r.resident_programs} programs = {r.resident_warps} warps per SM; {top}")
+                  f"{r.resident_programs} programs = {r.resident_warps} warps per SM; {r.mma_groups} wgmma groups per "
+                  f"iteration, waits {r.mma_waits}; {top}")
     return 0
 
 
