@@ -147,3 +147,21 @@ def test_a_shape_only_w4a8_kernels_measured_renders():
             if ln.startswith("| gpt-oss-120b | 4 | 16384 |")]
     # only triton_w4a8 ran there (best 2596 us): no bold, no x of best (W4A8 is never the best), no fastest column
     assert line == ["| gpt-oss-120b | 4 | 16384 | - | 2,596 (-, 6 %) | - |"]  # 6 %: its share of the read ceiling
+
+
+def test_triton_releases_in_one_frame_are_kernels_of_their_own_and_one_release_keeps_plain_names():
+    rows = []
+    for backend, release, us in (("triton", "3.6.0", 100.0), ("triton", "3.7.1", 110.0), ("triton_kernels", "3.6.0",
+                                 120.0), ("triton_kernels", "3.7.1", 105.0), ("cutlass", "3.7.1", 200.0)):
+        r = _row(backend, f"{backend[:3]}0", 0, 64, 1, "ok", us, is_best=True)
+        r.update(triton_version=release, flashinfer_version="0.7.4", frac_bw_roofline=1.0 / us)
+        rows.append(r)
+    df = to_frame(rows)
+    x = x_of_best(df)
+    got = {r.backend: round(r.x_of_best, 6) for r in x.itertuples()}
+    assert got == {"triton@3.6.0": 1.0, "triton@3.7.1": 1.1, "triton_kernels@3.6.0": 1.2, "triton_kernels@3.7.1": 1.05,
+                   "cutlass@0.7.4": 2.0}  # cutlass: FlashInfer's kernel, told apart by FlashInfer's version only
+    t = headline_table(df, backends=["triton@3.6.0", "triton@3.7.1", "triton_kernels@3.7.1"])
+    assert t.iloc[0]["triton@3.7.1:us"] == 110.0 and t.iloc[0]["best_backend"] == "triton@3.6.0"
+    one = x_of_best(df[df["triton_version"] == "3.6.0"])  # a single release: names as before
+    assert set(one["backend"]) == {"triton", "triton_kernels"}

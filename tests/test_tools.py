@@ -209,3 +209,35 @@ def test_generate_common_keeps_the_052_layout(monkeypatch, tmp_path):
     assert (n_gen, len(items)) == (184, 5) and [f.name for f in files][0] == "slim_sm90_bf16_fp4_mixed_00.generated.cu"
     assert runner.name == "slim_moe_runner_bf16_fp4_instantiation.cu" and stubs.exists()
     assert runner.read_text().startswith('#include "fused_moe/cutlass_backend/cutlass_fused_moe_kernels.cuh"\n')
+
+
+def test_device_plans_run_only_files_that_exist():
+    for plan in sorted((TOOLS / "device" / "plans").glob("*.sh")):
+        used = set(re.findall(r"tools/([\w./]+\.(?:py|sh))", plan.read_text()))
+        assert sorted(u for u in used if not (TOOLS / u).is_file()) == [], plan.name
+
+
+def _bash(args, cwd, env=None):
+    import os
+    import subprocess
+
+    return subprocess.run(["bash", *args], cwd=cwd, capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, **(env or {})))
+
+
+def test_triton_kit_refuses_a_bad_version_or_python_before_any_download(tmp_path):
+    kit = str(TOOLS / "device" / "triton_kit.sh")
+    for args, word in (([kit, "3.7"], "version: expected X.Y.Z"), ([kit], "version: expected X.Y.Z"),
+                       ([kit, "3.7.1", "312"], "python: expected 3.N")):
+        cp = _bash(args, tmp_path)
+        assert cp.returncode == 2 and cp.stderr.count("\n") == 1 and word in cp.stderr, (args, cp.stderr)
+    assert not (TOOLS.parent / ".carry" / "triton-3.7-cp312.tar.xz").exists()
+
+
+def test_tritons_plan_refuses_a_bad_part_and_a_missing_kit_before_any_work(tmp_path):
+    plan = str(TOOLS / "device" / "plans" / "tritons.sh")
+    cp = _bash([plan], tmp_path, {"PART": "both"})
+    assert cp.returncode == 2 and "PART: expected decode or prefill" in cp.stderr
+    cp = _bash([plan], tmp_path, {"PART": "decode"})  # no .carry/ here: no kit
+    assert cp.returncode == 2 and "KIT: no .carry/triton-X.Y.Z-cp312.tar.xz" in cp.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing unpacked, installed or written

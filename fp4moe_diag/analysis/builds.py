@@ -17,6 +17,9 @@ import pandas as pd
 #: backends whose kernels come from FlashInfer (their version and build are part of what was measured)
 FLASHINFER_BACKENDS = ("cutlass", "cutlass_autotune", "trtllm", "cutlass_w4a16", "cutlass_humming", "cutile_mxfp4",
                        "frost_low_latency")
+#: backends whose kernels Triton builds at run time (ours and triton_kernels): the Triton release is part of what was
+#: measured (docs/static-triton-versions-s14.md: 3.6.0 and 3.7+ build our decode kernels with different registers)
+TRITON_BACKENDS = ("triton", "triton_w4a8", "triton_kernels")
 BUILD_KINDS = ("full", "fast", "stock", "unknown")
 SHAPE_KEYS = ["model", "ep_size", "ep_rank", "num_tokens", "hidden_size", "intermediate_size", "num_experts", "top_k",
               "has_bias"]
@@ -106,12 +109,18 @@ def refuse_unequal(bad: pd.DataFrame, base: str, other: str) -> None:
                      f"different builds):\n" + "\n".join(lines) + more)
 
 
-def flashinfer_label(df: pd.DataFrame) -> pd.Series:
-    """Backend names for figures and tables: ``cutlass@0.7.4`` (full or stock build), ``cutlass@0.7.4 (fast
-    build)``; a build not recorded gets no suffix; other backends unchanged."""
+def backend_label(df: pd.DataFrame) -> pd.Series:
+    """Backend names for figures and tables: FlashInfer's told apart by version and build (``cutlass@0.7.4``,
+    ``cutlass@0.7.4 (fast build)``; a build not recorded gets no suffix), the Triton-built ones by Triton release
+    (``triton@3.7.1``, ``triton_kernels@3.6.0``) where the rows hold more than one release of them; other backends
+    unchanged."""
     d = with_build_kind(df)
     fi = d["backend"].isin(FLASHINFER_BACKENDS) & d["flashinfer_version"].notna() & (d["flashinfer_version"] != "")
     suffix = d["build_kind"].map({"fast": " (fast build)"}).fillna("")
     out = d["backend"].astype(str).copy()
     out[fi] = d.loc[fi, "backend"].astype(str) + "@" + d.loc[fi, "flashinfer_version"].astype(str) + suffix[fi]
+    if "triton_version" in d:
+        tr = d["backend"].isin(TRITON_BACKENDS) & d["triton_version"].notna() & (d["triton_version"] != "")
+        if d.loc[tr, "triton_version"].nunique() > 1:
+            out[tr] = d.loc[tr, "backend"].astype(str) + "@" + d.loc[tr, "triton_version"].astype(str)
     return out

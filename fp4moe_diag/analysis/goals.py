@@ -31,7 +31,7 @@ from typing import Optional
 
 import pandas as pd
 
-from .builds import flashinfer_label
+from .builds import backend_label
 from .goal_profiles import KERNEL_COLUMNS, ProfileMatch, as_float, match_profile, reason_text
 from .tables import with_run_ceilings, x_of_best
 
@@ -93,7 +93,7 @@ def in_goals(model: str, ep: int, t: int) -> bool:
 
 def _facts(df: pd.DataFrame) -> pd.DataFrame:
     """Per run x backend label x shape x tactic (ok rows): weight bytes, the run's ceilings, the accuracy."""
-    ok = df[df["status"] == "ok"].assign(backend=flashinfer_label(df[df["status"] == "ok"]))
+    ok = df[df["status"] == "ok"].assign(backend=backend_label(df[df["status"] == "ok"]))
     acc = ok["rel_l2_bf16_ref"].where(ok["rel_l2_bf16_ref"].notna(),
                                       ok["rel_l2"].where(ok["kernel_precision"].fillna("w4a16") == "w4a16"))
     ok = ok.assign(rel_l2_bf16_ref=acc, run_id=ok["run_id"].astype("string"))
@@ -112,7 +112,7 @@ def _at(d: pd.DataFrame, key: tuple) -> pd.DataFrame:
 
 def _why_missing(df: pd.DataFrame, backend: str, key: tuple) -> str:
     """``"<backend> not run"``, or its rows' statuses and first error at the shape."""
-    d = _at(df[(flashinfer_label(df).str.split("@").str[0] == backend.split("@")[0])], key)
+    d = _at(df[(backend_label(df).str.split("@").str[0] == backend.split("@")[0])], key)
     if d.empty:
         return f"{backend} not run"
     err = d[d["error_message"].notna() & (d["error_message"] != "")]

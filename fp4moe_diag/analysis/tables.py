@@ -8,7 +8,7 @@ from typing import Optional
 
 import pandas as pd
 
-from .builds import flashinfer_label
+from .builds import backend_label
 from .correctness import correctness_summary
 from .per_shape import CASE_COLUMNS, DECODE_MAX_TOKENS, best_per_shape, latest_per_shape
 
@@ -157,15 +157,16 @@ def x_of_best(df: pd.DataFrame) -> pd.DataFrame:
     One row per shape x backend: the backend's best tactic and time, the best backend of the shape and its
     time, ``x_of_best`` (this backend's best time / the best of all backends; 1.0 = the fastest),
     ``frac_bw_roofline`` (weight + activation bytes over the read-only streaming ceiling), ``achieved_TFLOPs`` and
-    ``frac_flops_roofline`` (of the bf16 GEMM ceiling) of that tactic, and the time method.  The reference backend is left out (it is the float32 check, not a kernel).  FlashInfer's backends
-    are told apart by version and build (``cutlass@0.7.4``, ``cutlass@0.7.4 (fast build)``: :func:`.builds.flashinfer_label`):
+    ``frac_flops_roofline`` (of the bf16 GEMM ceiling) of that tactic, and the time method.  The reference backend is
+    left out (it is the float32 check, not a kernel).  FlashInfer's backends are told apart by version and build
+    (``cutlass@0.7.4``, ``cutlass@0.7.4 (fast build)``), the Triton-built ones by Triton release where the rows hold
+    several (``triton@3.7.1``; :func:`.builds.backend_label`): each is a kernel of its own.
     Like for like: the best is the best *bf16-activation* kernel (``kernel_precision`` w4a16); a backend of another
     precision (W4A8: FP8 activations) gets its time over that best, never becomes the best itself, and carries its
-    ``kernel_precision`` so that a table can say so.
-    each FlashInfer build is a kernel of its own.  FlashInfer's autotuner picks (``cutlass_autotune``) are left out
+    ``kernel_precision`` so that a table can say so.  FlashInfer's autotuner picks (``cutlass_autotune``) are left out
     (they are tactics of ``cutlass``, not a backend: :mod:`.tuner`)."""
     df = df[df["backend"] != "cutlass_autotune"].copy()
-    df["backend"] = flashinfer_label(df)
+    df["backend"] = backend_label(df)
     best = latest_per_shape(best_per_shape(df), df)
     best = best[(best["backend"] != "reference") & best["best_us"].notna()].copy()
     if best.empty:

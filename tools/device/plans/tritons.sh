@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Planned device calls (issue #25; session 14 had no GPU): our kernels and triton_kernels as the GPU image's Triton
+# (3.6.0) and as a newer release build them, on the same GPU in the same call, one sweep per release (each in its own
+# process), the same cases, tactics, seeds and method (CUDA graphs, L2 flushed, CUPTI kernel time). Why:
+# docs/static-triton-versions-s14.md (from 3.7 on, our decode gemm1 builds with 229-243 registers instead of 168).
+#   PART=decode  20b EP1 / EP2 and 120b EP4 at T = 1, 4, 16, 64: the decode winners, the 8-warp decode tile and
+#                triton_kernels' decode flags; about 8 minutes of device time
+#   PART=prefill the same models at T = 1024, 4096: the prefill winners and triton_kernels' prefill flags
+# The newer Triton comes as a kit (tools/device/triton_kit.sh 3.7.1: PyPI's cp312 wheel, slimmed to about 50 MB; the
+# image's Python is 3.12). Run from the repository root on the device with the kit, .carry/triton_kernels, .whl and
+# .git_commit carried (git rev-parse HEAD > .git_commit):
+#   run(command="PART=decode bash tools/device/plans/tritons.sh", carry=[".carry/triton-3.7.1-cp312.tar.xz",
+#       ".carry/triton_kernels", ".whl", ".git_commit"])
+# Both run folders come back in $OUT/runs.tgz; import them as one run (tools/device/import_gpu_bundle.py): the rows
+# carry triton_version, and the headline tells the releases apart (triton@3.6.0, triton@3.7.1, triton_kernels@...).
+# The newer release runs first, the image's second: an order effect would favour the image's, not the new one.
+set -u
+PART=${PART:-decode}
+case "$PART" in decode|prefill) ;; *) echo "PART: expected decode or prefill, got $PART" >&2; exit 2 ;; esac
+KIT=${KIT:-$(ls .carry/triton-*-cp312.tar.xz 2>/dev/null | head -1)}
+[ -f "$KIT" ] || { echo "KIT: no .carry/triton-X.Y.Z-cp312.tar.xz carried (tools/device/triton_kit.sh)" >&2; exit 2; }
+export OUT=${OUT:-/tmp/out}
+T0=$(date +%s); say() { echo "[tritons-$PART +$(( $(date +%s) - T0 ))s] $*"; }
+left() { echo $(( $1 - ($(date +%s) - T0) )); }
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1
+mkdir -p /tmp/tnew && tar -xJf "$KIT" -C /tmp/tnew || { echo "KIT: $KIT does not unpack" >&2; exit 2; }
+export PYTHONPATH=$PWD:/tmp/site FP4MOE_TRITON_KERNELS_DIR=$PWD/.carry/triton_kernels
+export FP4MOE_GIT_COMMIT=$(cat .git_commit)
+NEW=$(PYTHONPATH=/tmp/tnew:$PYTHONPATH python3 -c "import triton; print(triton.__version__)") \
+  || { echo "KIT: the kit's triton does not import here" >&2; exit 3; }
+OLD=$(python3 -c "import triton; print(triton.__version__)")
+say "image triton $OLD, kit triton $NEW"
+mkdir -p /tmp/r
+( while sleep 30; do tar -czf $OUT/partial.tgz.tmp -C /tmp r 2>/dev/null && mv $OUT/partial.tgz.tmp $OUT/partial.tgz; \
+  done ) &
+SNAP=$!
+A="--cuda-graph --kernel-time --device cuda --warmup 3 --repeats 10 --screen 2 --screen-top 6"
+A="$A --max-seconds-per-tactic 0.3 --no-progress"
+case "$PART" in
+  decode)
+    TT='triton=^(m16n64k256w4s3-ps-sk[24]-pdl(-fs)?|m16n128k128w4s3-ps(-g2sk2)?-pdl(-fs)?|m16n128k128w8s3-ps(-g2sk2)?-pdl)$'
+    TK='triton_kernels=^tk-(mautokautow4|m16k128w[48]|m32k128w4)$'
+    MODELS=gpt-oss-20b:1,gpt-oss-20b:2,gpt-oss-120b:4; TOKENS=1,4,16,64 ;;
+  prefill)
+    TT='triton=^(m256n64k64w8s3-ps-gu-g2n128(-t128)?(-pdl)?|m128n128k64w8s3-ps-g2n256(-t64)?(-pdl)?|m64n128k64w8s4-ps(-t32)?)$'
+    TK='triton_kernels=^tk-(mautokautow8|m64k128w4|m128kautow8s3|m128k128w8)$'
+    MODELS=gpt-oss-20b:1,gpt-oss-20b:2,gpt-oss-120b:4; TOKENS=1024,4096 ;;
+esac
+sweep() {  # $1: the Triton folder first on PYTHONPATH ('' for the image's), $2: its version, $3: seconds
+  PYTHONPATH=${1:+$1:}$PYTHONPATH TRITON_CACHE_DIR=/tmp/tc-$2 timeout "$3" python3 -m fp4moe_diag sweep \
+    --backends triton,triton_kernels --models $MODELS --tokens $TOKENS $A --tactics "$TT" --tactics "$TK" \
+    --out /tmp/r/tritons-$PART-$2 2>&1 | grep -v "^ *gpt-oss" | tail -3
+  say "sweep under triton $2 done"
+}
+sweep /tmp/tnew "$NEW" $(( ($(left 570)) / 2 ))
+sweep "" "$OLD" $(left 575)
+kill $SNAP 2>/dev/null; wait $SNAP 2>/dev/null; rm -f $OUT/partial.tgz.tmp
+tar -czf $OUT/runs.tgz -C /tmp r && rm -f $OUT/partial.tgz; say "all done"; ls -la $OUT
