@@ -3,8 +3,8 @@
 # (3.6.0) and as a newer release build them, on the same GPU in the same call, one sweep per release (each in its own
 # process), the same cases, tactics, seeds and method (CUDA graphs, L2 flushed, CUPTI kernel time). Why:
 # docs/static-triton-versions-s14.md (from 3.7 on, our decode gemm1 builds with 229-243 registers instead of 168).
-#   PART=decode  20b EP1 / EP2 and 120b EP4 at T = 1, 4, 16, 64: the decode winners, the 8-warp decode tile and
-#                triton_kernels' decode flags; about 8 minutes of device time
+#   PART=decode  20b EP1 and 120b EP4 at T = 1, 4, 16, 64: the decode winners, their plain twins, the k64 tiles
+#                (3-4 programs per SM under 3.7+), the 8-warp tile and triton_kernels' decode flags; about 8 minutes
 #   PART=prefill the same models at T = 1024, 4096: the prefill winners and triton_kernels' prefill flags
 # The newer Triton comes as a kit (tools/device/triton_kit.sh 3.7.1: PyPI's cp312 wheel, slimmed to about 50 MB; the
 # image's Python is 3.12). Run from the repository root on the device with the kit, .carry/triton_kernels, .whl and
@@ -38,9 +38,11 @@ A="--cuda-graph --kernel-time --device cuda --warmup 3 --repeats 10 --screen 2 -
 A="$A --max-seconds-per-tactic 0.3 --no-progress"
 case "$PART" in
   decode)
-    TT='triton=^(m16n64k256w4s3-ps-sk[24]-pdl(-fs)?|m16n128k128w4s3-ps(-g2sk2)?-pdl(-fs)?|m16n128k128w8s3-ps(-g2sk2)?-pdl)$'
+    # the winners under 3.6.0 (-pdl), their plain twins, and the k64 tiles that keep 3-4 programs per SM from 3.7 on
+    TT='triton=^(m16n64k256w4s3-ps-sk[24](-pdl)?(-fs)?|m16n128k128w4s3-ps(-g2sk2)?(-pdl)?(-fs)?'
+    TT="$TT"'|m16n128k128w8s3-ps(-g2sk2)?-pdl|m16n128k64w4s6-ps(-sk2)?|m16n64k128w4s6-ps-sk[24])$'
     TK='triton_kernels=^tk-(mautokautow4|m16k128w[48]|m32k128w4)$'
-    MODELS=gpt-oss-20b:1,gpt-oss-20b:2,gpt-oss-120b:4; TOKENS=1,4,16,64 ;;
+    MODELS=gpt-oss-20b:1,gpt-oss-120b:4; TOKENS=1,4,16,64 ;;
   prefill)
     TT='triton=^(m256n64k64w8s3-ps-gu-g2n128(-t128)?(-pdl)?|m128n128k64w8s3-ps-g2n256(-t64)?(-pdl)?|m64n128k64w8s4-ps(-t32)?)$'
     TK='triton_kernels=^tk-(mautokautow8|m64k128w4|m128kautow8s3|m128k128w8)$'
