@@ -31,10 +31,19 @@ def test_case_routing_is_build_inputs_routing():
             case_routing(case, "cuda")
 
 
-def test_waves_arithmetic():
+def test_waves_and_floors_arithmetic():
     w = LaunchWaves("gemm1", 16, programs=384, per_sm=3, sms=132)
     assert w.waves == pytest.approx(384 / 396)
     assert LaunchWaves("gemm2 tail", 128, programs=0, per_sm=2, sms=132).waves == 0.0
+    # 384 programs x 6 K steps x 800 loop instructions x 4 warps = 7,372,800 warp instructions; 132 SMs x 4 issue
+    # slots x 1980 cycles per us = 1,045,440 per us: 7.05 us.  40,108,032 bytes at 4380 GB/s: 9.16 us.  Products:
+    # 384 x 6 x (2 x 16 x 128 x 256 = 1,048,576) = 2.416e9 flop at 790 TFLOP/s: 3.06 us
+    w = LaunchWaves("gemm1", 16, 384, 3, 132, k_steps=6, loop_instructions=800, num_warps=4, weight_bytes=40_108_032,
+                    step_flops=2 * 16 * 128 * 256)
+    assert w.issue_floor_us() == pytest.approx(7_372_800 / 1_045_440)
+    assert w.dram_floor_us() == pytest.approx(40_108_032 / 4_380_000)
+    assert w.mma_floor_us() == pytest.approx(384 * 6 * 1_048_576 / 790e6)
+    assert w.issue_floor_us(clock_ghz=0.99) == pytest.approx(2 * w.issue_floor_us())
 
 
 @TOOLS
@@ -45,6 +54,12 @@ def test_launch_waves_at_t1_and_with_tails():
     g1, g2 = launch_waves(case, "m16n64k256w4s3-ps-sk2")
     assert (g1.kernel, g1.programs, g2.kernel, g2.programs) == ("gemm1", 384, "gemm2", 384)
     assert g1.per_sm >= 1 and g1.waves == pytest.approx(384 / (g1.per_sm * 132))
+    # the floors' inputs: K 3072 split in 2 = 6 steps of 256; 4 experts' [6144, 3072] gemm1 bytes (1536 of codes and 96
+    # of scales a row) and [3072, 3072] gemm2 bytes; a gemm1 step is 16 x 128 rows (lin + gate) x 256 products
+    assert (g1.k_steps, g2.k_steps, g1.num_warps) == (6, 6, 4)
+    assert (g1.weight_bytes, g2.weight_bytes) == (4 * 6144 * 1632, 4 * 3072 * 1632)
+    assert (g1.step_flops, g2.step_flops) == (2 * 16 * 128 * 256, 2 * 16 * 64 * 256)
+    assert g1.loop_instructions > 500  # the sm_90a build's K loop (every Triton release: 750-900 instructions)
     # a -tN tactic: every expert's pairs in the main launch's blocks of 128 or the tail's of 64, none lost
     case = MoECase(num_tokens=300, hidden_size=256, intermediate_size=256, num_experts=4, top_k=2)
     plan = launch_waves(case, "m128n128k64w8s3-ps-g2n256-t64", sms=10)

@@ -4,8 +4,18 @@ routing, grouped as the backend groups it), the programs one SM holds (registers
 
 ``python -m fp4moe_diag.profiling.waves --model gpt-oss-20b --ep 1 --tokens 1 --tactic m16n64k256w4s3-ps-sk2``
 
-A wave count just above a whole number leaves most SMs idle for the last one; far below 1, SMs idle throughout.  It
-counts the two GEMMs (and a ``-tN`` tactic's tail launches), not the split-K finalize or the top-k sum, and it is a
+A wave count just above a whole number leaves most SMs idle for the last one; far below 1, SMs idle throughout.
+
+Two floors per launch, also without a GPU: the **issue floor**, the time the SMs' 4 schedulers need to issue the K loops
+alone at one instruction per cycle (programs x K steps x the build's loop instructions x warps, over SMs x 4 x the clock,
+1.98 GHz by default: the H200's, as Nsight Compute runs it), and the **DRAM floor**, the weight and scale bytes of the
+experts the launch reads over the read ceiling (4380 GB/s by default: the H200's measured one).  Their ratio is the
+share of issue slots the loops alone take at the DRAM floor: a kernel whose warps issue in at most ~70 % of the cycles
+(ours: 55-67 % at decode, Nsight Compute) cannot stream at the DRAM floor when that share is above it.  A third, the
+**MMA floor**, is the launch's products (padded blocks included) at the measured bf16 ceiling (790 TFLOP/s by
+default): the prefill yardstick.
+
+It counts the two GEMMs (and a ``-tN`` tactic's tail launches), not the split-K finalize or the top-k sum, and it is a
 plan, not a timing: ``profile`` on the GPU says what the launches did.  The routing is drawn on ``--device`` (default
 cpu): a GPU run's inputs come from the GPU's generator, other numbers from the same seed, so at a few tokens the
 experts hit differ from a CPU draw (:func:`..problem.inputs.case_routing`); from a few hundred pairs the counts are
@@ -20,12 +30,17 @@ import sys
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from ..backends.triton.configs import KernelConfig, parse_config, split_k_fits
+from ..backends.triton.configs import k_split, parse_config, split_k_fits
 from ..backends.triton.grouping import group_pairs_by_expert, tail_groupings
 from ..problem.case import MoECase
 from ..problem.inputs import case_routing, local_expert_ids
 
 H200_SMS = 132
+
+
+H200_CLOCK_GHZ = 1.98  #: the H200's SM clock as Nsight Compute locks it (nsight-python's ComputeClock, data/runs/)
+H200_READ_GBPS = 4380.0  #: the H200's measured read-only streaming ceiling (the low end of 4381-4464 GB/s)
+H200_BF16_TFLOPS = 790.0  #: the H200's measured bf16 GEMM ceiling (786-816 TFLOP/s in the runs)
 
 
 @dataclass(frozen=True)
@@ -36,20 +51,36 @@ class LaunchWaves:
     programs: int
     per_sm: int  # programs one SM holds (sass.residency of the sm_90a build)
     sms: int
+    k_steps: int = 0  # K loop iterations of one program (its split of K over BLOCK_K)
+    loop_instructions: int = 0  # SASS instructions of the build's K loop (each warp issues them once per step)
+    num_warps: int = 0
+    weight_bytes: int = 0  # weight + scale bytes of the experts this launch reads (each once)
+    step_flops: int = 0  # products x 2 of one program's K step: BLOCK_M x its weight rows x BLOCK_K x 2
 
     @property
     def waves(self) -> float:
         return self.programs / (self.per_sm * self.sms) if self.programs else 0.0
+
+    def issue_floor_us(self, clock_ghz: float = H200_CLOCK_GHZ) -> float:
+        """The K loops' warp instructions over the SMs' issue rate (4 per SM per cycle)."""
+        warp_instructions = self.programs * self.k_steps * self.loop_instructions * self.num_warps
+        return warp_instructions / (self.sms * 4 * clock_ghz * 1e3)
+
+    def dram_floor_us(self, read_gbps: float = H200_READ_GBPS) -> float:
+        return self.weight_bytes / (read_gbps * 1e3)
+
+    def mma_floor_us(self, bf16_tflops: float = H200_BF16_TFLOPS) -> float:
+        return self.programs * self.k_steps * self.step_flops / (bf16_tflops * 1e6)
 
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _per_sm(kc: KernelConfig, gemm: str, k: int) -> int:
-    from .sass import _compile, resident_programs
-
-    return resident_programs(_compile(kc, gemm, k, 90), kc.num_warps)
+def _expert_bytes(gemm: str, h: int, i: int) -> int:
+    """MXFP4 weight + E8M0 scale bytes of one expert's gemm1 (``[2I, H]``) or gemm2 (``[H, I]``) matrix."""
+    rows, k = (2 * i, h) if gemm == "gemm1" else (h, i)
+    return rows * (k // 2 + k // 32)
 
 
 def launch_waves(case: MoECase, tactic: str, sms: int = H200_SMS, device: str = "cpu") -> list[LaunchWaves]:
@@ -64,19 +95,25 @@ def launch_waves(case: MoECase, tactic: str, sms: int = H200_SMS, device: str = 
     h, i = case.hidden_size, case.intermediate_size
     if not (split_k_fits(h, kc.block_k, kc.split_k) and split_k_fits(i, kc.block_k, kc.gemm2_split)):
         raise ValueError(f"tactic: {kc.label} leaves a split of K empty at H={h}, I={i}")
+    from .sass import count
+
     ids = local_expert_ids(case_routing(case, device)[0].cpu(), case)
     n = case.local_num_experts
     if kc.tail_m:
         big, small = tail_groupings(ids, n, kc.block_m, kc.tail_m)
-        rounds = [("", kc, big.num_blocks),
-                  (" tail", dataclasses.replace(kc, block_m=kc.tail_m, tail_m=0), small.num_blocks)]
+        rounds = [("", kc, big), (" tail", dataclasses.replace(kc, block_m=kc.tail_m, tail_m=0), small)]
     else:
-        rounds = [("", kc, group_pairs_by_expert(ids, n, kc.block_m).num_blocks)]
+        rounds = [("", kc, group_pairs_by_expert(ids, n, kc.block_m))]
     out = []
-    for gemm, k, tiles, split in (("gemm1", h, _cdiv(i, kc.block_n), kc.split_k),
-                                  ("gemm2", i, _cdiv(h, kc.gemm2_block_n), kc.gemm2_split)):
-        for suffix, rc, blocks in rounds:
-            out.append(LaunchWaves(gemm + suffix, rc.block_m, blocks * tiles * split, _per_sm(rc, gemm, k), sms))
+    for gemm, k, tiles, split, rows in (("gemm1", h, _cdiv(i, kc.block_n), kc.split_k, 2 * kc.block_n),
+                                        ("gemm2", i, _cdiv(h, kc.gemm2_block_n), kc.gemm2_split, kc.gemm2_block_n)):
+        for suffix, rc, grouping in rounds:
+            built = count(rc.label, gemm, k)  # the sm_90a build: residency and its K loop
+            experts = int(grouping.block_expert_ids.unique().numel())
+            out.append(LaunchWaves(gemm + suffix, rc.block_m, grouping.num_blocks * tiles * split,
+                                   built.resident_programs, sms, k_split(k, rc.block_k, split) // rc.block_k,
+                                   built.loop_instructions, rc.num_warps, experts * _expert_bytes(gemm, h, i),
+                                   2 * rc.block_m * rows * rc.block_k))
     return out
 
 
@@ -91,6 +128,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--tactic", action="append", required=True, help="a Triton tactic label; repeat for several")
     ap.add_argument("--sms", type=A.positive_int, default=H200_SMS, help="SMs of the GPU (H200: 132)")
     ap.add_argument("--device", type=A.device, default="cpu", help="where to draw the routing (a GPU run's: cuda)")
+    ap.add_argument("--clock-ghz", type=A.positive_float, default=H200_CLOCK_GHZ, help="SM clock for the issue floor")
+    ap.add_argument("--read-gbps", type=A.positive_float, default=H200_READ_GBPS,
+                    help="read ceiling for the DRAM floor (GB/s)")
+    ap.add_argument("--bf16-tflops", type=A.positive_float, default=H200_BF16_TFLOPS,
+                    help="bf16 GEMM ceiling for the MMA floor (TFLOP/s)")
     args = ap.parse_args(argv)
     try:
         case = default_case(args.model, args.ep, args.tokens)
@@ -100,8 +142,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     for t, plan in plans:
         for w in plan:
+            issue, dram, mma = (w.issue_floor_us(args.clock_ghz), w.dram_floor_us(args.read_gbps),
+                                w.mma_floor_us(args.bf16_tflops))
+            share = f"{issue / dram:.0%}" if dram else "-"
+            top = max((issue, "issue"), (dram, "DRAM"), (mma, "MMA"))[1]
             print(f"{t} {w.kernel}: {w.programs} programs of BLOCK_M {w.block_m}, {w.per_sm} per SM x {w.sms} SMs: "
-                  f"{w.waves:.2f} waves")
+                  f"{w.waves:.2f} waves; floors: issue {issue:.1f} us ({w.k_steps} K steps x {w.loop_instructions} "
+                  f"loop instructions x {w.num_warps} warps), DRAM {dram:.1f} us ({w.weight_bytes / 1e6:.1f} MB), "
+                  f"MMA {mma:.1f} us (largest: {top}); the loops alone take {share} of the issue slots at the DRAM "
+                  f"floor")
     return 0
 
 
