@@ -106,7 +106,7 @@ def test_count_under_refuses_a_folder_without_triton_and_a_bad_label_before_any_
 
 
 #: the decode winner's gemm1 (m16n128k128w4s3-ps, K = 3072, sm_90a) as each Triton release builds it: registers,
-#: programs per SM, wgmma commit groups per K step, wait depths (docs/static-triton-versions-s14.md).  From 3.7 on the
+#: programs per SM, wgmma commit groups per K step, wait depths (docs/static-h200-s14.md).  From 3.7 on the
 #: 32 wgmmas of a K step are 4 groups of 8 (3 in flight) instead of 16 of 2 (7 in flight), and 229-243 registers leave
 #: 2 programs per SM instead of 3.
 DECODE_BUILDS = {"3.6.0": (168, 3, 16, [7]), "3.7.1": (229, 2, 4, [3]), "3.8.0": (229, 2, 4, [3]),

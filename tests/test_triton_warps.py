@@ -84,7 +84,7 @@ def test_gu16_builds_with_16_warps_resident_and_no_spill_in_the_k_loop():
         for gemm in ("gemm1", "gemm2"):
             r = count(label, gemm, 3072, 90)  # raises where no loop holds an MMA
             assert r.registers <= 128, (label, gemm, r.registers)  # 16 warps x 32 threads x 128 = the 65536 of an SM
-            # 3.7.1 and 3.8.0 spill 2 operations in this gemm2's loop (docs/static-triton-versions-s14.md)
+            # 3.7.1 and 3.8.0 spill 2 operations in this gemm2's loop (docs/static-h200-s14.md)
             spills = 2 if (label, gemm, triton.__version__) in (
                 ("m128n128k64w16s3-ps-gu-g2n256", "gemm2", "3.7.1"), ("m128n128k64w16s3-ps-gu-g2n256", "gemm2", "3.8.0")
             ) else 0

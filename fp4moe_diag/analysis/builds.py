@@ -18,7 +18,7 @@ import pandas as pd
 FLASHINFER_BACKENDS = ("cutlass", "cutlass_autotune", "trtllm", "cutlass_w4a16", "cutlass_humming", "cutile_mxfp4",
                        "frost_low_latency")
 #: backends whose kernels Triton builds at run time (ours and triton_kernels): the Triton release is part of what was
-#: measured (docs/static-triton-versions-s14.md: 3.6.0 and 3.7+ build our decode kernels with different registers)
+#: measured (docs/static-h200-s14.md: 3.6.0 and 3.7+ build our decode kernels with different registers)
 TRITON_BACKENDS = ("triton", "triton_w4a8", "triton_kernels")
 BUILD_KINDS = ("full", "fast", "stock", "unknown")
 SHAPE_KEYS = ["model", "ep_size", "ep_rank", "num_tokens", "hidden_size", "intermediate_size", "num_experts", "top_k",

@@ -2,7 +2,7 @@
 # Planned device calls (issue #25; session 14 had no GPU): our kernels and triton_kernels as the GPU image's Triton
 # (3.6.0) and as a newer release build them, on the same GPU in the same call, one sweep per release (each in its own
 # process), the same cases, tactics, seeds and method (CUDA graphs, L2 flushed, CUPTI kernel time). Why:
-# docs/static-triton-versions-s14.md (from 3.7 on, our decode gemm1 builds with 229-243 registers instead of 168).
+# docs/static-h200-s14.md (from 3.7 on, our decode gemm1 builds with 229-243 registers instead of 168).
 #   PART=decode  20b EP1 and 120b EP4 at T = 1, 4, 16, 64: the decode winners, their plain twins, the k64 tiles
 #                (3-4 programs per SM under 3.7+), the 8-warp tile and triton_kernels' decode flags; about 8 minutes
 #   PART=prefill the same models at T = 1024, 4096: the prefill winners and triton_kernels' prefill flags
