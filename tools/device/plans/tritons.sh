@@ -44,7 +44,8 @@ case "$PART" in
     TK='triton_kernels=^tk-(mautokautow4|m16k128w[48]|m32k128w4)$'
     MODELS=gpt-oss-20b:1,gpt-oss-120b:4; TOKENS=1,4,16,64 ;;
   prefill)
-    TT='triton=^(m256n64k64w8s3-ps-gu-g2n128(-t128)?(-pdl)?|m128n128k64w8s3-ps-g2n256(-t64)?(-pdl)?|m64n128k64w8s4-ps(-t32)?)$'
+    TT='triton=^(m256n64k64w8s3-ps-gu-g2n128(-t128)?(-pdl)?|m128n128k64w8s3-ps-g2n256(-t64)?(-pdl)?'
+    TT="$TT"'|m64n128k64w8s4-ps(-t32)?)$'
     TK='triton_kernels=^tk-(mautokautow8|m64k128w4|m128kautow8s3|m128k128w8)$'
     MODELS=gpt-oss-20b:1,gpt-oss-20b:2,gpt-oss-120b:4; TOKENS=1024,4096 ;;
 esac
