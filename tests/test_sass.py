@@ -96,13 +96,19 @@ def test_mma_sync_counts_commit_groups_and_wait_depths():
     assert mma_sync(["HMMA.16816.F32.BF16 R8, R4, R6, R8"]) == (0, [])  # mma.sync: no groups, no waits
 
 
-def test_count_under_refuses_a_folder_without_triton_and_a_bad_label_before_any_child(tmp_path, capsys):
+def test_count_under_refuses_a_folder_without_triton_and_a_bad_label_before_any_child(tmp_path, capsys, monkeypatch):
     with pytest.raises(ValueError, match="^triton: expected a folder holding triton/"):
         count_under(str(tmp_path), ["m16n128k128w4s3-ps"])
     with pytest.raises(ValueError, match="^tactic:"):
         count_under(str(tmp_path), ["m16n"])  # the label first: no child is started for it
-    assert main(["--tactic", "m16n128k128w4s3-ps", "--triton", str(tmp_path)]) == 2
-    assert capsys.readouterr().err.startswith("sass: error: triton: expected a folder")
+    import fp4moe_diag.profiling.sass as sass
+
+    monkeypatch.setattr(sass, "count", lambda *a: pytest.fail("built before every --triton folder was checked"))
+    assert main(["--tactic", "m16n128k128w4s3-ps", "--triton", "installed", "--triton", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith("sass: error: triton: expected a folder")  # before the installed build
+    with pytest.raises(SystemExit) as e:
+        main(["--tactic", "m16n128k128w4s3-ps", "--json", "--table"])  # one output form, not one silently
+    assert e.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
 
 
 #: the decode winner's gemm1 (m16n128k128w4s3-ps, K = 3072, sm_90a) as each Triton release builds it: registers,

@@ -14,7 +14,13 @@ how fast it is.
 Registers (:func:`resource_usage`, and the programs / warps an SM holds with them, :func:`residency`) are this host's
 build; at K = 3072 (gpt-oss as the sweeps run it, H = I = 3072) they match the H200's Nsight Compute for every tile
 profiled there (m16n64k256w4s3-ps-sk2 113 / 116, m16n128k128w4s3-ps 168 / 123, m64n128k64w8s4-ps 128,
-m128n128k64w8s3-ps 255).  Other K build other code (masks where K is not whole BLOCK_K steps): pass the case's.
+m128n128k64w8s3-ps 255) when this host's Triton is the H200 image's, 3.6.0.  Other K build other code (masks where K is
+not whole BLOCK_K steps): pass the case's.
+
+``--triton DIR`` (repeatable; ``installed`` is this Python's) builds the same tactics under other Triton releases,
+each in a child Python with that release first on its path (:func:`count_under`), and ``--table`` prints one markdown
+row per tactic and release; the wgmma commit groups per K step and their wait depths (:func:`mma_sync`) show how a
+release pipelines the MMAs (docs/static-h200-s14.md: 3.7+ group them otherwise than 3.6.0, and hold more registers).
 """
 
 from __future__ import annotations
@@ -293,6 +299,12 @@ def count(tactic: str, gemm: str = "gemm2", k: int = 3072, arch: int = 90) -> Lo
                      mma_waits=waits)
 
 
+def _triton_folder(path: str) -> None:
+    if not os.path.isfile(os.path.join(path, "triton", "__init__.py")):
+        raise ValueError(f"triton: expected a folder holding triton/ (bash scripts/install_alt.sh triton==X.Y.Z), "
+                         f"got {path!r}")
+
+
 def count_under(triton_dir: str, tactics: Sequence[str], gemm: str = "gemm2", k: int = 3072,
                 arch: int = 90) -> list[LoopCount]:
     """:func:`count` of each tactic as another Triton builds it: in a child Python with ``triton_dir`` (a folder that
@@ -301,9 +313,7 @@ def count_under(triton_dir: str, tactics: Sequence[str], gemm: str = "gemm2", k:
     RuntimeError with the child's last words if it fails."""
     for t in tactics:
         parse_config(t)  # a bad label: its ValueError here, before a child starts
-    if not os.path.isfile(os.path.join(triton_dir, "triton", "__init__.py")):
-        raise ValueError(f"triton: expected a folder holding triton/ (bash scripts/install_alt.sh triton==X.Y.Z), "
-                         f"got {triton_dir!r}")
+    _triton_folder(triton_dir)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # holds fp4moe_diag/
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.abspath(triton_dir), root]))
     cmd = [sys.executable, "-m", "fp4moe_diag.profiling.sass", "--json", "--gemm", gemm, "--k", str(k), "--arch",
@@ -334,13 +344,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--gemm", choices=sorted(_GEMMS), default="gemm2")
     ap.add_argument("--k", type=int, default=3072, help="reduction length (H for gemm1, I for gemm2)")
     ap.add_argument("--arch", type=int, default=90, help="compute capability x10 (90 = sm_90a)")
-    ap.add_argument("--json", action="store_true", help="one JSON object per tactic")
-    ap.add_argument("--table", action="store_true", help="one markdown table row per tactic and Triton")
+    form = ap.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="one JSON object per tactic")
+    form.add_argument("--table", action="store_true", help="one markdown table row per tactic and Triton")
     ap.add_argument("--triton", action="append", metavar="DIR",
                     help="build with the Triton in DIR (scripts/install_alt.sh makes one; 'installed': this Python's); "
                          "repeat to compare releases (default: installed)")
     args = ap.parse_args(argv)
     try:
+        for d in args.triton or []:  # every folder checked before the first build
+            if d != "installed":
+                _triton_folder(d)
         rows = [r for d in (args.triton or ["installed"]) for r in (
             [count(t, args.gemm, args.k, args.arch) for t in args.tactic] if d == "installed" else
             count_under(d, args.tactic, args.gemm, args.k, args.arch))]
