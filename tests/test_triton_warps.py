@@ -66,9 +66,12 @@ def test_decode8_builds_without_spills_at_half_the_registers():
     for gemm in ("gemm1", "gemm2"):
         w4, w8 = use["m16n128k128w4s3-ps", gemm].registers, use["m16n128k128w8s3-ps", gemm].registers
         assert w8 < 0.75 * w4, (gemm, w4, w8)  # half the weight fragment per thread
-    # warps resident per SM: more with 8 warps (3.6: 16 against 12; 3.9: 16 against 8)
+    # warps resident per SM: more with 8 warps (3.6.0: 16 against 12; 3.7.1 and 3.9.0: 16 against 8), but for 3.8.0,
+    # whose 8-warp gemm1 takes 142 registers: 8 against 8 (docs/static-h200-s14.md)
+    import triton
+
     w4, w8 = (use[f"m16n128k128w{w}s3-ps", "gemm1"].resident_warps for w in (4, 8))
-    assert w8 > w4, (w4, w8)
+    assert (w8 == w4) if triton.__version__ == "3.8.0" else (w8 > w4), (triton.__version__, w4, w8)
 
 
 @pytest.mark.skipif(not bundled_tools("ptxas", "cuobjdump", "nvdisasm"),
