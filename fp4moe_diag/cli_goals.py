@@ -5,6 +5,7 @@ measured reason (:mod:`fp4moe_diag.analysis.goals`).  Folders with results give 
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,10 @@ def check_goal_args(args: argparse.Namespace) -> list[Path]:
 
     names = available_backends()
     for flag, name in (("--ours", args.ours), ("--w4a8", args.w4a8)):
-        if name not in names:
-            raise ValueError(f"argument {flag}: unknown backend {name!r}; expected one of {', '.join(names)}")
+        base, at, release = name.partition("@")  # triton@3.7.1: our build under one Triton release of several
+        if base not in names or (at and not re.fullmatch(r"\d+\.\d+\.\d+\S*", release)):
+            raise ValueError(f"argument {flag}: unknown backend {name!r}; expected one of {', '.join(names)} "
+                             f"(optionally @<triton release>, e.g. triton@3.7.1)")
     for d in args.runs:
         if not d.is_dir():
             raise ValueError(f"argument runs: {d} does not exist or is not a directory")
@@ -47,7 +50,9 @@ def cmd_goals(args: argparse.Namespace) -> int:
 
     timed = check_goal_args(args)
     df = pd.concat([load_run(d) for d in timed], ignore_index=True)
-    if not (df["backend"] == args.ours).any():
+    base, _, release = args.ours.partition("@")
+    mine = (df["backend"] == base) & ((df["triton_version"] == release) if release else True)
+    if not mine.any():
         have = sorted(set(df["backend"].dropna().astype(str)))
         raise ValueError(f"argument --ours: no rows of backend {args.ours!r} in these runs; they have {have}")
     report = goal_report(df, read_profiles(args.runs), ours=args.ours, w4a8=args.w4a8, launch_us=args.launch_us)
@@ -66,7 +71,8 @@ def add_parser(sub: Any) -> None:
                        "the peer's best tactics, and the measured reason from the folders' Nsight Compute profiles "
                        "(ncu_*.csv), then the profiled kernels per shape (Markdown).")
     g.add_argument("runs", nargs="+", type=Path, help="run folders (timings), and folders of ncu_*.csv profiles")
-    g.add_argument("--ours", default="triton", help="our bf16-activation backend (default triton)")
+    g.add_argument("--ours", default="triton", help="our bf16-activation backend (default triton; triton@3.7.1: its "
+                   "build under that Triton release, where the runs hold several)")
     g.add_argument("--w4a8", default="triton_w4a8", help="our W4A8 backend for goal 5 (default triton_w4a8)")
     g.add_argument("--launch-us", type=A.positive_float, default=LAUNCH_US,
                    help=f"one launch in goal 3's bound, us (default {LAUNCH_US:g})")

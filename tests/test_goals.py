@@ -63,6 +63,38 @@ def test_goal_rows_compute_each_goal_against_its_own_yardstick():
     assert g4["x_goal"] == pytest.approx(0.70 / 0.63)
 
 
+def test_with_two_triton_releases_ours_meets_the_peers_of_its_own_release():
+    rows = []
+    for release, ours_us, tk_us in (("3.6.0", 100.0, 120.0), ("3.7.1", 110.0, 105.0)):
+        rows += [row("triton", "a", 64, ours_us, wb=300_000_000, triton_version=release),
+                 row("triton_kernels", "k", 64, tk_us, triton_version=release)]
+    t = goal_rows(to_frame(rows), ours="triton@3.7.1")
+    g1 = goal(t, 1, 64)  # not our 3.6.0 build (100 us), not triton_kernels under 3.6.0: triton_kernels@3.7.1
+    assert (g1["ours_backend"], g1["peer_backend"]) == ("triton@3.7.1", "triton_kernels@3.7.1")
+    assert g1["x_goal"] == pytest.approx(110 / 105) and g1["status"] == "not met"
+    g1 = goal(goal_rows(to_frame(rows), ours="triton@3.6.0"), 1, 64)
+    assert (g1["peer_backend"], g1["x_goal"]) == ("triton_kernels@3.6.0", pytest.approx(100 / 120))
+    with pytest.raises(ValueError, match=r"^ours: .*triton@3.6.0, triton@3.7.1\); pass one"):
+        goal_rows(to_frame(rows))  # plain "triton" would silently be "not run"
+
+
+def test_goals_cli_takes_ours_under_one_triton_release(tmp_path, capsys):
+    from fp4moe_diag.cli import main
+    from fp4moe_diag.run_folder import save_run
+
+    rows = []
+    for release, ours_us, tk_us in (("3.6.0", 100.0, 120.0), ("3.7.1", 110.0, 105.0)):
+        rows += [row("triton", "a", 64, ours_us, wb=300_000_000, triton_version=release),
+                 row("triton_kernels", "k", 64, tk_us, triton_version=release)]
+    save_run(to_frame(rows), tmp_path / "run")
+    assert main(["goals", str(tmp_path / "run"), "--ours", "triton@3.7.1"]) == 0
+    out = capsys.readouterr().out
+    assert "triton_kernels@3.7.1" in out and "triton_kernels@3.6.0" not in out
+    assert main(["goals", str(tmp_path / "run")]) == 2  # which release is ours: said in one line, not guessed
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pass one of them" in err, err
+
+
 def test_goal_3_bound_is_weight_bytes_over_the_read_ceiling_plus_one_launch():
     assert LAUNCH_US == 3.0
     g3 = goal(goal_rows(frame()), 3, 1)  # 40 MB / 4000 GB/s = 10 us, + 3 us launch = 13 us; 1.3 x 13 = 16.9 us
@@ -185,7 +217,9 @@ def test_goals_cli_prints_the_report_and_refuses_bad_input_in_one_line(tmp_path,
     for argv, why in ((["goals", str(tmp_path / "empty")], "has no results"),
                       (["goals", str(S9[1])], "none of the folders has results"),
                       (["goals", str(S9[0]), "--ours", "nope"], "unknown backend 'nope'"),
-                      (["goals", str(S9[0]), "--ours", "trtllm"], "no rows of backend 'trtllm'")):
+                      (["goals", str(S9[0]), "--ours", "trtllm"], "no rows of backend 'trtllm'"),
+                      (["goals", str(S9[0]), "--ours", "triton@three"], "unknown backend 'triton@three'"),
+                      (["goals", str(S9[0]), "--ours", "triton@3.7.1"], "no rows of backend 'triton@3.7.1'")):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and why in err, err

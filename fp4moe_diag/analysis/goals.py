@@ -31,7 +31,7 @@ from typing import Optional
 
 import pandas as pd
 
-from .builds import backend_label
+from .builds import TRITON_BACKENDS, backend_label
 from .goal_profiles import KERNEL_COLUMNS, ProfileMatch, as_float, match_profile, reason_text
 from .tables import with_run_ceilings, x_of_best
 
@@ -135,9 +135,13 @@ def _row(goal: int, key: tuple, measured: float, target: float, unit: str, x: fl
 
 
 def _fastest_peer(g: pd.DataFrame, ours: str, w4a8: str) -> Optional[pd.Series]:
-    """The fastest bf16-activation backend but ours (never a W4A8 one, whatever its rows' ``kernel_precision``)."""
+    """The fastest bf16-activation backend but ours (never a W4A8 one, whatever its rows' ``kernel_precision``).
+    Where the rows hold several Triton releases (``ours`` = ``triton@3.7.1``, :func:`.builds.backend_label`), our
+    build under another release is not a peer, and the Triton-built peers are those of the same release."""
     base = g["backend"].str.split("@").str[0]
-    p = g[(g["kernel_precision"] == "w4a16") & (g["backend"] != ours) & ~base.isin([w4a8, W4A8_PEER])]
+    ours_base, _, release = ours.partition("@")
+    same_release = ~base.isin(TRITON_BACKENDS) | (release == "") | g["backend"].str.endswith(f"@{release}")
+    p = g[(g["kernel_precision"] == "w4a16") & (base != ours_base) & ~base.isin([w4a8, W4A8_PEER]) & same_release]
     return None if p.empty else p.loc[p["best_us"].idxmin()]
 
 
@@ -210,6 +214,10 @@ def goal_rows(df: pd.DataFrame, ours: str = "triton", w4a8: str = "triton_w4a8",
     ``reason`` and the profile columns); ceilings per run folder (:func:`with_run_ceilings`)."""
     df = with_run_ceilings(df)
     x = x_of_best(df)
+    tagged = sorted({b for b in x["backend"].astype(str) if b.startswith(f"{ours}@")})
+    if tagged and ours not in set(x["backend"]):
+        raise ValueError(f"ours: these rows hold {ours} under several Triton releases ({', '.join(tagged)}); "
+                         f"pass one of them")
     x = x.merge(_facts(df), on=["run_id", "backend", *SHAPE, "best_tactic"], how="left")
     rows: list[dict] = []
     for key in goal_shapes(df):
