@@ -101,6 +101,8 @@ def test_count_under_refuses_a_folder_without_triton_and_a_bad_label_before_any_
         count_under(str(tmp_path), ["m16n128k128w4s3-ps"])
     with pytest.raises(ValueError, match="^tactic:"):
         count_under(str(tmp_path), ["m16n"])  # the label first: no child is started for it
+    with pytest.raises(ValueError, match=r"^triton: 2\.0\.9 is not installed .*install_alt.sh triton==2\.0\.9\)"):
+        count_under("2.0.9", ["m16n128k128w4s3-ps"])  # a release name: looked up in .alt/
     import fp4moe_diag.profiling.sass as sass
 
     monkeypatch.setattr(sass, "count", lambda *a: pytest.fail("built before every --triton folder was checked"))
@@ -129,9 +131,10 @@ ALT_TRITONS = sorted(os.path.join(_ALT, d) for d in (os.listdir(_ALT) if os.path
                            "triton==3.6.0; .ci/run installs it before the tests)")
 def test_triton_releases_build_the_decode_gemm1_differently(capsys):
     argv = ["--tactic", "m16n128k128w4s3-ps", "--gemm", "gemm1", "--k", "3072", "--table"]
-    assert main(argv + [a for d in ALT_TRITONS for a in ("--triton", d)] + ["--triton", "installed"]) == 0
+    releases = [d.rsplit("-", 1)[1] for d in ALT_TRITONS]  # by release name: .alt/triton-<release>
+    assert main(argv + [a for r in releases for a in ("--triton", r)] + ["--triton", "installed"]) == 0
     rows = [r.split(" | ") for r in capsys.readouterr().out.splitlines() if r.startswith("| `")]
-    assert [r[2] for r in rows[:-1]] == [d.rsplit("-", 1)[1] for d in ALT_TRITONS]  # each build its own release
+    assert [r[2] for r in rows[:-1]] == releases  # each build its own release
     for r in rows:
         if r[2] not in DECODE_BUILDS:
             continue  # an installed release not studied yet: its row is printed, nothing to compare

@@ -299,21 +299,32 @@ def count(tactic: str, gemm: str = "gemm2", k: int = 3072, arch: int = 90) -> Lo
                      mma_waits=waits)
 
 
-def _triton_folder(path: str) -> None:
+def _triton_folder(path: str) -> str:
+    """The folder of a ``--triton`` value: a folder holding ``triton/``, or a release ``X.Y.Z`` that
+    ``scripts/install_alt.sh`` put in this checkout's ``.alt/``; a ValueError saying how to get it otherwise."""
+    if re.fullmatch(r"\d+\.\d+\.\d+", path):
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        alt = os.path.join(root, ".alt", f"triton-{path}")
+        if not os.path.isfile(os.path.join(alt, "triton", "__init__.py")):
+            raise ValueError(f"triton: {path} is not installed beside this one (bash scripts/install_alt.sh "
+                             f"triton=={path})")
+        return alt
     if not os.path.isfile(os.path.join(path, "triton", "__init__.py")):
-        raise ValueError(f"triton: expected a folder holding triton/ (bash scripts/install_alt.sh triton==X.Y.Z), "
-                         f"got {path!r}")
+        raise ValueError(f"triton: expected a folder holding triton/ or a release X.Y.Z in .alt/ (bash "
+                         f"scripts/install_alt.sh triton==X.Y.Z), got {path!r}")
+    return path
 
 
 def count_under(triton_dir: str, tactics: Sequence[str], gemm: str = "gemm2", k: int = 3072,
                 arch: int = 90) -> list[LoopCount]:
     """:func:`count` of each tactic as another Triton builds it: in a child Python with ``triton_dir`` (a folder that
-    holds ``triton/``, as ``scripts/install_alt.sh triton==X.Y.Z`` makes) first on its path, so that one process
+    holds ``triton/``, or a release ``X.Y.Z`` that ``scripts/install_alt.sh triton==X.Y.Z`` put in ``.alt/``) first on
+    its path, so that one process
     compares the builds of several Triton releases.  ValueError for a folder without Triton, before any compile;
     RuntimeError with the child's last words if it fails."""
     for t in tactics:
         parse_config(t)  # a bad label: its ValueError here, before a child starts
-    _triton_folder(triton_dir)
+    triton_dir = _triton_folder(triton_dir)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # holds fp4moe_diag/
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.abspath(triton_dir), root]))
     cmd = [sys.executable, "-m", "fp4moe_diag.profiling.sass", "--json", "--gemm", gemm, "--k", str(k), "--arch",
@@ -348,8 +359,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     form.add_argument("--json", action="store_true", help="one JSON object per tactic")
     form.add_argument("--table", action="store_true", help="one markdown table row per tactic and Triton")
     ap.add_argument("--triton", action="append", metavar="DIR",
-                    help="build with the Triton in DIR (scripts/install_alt.sh makes one; 'installed': this Python's); "
-                         "repeat to compare releases (default: installed)")
+                    help="build with the Triton in DIR, or release X.Y.Z of .alt/ (scripts/install_alt.sh puts it "
+                         "there); 'installed': this Python's; repeat to compare releases (default: installed)")
     args = ap.parse_args(argv)
     try:
         for d in args.triton or []:  # every folder checked before the first build
