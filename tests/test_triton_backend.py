@@ -40,7 +40,8 @@ from fp4moe_diag.backends.triton.configs import (
     parse_config,
     split_k_fits,
 )
-from fp4moe_diag.backends.triton.configs_gu import PS_GU_CONFIGS, PS_GU_PDL_CONFIGS, PS_GU_WIDE_CONFIGS
+from fp4moe_diag.backends.triton.configs_gu import (PS_GU_CONFIGS, PS_GU_DECODE_CONFIGS, PS_GU_DECODE_PDL_CONFIGS,
+                                                   PS_GU_PDL_CONFIGS, PS_GU_WIDE_CONFIGS)
 from fp4moe_diag.backends.triton.configs_warps import PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS
 from fp4moe_diag.backends.triton.configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS
 from fp4moe_diag.backends.triton.grouping import group_pairs_by_expert
@@ -150,26 +151,30 @@ def test_tactics_list():
     # (n_ps counts the -gu variants of PS_GU_CONFIGS, above the decode sizes those of PS_GU_WIDE_CONFIGS and the
     # tail-block tactics of PS_TAIL_CONFIGS too; n_pdl those of PS_GU_PDL_CONFIGS at decode, of PS_TAIL_PDL_CONFIGS
     # above)
-    # (PS_DECODE8_CONFIGS / PS_DECODE8_PDL_CONFIGS: at H = I = 64 only the unsplit ones fit: 2 and 2)
-    n_all, n_pdl_all = len(PS_CONFIGS) + len(PS_GU_CONFIGS), len(PS_PDL_CONFIGS) + 1 + len(PS_DECODE8_PDL_CONFIGS)
-    n_psd_all = len(PS_DECODE_CONFIGS) + len(PS_DECODE8_CONFIGS)
+    # (PS_DECODE8_CONFIGS / PS_DECODE8_PDL_CONFIGS: at H = I = 64 only the unsplit ones fit: 2 and 2; the k64 -gu
+    # decode tile of PS_GU_DECODE_CONFIGS and its -pdl fit everywhere: 1 and 1)
+    n_gud = len(PS_GU_DECODE_CONFIGS)
+    n_all = len(PS_CONFIGS) + len(PS_GU_CONFIGS)
+    n_pdl_all = len(PS_PDL_CONFIGS) + 1 + len(PS_DECODE8_PDL_CONFIGS) + len(PS_GU_DECODE_PDL_CONFIGS)
+    n_psd_all = len(PS_DECODE_CONFIGS) + len(PS_DECODE8_CONFIGS) + n_gud
     n_wide = n_all + len(PS_GU_WIDE_CONFIGS) + len(PS_GU16_CONFIGS) + len(PS_TAIL_CONFIGS)
     n_tpdl = len(PS_TAIL_PDL_CONFIGS)
     gu_tail = sum(c.gate_up for c in PS_TAIL_CONFIGS)  # as many -gu among PS_TAIL_PDL_CONFIGS
     for case, n_decode, n_x2, n_sw, n_ps, n_psd, n_pdl in (
-            (_case(), 1, 0, 0, n_all, 2, 7),  # m16n128k128w4s3/s4 -pdl, their -fs variants, the -gu -pdl, 2 -pdl of decode8
+            (_case(), 1, 0, 0, n_all, 3, 8),  # m16n128k128w4s3/s4 -pdl, their -fs, the 2 -gu -pdl, 2 -pdl of decode8
             (_case(num_tokens=4096), 0, 0, 0, n_wide, 0, n_tpdl),
             (_case(num_tokens=40, num_experts=2, hidden_size=96), 1, 0, 0, 0, 0, 0),
             (_case(num_tokens=64, **big), 7, 4, 3, n_all, n_psd_all, n_pdl_all),
             (_case(num_tokens=65, **big), 0, 0, 0, n_wide, 0, n_tpdl)):
         prefill = n_ps == n_wide
         n_gu = len(PS_GU_CONFIGS) + (len(PS_GU_WIDE_CONFIGS) + len(PS_GU16_CONFIGS) + gu_tail if prefill else 0)
+        n_gu += n_gud if n_psd else 0  # the k64 -gu decode tile
         tac = b.tactics(case)
         assert len(tac) == (len(CONFIGS) + len(X2_CONFIGS) + n_x2 + len(SW_CONFIGS) + n_sw + n_ps + n_psd
                             + (len(DOT_SCALED_CONFIGS) + n_decode + n_pdl if compiled else 0))
         assert sum(t.id.ps and not t.id.pdl for t in tac) == n_ps + n_psd
         assert sum(t.id.pdl > 0 for t in tac) == (n_pdl if compiled else 0)
-        pdl_gu = (gu_tail if prefill else 1) if compiled and n_pdl > 0 else 0
+        pdl_gu = (gu_tail if prefill else 1 + n_gud) if compiled and n_pdl > 0 else 0
         assert sum(t.id.gate_up for t in tac) == (n_gu + pdl_gu if n_ps else 0)
         assert sum(t.id.mode == "x2" for t in tac) == len(X2_CONFIGS) + n_x2
         assert sum(t.id.swap for t in tac) == len(SW_CONFIGS) + n_sw and all(t.id.x2 for t in tac if t.id.swap)
@@ -202,7 +207,7 @@ def test_tactics_list():
     every = (CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS + X2_CONFIGS + X2_DECODE_CONFIGS + SW_CONFIGS
              + SW_DECODE_CONFIGS + PS_CONFIGS + PS_DECODE_CONFIGS + PS_PDL_CONFIGS + PS_GU_CONFIGS + PS_GU_PDL_CONFIGS
              + PS_GU_WIDE_CONFIGS + PS_TAIL_CONFIGS + PS_TAIL_PDL_CONFIGS + PS_DECODE8_CONFIGS + PS_DECODE8_PDL_CONFIGS
-             + PS_GU16_CONFIGS)
+             + PS_GU16_CONFIGS + PS_GU_DECODE_CONFIGS + PS_GU_DECODE_PDL_CONFIGS)
     assert len(set(every)) == len(every)
 
 
@@ -472,11 +477,12 @@ def test_interpreter_matches_reference(interp_results: dict, name: str):
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
 def test_interpreter_all_tactics_and_edge_cases(interp_results: dict):
     n8 = sum(c.split_k == 1 and not c.split_k2 for c in PS_DECODE8_CONFIGS)  # the ones that fit K = 64 (configs_warps)
+    n_gu = len(PS_GU_CONFIGS) + len(PS_GU_DECODE_CONFIGS)  # with the k64 -gu decode tile (K = 64 fits it)
     assert n8 == 2 and sum(k.startswith("oai_bias/") for k in interp_results) == (
-        len(CONFIGS) + len(X2_CONFIGS) + len(SW_CONFIGS) + len(PS_CONFIGS) + len(PS_GU_CONFIGS) + n8 + 3)
-    assert sum(k.startswith("oai_bias/") and "-ps" in k for k in interp_results) == (len(PS_CONFIGS) + len(PS_GU_CONFIGS)
-                                                                                      + n8)
-    assert sum(k.startswith("oai_bias/") and "-ps-gu" in k for k in interp_results) == len(PS_GU_CONFIGS)
+        len(CONFIGS) + len(X2_CONFIGS) + len(SW_CONFIGS) + len(PS_CONFIGS) + n_gu + n8 + 3)
+    assert sum(k.startswith("oai_bias/") and "-ps" in k for k in interp_results) == len(PS_CONFIGS) + n_gu + n8
+    assert sum(k.startswith("oai_bias/") and "-ps-gu" in k for k in interp_results) == n_gu
+    assert "oai_bias/m16n128k64w4s6-ps-gu" in interp_results
     assert interp_results["ps_vs_x2"] < 1e-2  # the same products, another summation order
     assert {"ps_uneven/m16n64k128w4s1-ps", "ps_uneven/m32n128k64w4s1-ps-sk2", "ps_uneven/m16n16k64w4s1-ps",
             "ps_uneven/m16n64k128w4s1-ps-sk2", "ep_offset/m16n64k64w4s1-ps",

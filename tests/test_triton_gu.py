@@ -19,8 +19,9 @@ from fp4moe_diag import MoECase
 from fp4moe_diag.backends.triton import ps_layout
 from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend
 from fp4moe_diag.backends.triton.configs import PS_CONFIGS, PS_PDL_CONFIGS, KernelConfig, parse_config
-from fp4moe_diag.backends.triton.configs_gu import (PS_GU_CONFIGS, PS_GU_PDL_CONFIGS, PS_GU_WIDE_CONFIGS,
-                                                    ps_gu_chunk_dots)
+from fp4moe_diag.backends.triton.configs_gu import (PS_GU_CONFIGS, PS_GU_DECODE_CONFIGS, PS_GU_DECODE_PDL_CONFIGS,
+                                                   PS_GU_PDL_CONFIGS, PS_GU_WIDE_CONFIGS,
+                                                   ps_gu_chunk_dots)
 from interpreter import HAS_TRITON, bundled_tools, interpreter_fixture
 
 TOL = 1e-2  # relative L2 against the fp32 reference, as tests/test_triton_backend.py
@@ -63,9 +64,17 @@ def test_gate_up_tactic_lists():
     on = {t.label for t in b.tactics(MoECase(num_tokens=64, hidden_size=192, intermediate_size=320, num_experts=4,
                                              top_k=2))}
     assert {c.label for c in PS_GU_CONFIGS} <= on and not {c.label for c in PS_GU_WIDE_CONFIGS} & on  # decode
+    # the k64 -gu decode tile (for Triton 3.7+: configs_gu), at decode only; its -pdl twin compiled only
+    assert [c.label for c in PS_GU_DECODE_CONFIGS + PS_GU_DECODE_PDL_CONFIGS] == ["m16n128k64w4s6-ps-gu",
+                                                                                  "m16n128k64w4s6-ps-gu-pdl"]
+    from fp4moe_diag.backends.triton import backend
+
+    compiled = not (backend.interpret_enabled() or backend.kernels_interpreted())
+    assert "m16n128k64w4s6-ps-gu" in on and ("m16n128k64w4s6-ps-gu-pdl" in on) == compiled
     prefill = {t.label for t in b.tactics(MoECase(num_tokens=1024, hidden_size=192, intermediate_size=320,
                                                   num_experts=4, top_k=2))}
     assert {c.label for c in PS_GU_CONFIGS + PS_GU_WIDE_CONFIGS} <= prefill
+    assert not {c.label for c in PS_GU_DECODE_CONFIGS} & prefill
     off = b.tactics(MoECase(num_tokens=64, hidden_size=96, intermediate_size=320, num_experts=4, top_k=2))
     assert not any(t.id.gate_up for t in off)  # no ps layout (H = 96), no -gu
 

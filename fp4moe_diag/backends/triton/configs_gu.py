@@ -33,6 +33,15 @@ PS_GU_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, "ps", block_n2=
 #: against 164.9 us without -gu)
 PS_GU_PDL_CONFIGS: tuple[KernelConfig, ...] = (KernelConfig(16, 128, 128, 4, 3, "ps", pdl=1, gate_up=True),)
 
+#: decode (offered where PS_DECODE_CONFIGS are; -pdl with PS_PDL_CONFIGS): the gate/up tile at BLOCK_K 64, one dot of
+#: 256 weight rows per K step, for the Triton releases users run (docs/static-h200-s14.md).  From Triton 3.7 on the
+#: k128 decode winner's gemm1 holds 229-243 registers, 2 programs per SM; this tile 136 (3.7.1) / 156 (3.9.0), 3
+#: programs, at 3.23 / 3.38 loop instructions per weight against 2.94 / 3.14 (sm_90a, K = 3072, profiling.sass).
+#: Under 3.6.0, the H200 image's: 132 registers, 3 programs, 3.26 against the winner's 3.02 at the same residency.
+#: Not measured yet: tools/device/plans/tritons.sh sweeps it under 3.7.1 and 3.6.0.
+PS_GU_DECODE_CONFIGS: tuple[KernelConfig, ...] = (KernelConfig(16, 128, 64, 4, 6, "ps", gate_up=True),)
+PS_GU_DECODE_PDL_CONFIGS: tuple[KernelConfig, ...] = (KernelConfig(16, 128, 64, 4, 6, "ps", pdl=1, gate_up=True),)
+
 
 #: BLOCK_M 256 (the tokens: wgmma N = 256), 8 warps, 64 output columns = 128 gate/up-interleaved weight rows, one m64
 #: per warpgroup: each upcast weight feeds 256 tokens instead of 128, so the upcast (most of the loop) costs half as

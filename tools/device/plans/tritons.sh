@@ -38,9 +38,10 @@ A="--cuda-graph --kernel-time --device cuda --warmup 3 --repeats 10 --screen 2 -
 A="$A --max-seconds-per-tactic 0.3 --no-progress"
 case "$PART" in
   decode)
-    # the winners under 3.6.0 (-pdl), their plain twins, and the k64 tiles that keep 3-4 programs per SM from 3.7 on
+    # the winners under 3.6.0 (-pdl), their plain twins, and the k64 tiles (-gu too) that keep 3-4 programs per SM
+    # from 3.7 on
     TT='triton=^(m16n64k256w4s3-ps-sk[24](-pdl)?(-fs)?|m16n128k128w4s3-ps(-g2sk2)?(-pdl)?(-fs)?'
-    TT="$TT"'|m16n128k128w8s3-ps(-g2sk2)?-pdl|m16n128k64w4s6-ps(-sk2)?|m16n64k128w4s6-ps-sk[24])$'
+    TT="$TT"'|m16n128k128w8s3-ps(-g2sk2)?-pdl|m16n128k64w4s6-ps(-sk2|-gu(-pdl)?)?|m16n64k128w4s6-ps-sk[24])$'
     TK='triton_kernels=^tk-(mautokautow4|m16k128w[48]|m32k128w4)$'
     MODELS=gpt-oss-20b:1,gpt-oss-120b:4; TOKENS=1,4,16,64 ;;
   prefill)
