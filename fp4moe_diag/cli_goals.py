@@ -25,11 +25,12 @@ def check_goal_args(args: argparse.Namespace) -> list[Path]:
     from .run_folder import is_run_folder
 
     names = available_backends()
-    for flag, name in (("--ours", args.ours), ("--w4a8", args.w4a8)):
-        base, at, release = name.partition("@")  # triton@3.7.1: our build under one Triton release of several
-        if base not in names or (at and not re.fullmatch(r"\d+\.\d+\.\d+\S*", release)):
-            raise ValueError(f"argument {flag}: unknown backend {name!r}; expected one of {', '.join(names)} "
-                             f"(optionally @<triton release>, e.g. triton@3.7.1)")
+    base, at, release = args.ours.partition("@")  # triton@3.7.1: our build under one Triton release of several
+    if base not in names or (at and not re.fullmatch(r"\d+\.\d+\.\d+\S*", release)):
+        raise ValueError(f"argument --ours: unknown backend {args.ours!r}; expected one of {', '.join(names)} "
+                         f"(optionally @<triton release>, e.g. triton@3.7.1)")
+    if args.w4a8 not in names:
+        raise ValueError(f"argument --w4a8: unknown backend {args.w4a8!r}; expected one of {', '.join(names)}")
     for d in args.runs:
         if not d.is_dir():
             raise ValueError(f"argument runs: {d} does not exist or is not a directory")

@@ -219,6 +219,7 @@ def test_goals_cli_prints_the_report_and_refuses_bad_input_in_one_line(tmp_path,
                       (["goals", str(S9[0]), "--ours", "nope"], "unknown backend 'nope'"),
                       (["goals", str(S9[0]), "--ours", "trtllm"], "no rows of backend 'trtllm'"),
                       (["goals", str(S9[0]), "--ours", "triton@three"], "unknown backend 'triton@three'"),
+                      (["goals", str(S9[0]), "--w4a8", "triton_w4a8@3.7.1"], "unknown backend 'triton_w4a8@3.7.1'"),
                       (["goals", str(S9[0]), "--ours", "triton@3.7.1"], "no rows of backend 'triton@3.7.1'")):
         assert main(argv) == 2
         err = capsys.readouterr().err

@@ -299,12 +299,15 @@ def count(tactic: str, gemm: str = "gemm2", k: int = 3072, arch: int = 90) -> Lo
                      mma_waits=waits)
 
 
+#: the checkout that holds ``fp4moe_diag/`` (and ``.alt/``, where scripts/install_alt.sh puts other releases)
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
 def _triton_folder(path: str) -> str:
     """The folder of a ``--triton`` value: a folder holding ``triton/``, or a release ``X.Y.Z`` that
     ``scripts/install_alt.sh`` put in this checkout's ``.alt/``; a ValueError saying how to get it otherwise."""
     if re.fullmatch(r"\d+\.\d+\.\d+", path):
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        alt = os.path.join(root, ".alt", f"triton-{path}")
+        alt = os.path.join(_ROOT, ".alt", f"triton-{path}")
         if not os.path.isfile(os.path.join(alt, "triton", "__init__.py")):
             raise ValueError(f"triton: {path} is not installed beside this one (bash scripts/install_alt.sh "
                              f"triton=={path})")
@@ -319,14 +322,12 @@ def count_under(triton_dir: str, tactics: Sequence[str], gemm: str = "gemm2", k:
                 arch: int = 90) -> list[LoopCount]:
     """:func:`count` of each tactic as another Triton builds it: in a child Python with ``triton_dir`` (a folder that
     holds ``triton/``, or a release ``X.Y.Z`` that ``scripts/install_alt.sh triton==X.Y.Z`` put in ``.alt/``) first on
-    its path, so that one process
-    compares the builds of several Triton releases.  ValueError for a folder without Triton, before any compile;
-    RuntimeError with the child's last words if it fails."""
+    its path, so that one process compares the builds of several Triton releases.  ValueError for a folder without
+    Triton, before any compile; RuntimeError with the child's last words if it fails."""
     for t in tactics:
         parse_config(t)  # a bad label: its ValueError here, before a child starts
     triton_dir = _triton_folder(triton_dir)
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # holds fp4moe_diag/
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.abspath(triton_dir), root]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.abspath(triton_dir), _ROOT]))
     cmd = [sys.executable, "-m", "fp4moe_diag.profiling.sass", "--json", "--gemm", gemm, "--k", str(k), "--arch",
            str(arch)] + [a for t in tactics for a in ("--tactic", t)]
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -363,10 +364,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                          "there); 'installed': this Python's; repeat to compare releases (default: installed)")
     args = ap.parse_args(argv)
     try:
-        for d in args.triton or []:  # every folder checked before the first build
-            if d != "installed":
-                _triton_folder(d)
-        rows = [r for d in (args.triton or ["installed"]) for r in (
+        # every folder resolved (and checked) before the first build
+        dirs = [d if d == "installed" else _triton_folder(d) for d in args.triton or ["installed"]]
+        rows = [r for d in dirs for r in (
             [count(t, args.gemm, args.k, args.arch) for t in args.tactic] if d == "installed" else
             count_under(d, args.tactic, args.gemm, args.k, args.arch))]
     except ValueError as e:
