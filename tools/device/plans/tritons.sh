@@ -19,23 +19,14 @@ PART=${PART:-decode}
 case "$PART" in decode|prefill) ;; *) echo "PART: expected decode or prefill, got $PART" >&2; exit 2 ;; esac
 KIT=${KIT:-$(ls .carry/triton-*-cp312.tar.xz 2>/dev/null | head -1)}
 [ -f "$KIT" ] || { echo "KIT: no .carry/triton-X.Y.Z-cp312.tar.xz carried (tools/device/triton_kit.sh)" >&2; exit 2; }
-export OUT=${OUT:-/tmp/out}
-T0=$(date +%s); say() { echo "[tritons-$PART +$(( $(date +%s) - T0 ))s] $*"; }
-left() { echo $(( $1 - ($(date +%s) - T0) )); }
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1
+. "$(dirname "$0")/plan_lib.sh"
 mkdir -p /tmp/tnew && tar -xJf "$KIT" -C /tmp/tnew || { echo "KIT: $KIT does not unpack" >&2; exit 2; }
-export PYTHONPATH=$PWD:/tmp/site FP4MOE_TRITON_KERNELS_DIR=$PWD/.carry/triton_kernels
-export FP4MOE_GIT_COMMIT=$(cat .git_commit)
+plan_start "tritons-$PART"
 NEW=$(PYTHONPATH=/tmp/tnew:$PYTHONPATH python3 -c "import triton; print(triton.__version__)") \
-  || { echo "KIT: the kit's triton does not import here" >&2; exit 3; }
+  || { echo "KIT: the kit's triton does not import here" >&2; plan_finish; exit 3; }
 OLD=$(python3 -c "import triton; print(triton.__version__)")
 say "image triton $OLD, kit triton $NEW"
-mkdir -p /tmp/r
-( while sleep 30; do tar -czf $OUT/partial.tgz.tmp -C /tmp r 2>/dev/null && mv $OUT/partial.tgz.tmp $OUT/partial.tgz; \
-  done ) &
-SNAP=$!
-A="--cuda-graph --kernel-time --device cuda --warmup 3 --repeats 10 --screen 2 --screen-top 6"
-A="$A --max-seconds-per-tactic 0.3 --no-progress"
+A="$SWEEP_ARGS --screen-top 6"
 case "$PART" in
   decode)
     # the winners under 3.6.0 (-pdl), their plain twins, and the k64 tiles (-gu too) that keep 3-4 programs per SM
@@ -58,5 +49,4 @@ sweep() {  # $1: the Triton folder first on PYTHONPATH ('' for the image's), $2:
 }
 sweep /tmp/tnew "$NEW" $(( ($(left 570)) / 2 ))
 sweep "" "$OLD" $(left 575)
-kill $SNAP 2>/dev/null; wait $SNAP 2>/dev/null; rm -f $OUT/partial.tgz.tmp
-tar -czf $OUT/runs.tgz -C /tmp r && rm -f $OUT/partial.tgz; say "all done"; ls -la $OUT
+plan_finish

@@ -13,20 +13,14 @@
 set -u
 PART=${PART:-decode}
 case "$PART" in decode|prefill) ;; *) echo "PART: expected decode or prefill, got $PART" >&2; exit 2 ;; esac
-export OUT=${OUT:-/tmp/out} TRITON_CACHE_DIR=/tmp/tc
-T0=$(date +%s); say() { echo "[warps-$PART +$(( $(date +%s) - T0 ))s] $*"; }
-left() { echo $(( $1 - ($(date +%s) - T0) )); }
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1
+. "$(dirname "$0")/plan_lib.sh"
+export TRITON_CACHE_DIR=/tmp/tc
+plan_start "warps-$PART"
 NCU_PY=$(ls -d /opt/nvidia/nsight-compute/*/extras/python 2>/dev/null | head -1)
 export PATH=$PATH:$(dirname "$(ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)")
-export PYTHONPATH=$PWD:/tmp/site:$NCU_PY FP4MOE_TRITON_KERNELS_DIR=$PWD/.carry/triton_kernels
-export FP4MOE_GIT_COMMIT=$(cat .git_commit)
-mkdir -p /tmp/r /tmp/p
-( while sleep 30; do tar -czf $OUT/partial.tgz.tmp -C /tmp r 2>/dev/null && mv $OUT/partial.tgz.tmp $OUT/partial.tgz; \
-  done ) &
-SNAP=$!
-A="--cuda-graph --kernel-time --device cuda --warmup 3 --repeats 10 --screen 2 --screen-top 8"
-A="$A --max-seconds-per-tactic 0.3 --no-progress"
+export PYTHONPATH=$PYTHONPATH:$NCU_PY
+mkdir -p /tmp/p
+A="$SWEEP_ARGS --screen-top 8"
 MODELS=gpt-oss-20b:1,gpt-oss-20b:2,gpt-oss-120b:4:4096
 case "$PART" in
   decode)
@@ -48,5 +42,4 @@ L=$(left 585); [ "$L" -gt 40 ] && (timeout $L python3 -m fp4moe_diag profile --b
   --ep "$pep" --tokens "$pt" --tactics "$ptac" --stalls --out /tmp/p/1-triton-$pm-ep$pep-t$pt 2>&1 | tail -4 \
   | cut -c1-240
   tar -czf $OUT/profiles.tgz -C /tmp p; say "profile done")
-kill $SNAP 2>/dev/null; wait $SNAP 2>/dev/null; rm -f $OUT/partial.tgz.tmp
-tar -czf $OUT/runs.tgz -C /tmp r && rm -f $OUT/partial.tgz; say "all done"; ls -la $OUT
+plan_finish
