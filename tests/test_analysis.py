@@ -27,6 +27,19 @@ def test_best_per_shape(df):
     assert A.provenance(df) == f"{GPU} · flashinfer {FI}"
 
 
+
+def test_best_per_shape_takes_the_fastest_flagged_row_of_a_run_that_merged_several_sweeps():
+    """A run imported from several sweeps of one shape holds one tuner-flagged best per sweep: the fastest of them
+    is the shape's best, not the first sweep's (session 15's run: the 16-warp tile's sweep ran after another)."""
+    rows = [_row("triton", "a", 0, 4096, 1, t_us=1777.0, is_best=True),  # sweep 1's best
+            _row("triton", "b", 0, 4096, 1, t_us=1800.0),
+            _row("triton", "c", 0, 4096, 1, t_us=1742.0, is_best=True),  # sweep 2's best
+            _row("triton", "d", 0, 4096, 1, t_us=1700.0)]  # faster, but not flagged: a screened-out measurement
+    best = A.best_per_shape(to_frame(rows)).iloc[0]
+    assert best["best_tactic"] == "c" and best["best_us"] == 1742.0
+    unflagged = A.best_per_shape(to_frame([{**r, "is_best": False} for r in rows])).iloc[0]
+    assert unflagged["best_tactic"] == "d" and unflagged["best_us"] == 1700.0
+
 # --------------------------------------------------------------------------- report helpers
 def test_summary_tables(df):
     t = A.summary_tables(df)

@@ -71,7 +71,8 @@ def best_per_shape(df: pd.DataFrame) -> pd.DataFrame:
     ``default_tactic``, ``default_us``, ``default_status``, ``speedup`` (default / best),
     ``frac_bw_roofline``, ``achieved_GBps``, ``achieved_TFLOPs`` and ``frac_flops_roofline`` of the best tactic,
     ``best_rel_l2``, ``n_tactics``
-    and ``n_ok``.  The best is the ``is_best`` row when the tuner marked one, else the fastest ``ok`` row.
+    and ``n_ok``.  The best is the ``is_best`` row when the tuner marked one (the fastest such row where a run
+    merged several sweeps of the shape), else the fastest ``ok`` row.
     """
     require_frame(df, "best_per_shape", ["status", "time_median_us", *SHAPE_COLUMNS])
     keys = list(SHAPE_COLUMNS)
@@ -84,10 +85,12 @@ def best_per_shape(df: pd.DataFrame) -> pd.DataFrame:
     flag = lambda col: d[col].fillna(False).astype(bool) if col in d else pd.Series(False, index=d.index)  # noqa: E731
     base = d.groupby(keys, dropna=False, sort=True).size().rename("n_tactics").to_frame()
     base["n_ok"] = ok.groupby([d[k] for k in keys], dropna=False).sum()
-    # the flagged best first, else the fastest ok row (the first of equal times, as idxmin)
-    flagged = d[ok & flag("is_best")].groupby(keys, dropna=False, sort=False).head(1)
-    fastest = d[ok].assign(_t=t[ok]).sort_values("_t", kind="stable").groupby(keys, dropna=False, sort=False).head(1)
-    best = pd.concat([flagged, fastest.drop(columns="_t")]).groupby(keys, dropna=False, sort=False).head(1)
+    # the flagged best first (the fastest of them where a run merged several sweeps of the shape, each with its own
+    # best), else the fastest ok row (the first of equal times, as idxmin)
+    timed = d[ok].assign(_t=t[ok]).sort_values("_t", kind="stable")
+    flagged = timed[flag("is_best")[timed.index]].groupby(keys, dropna=False, sort=False).head(1)
+    fastest = timed.groupby(keys, dropna=False, sort=False).head(1)
+    best = pd.concat([flagged, fastest]).drop(columns="_t").groupby(keys, dropna=False, sort=False).head(1)
     get = lambda frame, col: frame[col] if col in frame else pd.Series(math.nan, index=frame.index)  # noqa: E731
     b = pd.DataFrame({k: best[k] for k in keys})
     b["best_tactic"] = best["tactic_label"].astype("string").fillna("")
