@@ -5,6 +5,7 @@
 # tactics that won at these shapes in the committed runs (s10f, s11b, s12e-g, s15a: the top two per shape and backend;
 # for CUTLASS the gemm1 / gemm2 tactics those winners combine), screened and the top six re-timed in full. Two sweeps:
 # decode (T <= 256) first, then prefill; a sweep cut off by the time limit still brings back its finished cases.
+# MODELS, DECODE_TOKENS and PREFILL_TOKENS narrow it (an empty token list skips that sweep), e.g. to re-measure shapes.
 # Run from the repository root on the device with .carry/triton_kernels, .carry/fi074_py.tar.xz (FlashInfer 0.7.4's
 # Python files: tools/README_cutlass_slim.md), .carry/fused_moe_90_slim074_full.so.xz (the module built by
 # tools/cutlass_slim/build_cutlass_sm90_slim_074.py --tactics full), .whl and .git_commit carried:
@@ -21,19 +22,22 @@ plan_start headline
 mkdir -p /tmp/fi074 && tar -C /tmp/fi074 -xJf .carry/fi074_py.tar.xz
 export PYTHONPATH=$PYTHONPATH:/tmp/fi074 FP4MOE_CUTLASS_MODULE=$PWD/$MODULE
 A="$SWEEP_ARGS --screen-top 6"
-MODELS=gpt-oss-20b:1,gpt-oss-20b:2,gpt-oss-120b:4:4096
+MODELS=${MODELS:-gpt-oss-20b:1,gpt-oss-20b:2,gpt-oss-120b:4:4096}
+DECODE_TOKENS=${DECODE_TOKENS-1,4,16,64,256} PREFILL_TOKENS=${PREFILL_TOKENS-1024,4096,16384}
 sweep() {  # $1: name, $2: tokens, $3: seconds, then the --tactics regexes
   local name=$1 tokens=$2 secs=$3; shift 3
+  [ -n "$tokens" ] || { say "sweep $name skipped (no tokens)"; return; }
   local tac=(); for t in "$@"; do tac+=(--tactics "$t"); done
   timeout "$secs" python3 -m fp4moe_diag sweep --backends triton,triton_kernels,cutlass --models $MODELS \
     --tokens "$tokens" $A "${tac[@]}" --out /tmp/r/headline-$name 2>&1 | grep -v "^ *gpt-oss" | tail -3
   say "sweep $name done"
 }
-sweep decode 1,4,16,64,256 $(left 270) \
+# CUTLASS at decode: its winners at T <= 64 (g1:53 / 57, g2:165-172) and at 20b T=256 (g1:73 + g2:180 / 188 / 189)
+sweep decode "$DECODE_TOKENS" $(left 270) \
   'triton=^(m16n64k256w4s3-ps-sk[24]-pdl(-fs)?|m16n128k128w4s3-ps(-g2sk2)?(-pdl)?(-fs)?|m16n128k256w8s3-ps-sk2-pdl|m32n128k128w4s3-ps|m64n128k64w8s4-ps)$' \
   'triton_kernels=^tk-(mautokautow4|m16k128w[48]|m32k128w4)$' \
-  'cutlass=^(default|g1:(53|57)|g2:(165|168|169|172))'
-sweep prefill 1024,4096,16384 $(left 570) \
+  'cutlass=^(default|g1:(53|57|73)|g2:(165|168|169|172|180|188|189))'
+sweep prefill "$PREFILL_TOKENS" $(left 570) \
   'triton=^(m128n128k64w16s[34]-ps-gu-g2n256(-t64)?|m256n64k64w8s3-ps-gu-g2n128(-t128)?|m128n128k64w8s3-ps-g2n256-t64-pdl|m64n128k64w8s4-ps(-t32)?)$' \
   'triton_kernels=^tk-(mautokautow8|m64k128w4|m128kautow8s3|m128k128w8)$' \
   'cutlass=^(default|g1:(73)|g2:(180|188|189))'
