@@ -78,6 +78,21 @@ def test_with_two_triton_releases_ours_meets_the_peers_of_its_own_release():
         goal_rows(to_frame(rows))  # plain "triton" would silently be "not run"
 
 
+
+def test_goal_5_finds_the_w4a8_backend_where_the_rows_hold_several_triton_releases():
+    """Session 15's runs (triton under 3.6.0 and 3.7.1) beside session 11's W4A8 runs (3.6.0 only): the W4A8 rows are
+    labelled triton_w4a8@3.6.0, and goal 5 must still compare them (it said "triton_w4a8 has no ok row")."""
+    rows = [row("triton", "a", 4096, 1000.0, triton_version="3.6.0"),
+            row("triton", "a", 4096, 1050.0, triton_version="3.7.1"),
+            row("triton_w4a8", "f8", 4096, 900.0, precision="w4a8", rel=4e-2, triton_version="3.6.0"),
+            row("cutlass_humming", "h", 4096, 990.0, precision="w4a8")]
+    for ours in ("triton@3.6.0", "triton@3.7.1"):  # 3.7.1: the only W4A8 release there is
+        g5 = goal(goal_rows(to_frame(rows), ours=ours), 5, 4096)
+        assert (g5["ours_backend"], g5["status"]) == ("triton_w4a8@3.6.0", "met")
+        assert g5["x_goal"] == pytest.approx(900 / 990)
+    rows.append(row("triton_w4a8", "f8", 4096, 950.0, precision="w4a8", rel=4e-2, triton_version="3.7.1"))
+    assert goal(goal_rows(to_frame(rows), ours="triton@3.7.1"), 5, 4096)["ours_us"] == pytest.approx(950.0)
+
 def test_goals_cli_takes_ours_under_one_triton_release(tmp_path, capsys):
     from fp4moe_diag.cli import main
     from fp4moe_diag.run_folder import save_run

@@ -208,6 +208,22 @@ def goal_shapes(df: pd.DataFrame) -> list[tuple]:
     return sorted(keys, key=lambda k: (str(k[0]), str(k[1]), int(k[2]), not bool(k[3]), int(k[4])))
 
 
+def _w4a8_label(x: pd.DataFrame, w4a8: str, ours: str) -> str:
+    """``w4a8`` as :func:`x_of_best` labels it: where the rows hold several Triton releases, a W4A8 backend measured
+    under one of them is ``triton_w4a8@3.6.0``; that of ours' release, else the only one (several: a ``ValueError``)."""
+    have = set(x["backend"].astype(str))
+    tagged = sorted(b for b in have if b.startswith(f"{w4a8}@"))
+    if w4a8 in have or not tagged:
+        return w4a8
+    mine = f"{w4a8}@{ours.partition('@')[2]}"
+    if mine in tagged:
+        return mine
+    if len(tagged) == 1:
+        return tagged[0]
+    raise ValueError(f"w4a8: these rows hold {w4a8} under several Triton releases ({', '.join(tagged)}); "
+                     f"pass one of them")
+
+
 def goal_rows(df: pd.DataFrame, ours: str = "triton", w4a8: str = "triton_w4a8",
               launch_us: float = LAUNCH_US) -> pd.DataFrame:
     """The goal table without the reasons: one row per goal x goal shape of ``df`` (:data:`GOAL_COLUMNS` but
@@ -218,6 +234,7 @@ def goal_rows(df: pd.DataFrame, ours: str = "triton", w4a8: str = "triton_w4a8",
     if tagged and ours not in set(x["backend"]):
         raise ValueError(f"ours: these rows hold {ours} under several Triton releases ({', '.join(tagged)}); "
                          f"pass one of them")
+    w4a8 = _w4a8_label(x, w4a8, ours)
     x = x.merge(_facts(df), on=["run_id", "backend", *SHAPE, "best_tactic"], how="left")
     rows: list[dict] = []
     for key in goal_shapes(df):
