@@ -197,14 +197,20 @@ def cmd_versions(args: argparse.Namespace) -> int:
 
 
 def cmd_headline(args: argparse.Namespace) -> int:
-    from .analysis.headline import headline_markdown, headline_table
+    from .analysis.builds import common_release_tactics
+    from .analysis.headline import headline_markdown, headline_table, release_note
     from .run_folder import load_runs
 
     df = pd.concat([load_runs(d) for d in args.runs], ignore_index=True)
+    if args.common_tactics:
+        df = common_release_tactics(df)
     table = headline_table(df, backends=args.backends)
     if args.csv:
         table.to_csv(args.csv, index=False)
     print(headline_markdown(table, backends=args.backends))
+    note = release_note(df)
+    if note:
+        print("\n" + note)
     return 0
 
 
@@ -333,6 +339,9 @@ def _add_headline(sub: Any) -> None:
     hl.add_argument("--backends", type=lambda s: [b for b in s.split(",") if b], default=None,
                     help="column groups in this order, e.g. triton_kernels,triton,cutlass@0.5.2")
     hl.add_argument("--csv", type=Path, default=None, help="also write the wide table here")
+    hl.add_argument("--common-tactics", action="store_true",
+                    help="where a Triton-built backend ran under several Triton releases, compare at each shape only "
+                    "the tactics every release ran (like for like)")
     hl.set_defaults(func=cmd_headline)
 
 

@@ -165,3 +165,37 @@ def test_triton_releases_in_one_frame_are_kernels_of_their_own_and_one_release_k
     assert t.iloc[0]["triton@3.7.1:us"] == 110.0 and t.iloc[0]["best_backend"] == "triton@3.6.0"
     one = x_of_best(df[df["triton_version"] == "3.6.0"])  # a single release: names as before
     assert set(one["backend"]) == {"triton", "triton_kernels"}
+
+
+def test_triton_releases_given_different_tactics_are_said_and_can_be_compared_on_the_common_ones(tmp_path):
+    """Session 15: triton@3.6.0 also ran the 16-warp tiles (another sweep of the same run), 3.7.1 did not; its
+    headline compared tactic sets as well as releases without saying so."""
+    from fp4moe_diag.analysis.builds import common_release_tactics, release_tactic_mismatches
+    from fp4moe_diag.analysis.headline import release_note
+
+    rows = []
+    for release, times in (("3.6.0", {"a": 100.0, "w16": 90.0}), ("3.7.1", {"a": 105.0})):
+        for i, (label, us) in enumerate(times.items()):
+            r = _row("triton", label, i, 4096, 1, "ok", us, is_best=us == min(times.values()))
+            r.update(triton_version=release)
+            rows.append(r)
+    r = _row("triton", "a", 0, 64, 1, "ok", 50.0, is_best=True)  # a shape under one release only: kept
+    r.update(triton_version="3.6.0")
+    df = to_frame(rows + [r])
+    m = release_tactic_mismatches(df)
+    assert len(m) == 1 and (m.iloc[0]["num_tokens"], m.iloc[0]["tactics"], m.iloc[0]["common"]) == (
+        4096, "3.6.0: 2, 3.7.1: 1", 1)
+    assert "Not like for like" in release_note(df) and "triton (1 shapes, 3.6.0: 2, 3.7.1: 1" in release_note(df)
+    same = common_release_tactics(df)
+    assert sorted(zip(same["num_tokens"], same["tactic_label"], same["triton_version"])) == [
+        (64, "a", "3.6.0"), (4096, "a", "3.6.0"), (4096, "a", "3.7.1")]
+    assert release_note(same) == ""
+    t = headline_table(same).set_index("num_tokens")
+    assert t.loc[4096, "triton@3.6.0:us"] == 100.0 and t.loc[4096, "triton@3.7.1:us"] == 105.0
+    assert headline_table(df).set_index("num_tokens").loc[4096, "triton@3.6.0:us"] == 90.0
+    assert common_release_tactics(frame()).equals(frame())  # no Triton release split: unchanged
+    run = tmp_path / "run"
+    save_run(df, run)
+    cp = subprocess.run([sys.executable, "-m", "fp4moe_diag", "headline", str(run), "--common-tactics"], cwd=REPO,
+                        capture_output=True, text=True, timeout=120)
+    assert cp.returncode == 0 and "| 100 (1.00x" in cp.stdout.replace("**", "") and "Not like" not in cp.stdout

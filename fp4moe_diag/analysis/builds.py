@@ -124,3 +124,44 @@ def backend_label(df: pd.DataFrame) -> pd.Series:
         if d.loc[tr, "triton_version"].nunique() > 1:
             out[tr] = d.loc[tr, "backend"].astype(str) + "@" + d.loc[tr, "triton_version"].astype(str)
     return out
+
+
+def _triton_release_groups(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """The ok rows of Triton-built backends measured under more than one release, and the shape keys to group by."""
+    if "triton_version" not in df or "tactic_label" not in df:
+        return df.iloc[0:0], []
+    keys = ["gpu_name", "backend", *[k for k in SHAPE_KEYS if k in df]]
+    d = df[df["backend"].isin(TRITON_BACKENDS) & (df["status"] == "ok") & df["triton_version"].notna()]
+    several = d.groupby("backend")["triton_version"].nunique()
+    return d[d["backend"].isin(several[several > 1].index)], keys
+
+
+def release_tactic_mismatches(df: pd.DataFrame) -> pd.DataFrame:
+    """Per shape and Triton-built backend measured under several releases: the shapes where the releases were not
+    given the same tactics (a headline's ``triton@3.6.0`` / ``triton@3.7.1`` columns there compare tactic sets as well
+    as releases).  Columns: the shape keys, ``releases`` and ``tactics`` (``3.6.0: 12, 3.7.1: 8``), ``common``."""
+    d, keys = _triton_release_groups(df)
+    out = []
+    for key, g in d.groupby(keys, dropna=False, sort=True):
+        sets = {str(v): set(s["tactic_label"].astype(str)) for v, s in g.groupby("triton_version")}
+        if len(sets) > 1 and len({frozenset(s) for s in sets.values()}) > 1:
+            common = set.intersection(*sets.values())
+            out.append({**dict(zip(keys, key)), "releases": ", ".join(sorted(sets)),
+                        "tactics": ", ".join(f"{v}: {len(s)}" for v, s in sorted(sets.items())),
+                        "common": len(common)})
+    return pd.DataFrame(out, columns=[*keys, "releases", "tactics", "common"])
+
+
+def common_release_tactics(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with, for each Triton-built backend measured under several releases, at each shape only the tactics
+    that every release there ran (ok): the releases then compare like for like.  Other rows are kept as they are."""
+    df = df.reset_index(drop=True)
+    d, keys = _triton_release_groups(df)
+    if d.empty:
+        return df
+    per = d.groupby([*keys, "tactic_label"], dropna=False)["triton_version"].nunique().rename("_n").reset_index()
+    n = d.groupby(keys, dropna=False)["triton_version"].nunique().rename("_of").reset_index()
+    per = per.merge(n, on=keys, how="left")
+    keep = per[per["_n"] == per["_of"]][[*keys, "tactic_label"]].assign(_keep=True)
+    m = df.merge(keep, on=[*keys, "tactic_label"], how="left")["_keep"].fillna(False).to_numpy(dtype=bool)
+    return df[~df.index.isin(d.index) | m]

@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
+from .builds import release_tactic_mismatches
 from .tables import with_run_ceilings, x_of_best
 
 SHAPE = ["gpu_name", "model", "ep_size", "has_bias", "num_tokens"]
@@ -92,3 +93,16 @@ def headline_markdown(table: pd.DataFrame, backends: Optional[Sequence[str]] = N
         cells.append("-" if pd.isna(tf) else f"{tf:.0f}" + ("" if pd.isna(fb) else f" ({100 * fb:.0f} %)"))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def release_note(df: pd.DataFrame) -> str:
+    """One line under a headline whose Triton-built columns (``triton@3.6.0``, ``triton@3.7.1``) were given different
+    tactics at some shapes (:func:`.builds.release_tactic_mismatches`): there a column pair compares tactic sets as well
+    as releases; ``headline --common-tactics`` compares the tactics both ran.  Empty when like for like."""
+    m = release_tactic_mismatches(df)
+    if m.empty:
+        return ""
+    parts = [f"{b} ({len(g)} shapes, {g['tactics'].iloc[0]} tactics, {g['common'].iloc[0]} in common)"
+             for b, g in m.groupby("backend", sort=True)]
+    return ("Not like for like: the Triton releases were given different tactics for " + "; ".join(parts)
+            + " (the counts at the first such shape); --common-tactics compares only the tactics every release ran.")
