@@ -69,6 +69,7 @@ def test_a_runs_tgz_of_finished_sweeps_is_complete_not_partial_and_names_its_cei
     snap = tmp_path / "snap"
     for name, t, ceil in (("decode", 64, None), ("prefill", 4096, 4449.0)):
         df = rows(t)
+        df["triton_version"] = "3.7.1" if t == 64 else "3.6.0"  # two releases, one sweep each (tools/device/plans)
         if ceil is not None:
             df["ceiling_read_GBps"] = ceil
         with RunFolder(snap / "r" / name, CFG) as rf:
@@ -84,5 +85,7 @@ def test_a_runs_tgz_of_finished_sweeps_is_complete_not_partial_and_names_its_cei
     assert "**Partial run**" not in prov
     assert "each complete" in prov and "decode: 2 rows from 1 cases" in prov and "prefill: 2 rows from 1 cases" in prov
     assert "read 4449 GB/s" in prov and "(2 of 4 rows carry them)" in prov
+    assert "- triton_version: 3.7.1 (2 rows), 3.6.0 (2 rows)" in prov or "- triton_version: 3.6.0 (2 rows), 3.7.1" in prov
+    assert "- gpu_name: NVIDIA H200\n" in prov  # one value: as before
     assert "by:\n\n```\nbash call.sh\n```" in prov and "gpu_session.sh" not in prov
     assert "Files: results.parquet, results.csv (results" in prov and "env.txt" not in prov

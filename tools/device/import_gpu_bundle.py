@@ -79,7 +79,9 @@ def main() -> None:
         c = measured.iloc[0] if len(measured) else r
         for k in ("gpu_name", "compute_capability", "driver_version", "torch_version", "cuda_version",
                   "flashinfer_version", "triton_version", "git_commit"):
-            lines.append(f"- {k}: {r.get(k, '')}")
+            seen = [str(v) for v in df[k].dropna().astype(str).unique() if str(v) != ""] if k in df else []
+            lines.append(f"- {k}: " + (", ".join(f"{v} ({int((df[k].astype(str) == v).sum())} rows)" for v in seen)
+                                        if len(seen) > 1 else str(r.get(k, ''))))
         lines.append(f"- rows: {len(df)} ({', '.join(f'{b}: {n}' for b, n in df['backend'].value_counts().items())})")
         lines.append(f"- statuses: {dict(df['status'].value_counts())}")
         lines.append(f"- ceilings measured in the run: read {c.get('ceiling_read_GBps', float('nan')):.0f} GB/s, "

@@ -38,7 +38,8 @@ PS_GU_PDL_CONFIGS: tuple[KernelConfig, ...] = (KernelConfig(16, 128, 128, 4, 3, 
 #: k128 decode winner's gemm1 holds 229-243 registers, 2 programs per SM; this tile 136 (3.7.1) / 156 (3.9.0), 3
 #: programs, at 3.23 / 3.38 loop instructions per weight against 2.94 / 3.14 (sm_90a, K = 3072, profiling.sass).
 #: Under 3.6.0, the H200 image's: 132 registers, 3 programs, 3.26 against the winner's 3.02 at the same residency.
-#: Not measured yet: tools/device/plans/tritons.sh sweeps it under 3.7.1 and 3.6.0.
+#: Measured (s15a, H200): it does not win under 3.7.1 either (a median 1.12x of the best decode tactic; 3.6.0: 1.20x);
+#: kept as the 3-program decode candidate for 3.8 / 3.9, which were never on the GPU.
 PS_GU_DECODE_CONFIGS: tuple[KernelConfig, ...] = (KernelConfig(16, 128, 64, 4, 6, "ps", gate_up=True),)
 PS_GU_DECODE_PDL_CONFIGS: tuple[KernelConfig, ...] = (KernelConfig(16, 128, 64, 4, 6, "ps", pdl=1, gate_up=True),)
 

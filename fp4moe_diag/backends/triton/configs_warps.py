@@ -12,7 +12,10 @@ The lever left is more warps per scheduler, each with less of the tile.  Registe
 sm_90a, K = 3072 (gpt-oss as the sweeps run it: H = I = 3072, vLLM's padding), triton 3.6.0, ``python -m
 fp4moe_diag.profiling.sass``, whose registers there match the H200's Nsight Compute for the tiles profiled
 (m16n64k256w4s3-ps-sk2 113 / 116, m16n128k128w4s3 168 / 123, m64n128k64w8s4 128, m128n128k64w8s3 255).  None of these
-spills in its K loop.  The H200 says which wins: none has run on a GPU yet (``tools/device/plans/warps.sh``).
+spills in its K loop.  Measured on the H200 (session 15, data/runs/2026-12-05-nvidia-h200-s15a-d): the 16-warp -gu
+prefill tiles win at 120b EP4 T=4096 and 20b EP1 T=1024..16384, EP2 T=4096 (gemm1 at 20b EP2 T=4096: 605 -> 563 us);
+the 8-warp decode tiles win nowhere that counts (20b EP1 T=64: the issue rate stays at 69 % while the instructions
+grow 17 %; under triton 3.7.1 they are 1.7-1.8x slower).
 Capping registers instead (Triton's ``maxnreg``, 3 programs of the 8-warp decode tile need <= 80) makes ptxas wait
 for every wgmma before the next at K = 3072 (``WARPGROUP.DEPBAR.LE gsb0, 0x0`` after each, at every cap <= 88): not
 offered.
