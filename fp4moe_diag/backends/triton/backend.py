@@ -26,12 +26,13 @@ from ..base import Backend, Support, Tactic, device_capability, launch_sequence
 from . import ps_layout
 from .configs import (CONFIGS, DECODE_CONFIGS, DECODE_MAX_PAIRS, DOT_SCALED_CONFIGS, PS_CONFIGS, PS_DECODE_CONFIGS,
                       PS_PDL_CONFIGS,
-                      SW_CONFIGS, SW_DECODE_CONFIGS, X2_CONFIGS, X2_DECODE_CONFIGS, KernelConfig, default_config,
-                      parse_config, split_k_fits)
+                      SW_CONFIGS, SW_DECODE_CONFIGS, X2_CONFIGS, X2_DECODE_CONFIGS, KernelConfig, parse_config,
+                      split_k_fits)
 from .configs_gu import (PS_GU_CONFIGS, PS_GU_DECODE_CONFIGS, PS_GU_DECODE_PDL_CONFIGS, PS_GU_PDL_CONFIGS,
                          PS_GU_WIDE_CONFIGS)
 from .configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS
 from .configs_warps import PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS
+from .defaults import measured_default
 from .loading import interpret_enabled, kernels_interpreted, load_kernels, triton_import_error  # noqa: F401
 from .grouping import ExpertGrouping
 from .prepared import TritonPrepared
@@ -117,8 +118,7 @@ class TritonMXFP4Backend(Backend):
         PS_GU_DECODE_CONFIGS that fit); the ``tl.dot_scaled`` ones only when compiled (GPU); for ``T * top_k <=
         DECODE_MAX_PAIRS`` the split-K decode configs (x2 / sw / ps ones everywhere, ds ones on GPU); at decode on GPU
         the ps tactics with programmatic dependent launch (``-pdl``, PS_GU_PDL_CONFIGS, PS_DECODE8_PDL_CONFIGS and
-        PS_GU_DECODE_PDL_CONFIGS), with and without the fused ends (``-fs``)."""
-        default = default_config(case)
+        PS_GU_DECODE_PDL_CONFIGS), with and without the fused ends (``-fs``).  The default: :mod:`.defaults`."""
         decode = case.num_tokens * case.top_k <= DECODE_MAX_PAIRS
         configs: tuple[KernelConfig, ...] = CONFIGS + X2_CONFIGS + SW_CONFIGS
         if decode:
@@ -127,7 +127,8 @@ class TritonMXFP4Backend(Backend):
             configs += PS_CONFIGS + (tuple(c for c in PS_DECODE_CONFIGS + PS_DECODE8_CONFIGS + PS_GU_DECODE_CONFIGS
                                            if _split_fits(case, c)) if decode else ())
             configs += PS_GU_CONFIGS + (() if decode else PS_GU_WIDE_CONFIGS + PS_GU16_CONFIGS + PS_TAIL_CONFIGS)
-        if not (interpret_enabled() or kernels_interpreted()):
+        compiled = not (interpret_enabled() or kernels_interpreted())
+        if compiled:
             if decode and ps_refusal(case) is None:  # programmatic dependent launch: compiled kernels only
                 configs += tuple(c for c in PS_PDL_CONFIGS + PS_GU_PDL_CONFIGS + PS_DECODE8_PDL_CONFIGS
                                  + PS_GU_DECODE_PDL_CONFIGS if _split_fits(case, c))
@@ -136,6 +137,7 @@ class TritonMXFP4Backend(Backend):
             configs += DOT_SCALED_CONFIGS
             if decode:
                 configs += tuple(c for c in DECODE_CONFIGS if _split_fits(case, c))
+        default = measured_default(case, configs, device_capability("cuda") if compiled else None)
         return [Tactic(id=kc, label=kc.label, is_default=kc == default, params=kc.params()) for kc in configs]
 
     def versions(self) -> dict[str, str]:

@@ -1,0 +1,56 @@
+"""The tactic our Triton backend runs with no tuning: on Hopper, the winners the H200 measured; elsewhere the old
+heuristic (:func:`.configs.default_config`).  Imports nothing of ours but :mod:`.configs`, no triton.
+
+``Backend.run`` without a tactic, a sweep's ``default`` row and a caller that does not tune get this tactic.  The old
+heuristic (session 1, three shapes, before the pre-shuffled layout) was 1.5-2.5x slower than the best tactic at most
+shapes (``speedup`` in every run since s2).  The rules below are the session-15 winners (H200, triton 3.6.0,
+``data/runs/2026-12-05-nvidia-h200-s15b``..``d``, median of the three samples; 20b EP1 / EP2, 120b EP4): per regime of
+``pairs = T * top_k`` and ``avg = pairs / num_experts`` the tactic with the smallest geometric mean of time over the
+best across the regime's shapes, each rule's worst shape in its comment.  Each rule names the programmatic-dependent-
+launch tactic first and its plain twin after it (``-pdl`` is offered compiled only); the first one offered wins.  On
+a GPU that is not SM90 (the 16-warp and tail tiles were sized for the H200's shared memory and registers), under the
+interpreter, or where the weights have no pre-shuffled layout, none is offered or chosen and the old heuristic holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+from .configs import KernelConfig, default_config
+
+#: (max pairs, max avg pairs per expert, tactic labels in order of preference); the first rule that holds applies
+MEASURED_DEFAULTS: tuple[tuple[float, float, tuple[str, ...]], ...] = (
+    # T <= 4 at top_k 4: at most 1.05x the best (20b EP2 T=1, where -sk4 wins)
+    (16, float("inf"), ("m16n64k256w4s3-ps-sk2-pdl-fs", "m16n64k256w4s3-ps-sk2-pdl", "m16n64k256w4s3-ps-sk2")),
+    # T = 16 .. 64: at most 1.01x (-pdl), 1.02x (plain)
+    (256, float("inf"), ("m16n128k128w4s3-ps-g2sk2-pdl", "m16n128k128w4s3-ps-g2sk2")),
+    # 120b EP4 T=256 (8 pairs per expert): the best
+    (float("inf"), 16, ("m16n128k128w4s3-ps",)),
+    # 20b T=256: the best at EP1, 1.20x at EP2
+    (1024, float("inf"), ("m32n128k128w4s3-ps",)),
+    # 120b EP4 T=1024 (32 pairs per expert): the best
+    (4096, 32, ("m64n128k64w8s4-ps-t32",)),
+    # 20b T=1024: at most 1.01x (-pdl)
+    (4096, float("inf"), ("m128n128k64w8s3-ps-g2n256-t64-pdl", "m128n128k64w8s3-ps-g2n256-t64")),
+    # T >= 4096: at most 1.05x (20b EP1 T=16384)
+    (float("inf"), float("inf"), ("m128n128k64w16s3-ps-gu-g2n256-t64",)),
+)
+
+
+def measured_default(case: Any, offered: Sequence[KernelConfig], capability: Optional[tuple[int, int]]
+                     ) -> KernelConfig:
+    """The default tactic of ``case`` (a MoECase) among ``offered`` (what :meth:`TritonBackend.tactics` offers there)
+    on a GPU of compute ``capability`` (None: no GPU): on SM90 the first label of the first rule of
+    :data:`MEASURED_DEFAULTS` that holds and is offered, else :func:`.configs.default_config`."""
+    if capability is None or capability[0] != 9:
+        return default_config(case)
+    pairs = case.num_tokens * case.top_k
+    avg = pairs / case.num_experts
+    by_label = {kc.label: kc for kc in offered}
+    for max_pairs, max_avg, labels in MEASURED_DEFAULTS:
+        if pairs <= max_pairs and avg <= max_avg:
+            for label in labels:
+                if label in by_label:
+                    return by_label[label]
+            break
+    return default_config(case)
