@@ -14,6 +14,7 @@ import pandas as pd
 from . import cli_args as A
 from . import cli_capture as C
 from . import cli_goals as G
+from . import cli_samples as S
 from . import cli_profile as P
 from .cli_profile import split_labels  # noqa: F401 -- re-exported (tests)
 
@@ -326,6 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_compare_versions(sub)
     _add_headline(sub)
     G.add_parser(sub)
+    S.add_parser(sub)
     C.add_parsers(sub)
     return p
 

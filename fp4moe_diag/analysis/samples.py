@@ -1,0 +1,70 @@
+"""Two backends over repeated runs: is one ahead, behind, or level within the run-to-run spread?
+
+One run says which backend was faster that time; at a shape where two kernels are within 1-2 % the answer flips from
+run to run (cross-process noise on the H200 is about 2 %, ``docs/history-h200-s12.md``).  :func:`sample_ratios` takes
+runs of the same shapes (the same call repeated: ``-s15b`` .. ``-s15d``), computes in each run on its own the headline
+(:func:`.headline.headline_table`: each backend's best tactic, the same labels), and per shape gives each backend's
+median time over the runs and the ratio ``a / b`` per run: its median, min and max, and the verdict ``ahead`` (every
+run below 1), ``behind`` (every run above 1) or ``level`` (the runs straddle 1).  A shape not measured by both in at
+least two runs gets no line.  Pure pandas; ``python -m fp4moe_diag samples RUN RUN ... --a triton --b triton_kernels``
+prints it.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .headline import headline_table
+
+SHAPE = ["gpu_name", "model", "ep_size", "has_bias", "num_tokens"]
+COLUMNS = [*SHAPE, "runs", "a_us", "b_us", "ratio_median", "ratio_min", "ratio_max", "verdict"]
+
+
+def sample_ratios(df: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
+    """Per shape measured by backends ``a`` and ``b`` (headline labels: ``triton``, ``cutlass@0.7.4``,
+    ``triton@3.7.1``) in at least two runs (``run_id``): :data:`COLUMNS`.  A ``ValueError`` when ``a`` equals ``b``,
+    the rows hold fewer than two runs, or ``a`` or ``b`` is in none of them (naming the labels there are)."""
+    if a == b:
+        raise ValueError(f"b: the backend to compare with must differ from a ({a!r})")
+    runs = sorted(set(df["run_id"].dropna().astype(str))) if "run_id" in df else []
+    if len(runs) < 2:
+        raise ValueError(f"runs: sample_ratios needs at least two runs of the same shapes, got {len(runs)}")
+    per_run, have = [], set()
+    for rid in runs:
+        t = headline_table(df[df["run_id"].astype(str) == rid])
+        labels = {c[:-3] for c in t.columns if c.endswith(":us")}
+        have |= labels
+        if {a, b} <= labels:
+            per_run.append(t[SHAPE].assign(run_id=rid, a_us=t[f"{a}:us"], b_us=t[f"{b}:us"]))
+    for name, label in (("a", a), ("b", b)):
+        if label not in have:
+            raise ValueError(f"{name}: backend {label!r} is in none of these runs; they have {sorted(have)}")
+    if not per_run:
+        return pd.DataFrame(columns=COLUMNS)
+    x = pd.concat(per_run, ignore_index=True).dropna(subset=["a_us", "b_us"])
+    x["ratio"] = x["a_us"] / x["b_us"]
+    g = x.groupby(SHAPE, dropna=False, sort=True)
+    out = pd.DataFrame({"runs": g.size(), "a_us": g["a_us"].median(), "b_us": g["b_us"].median(),
+                        "ratio_median": g["ratio"].median(), "ratio_min": g["ratio"].min(),
+                        "ratio_max": g["ratio"].max()}).reset_index()
+    out = out[out["runs"] >= 2].copy()
+    out["verdict"] = ["ahead" if hi < 1 else "behind" if lo > 1 else "level"
+                      for lo, hi in zip(out["ratio_min"], out["ratio_max"])]
+    return out[COLUMNS].reset_index(drop=True)
+
+
+def samples_markdown(table: pd.DataFrame, a: str, b: str) -> str:
+    """:func:`sample_ratios` as Markdown, one line per shape, then how many shapes are ahead / level / behind."""
+    head = ["model", "EP", "T", "runs", f"{a} us (median)", f"{b} us (median)", f"{a} / {b}: median", "min", "max",
+            f"{a} is"]
+    lines = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
+    for r in table.itertuples(index=False):
+        bias = "" if r.has_bias in (True, None) or pd.isna(r.has_bias) else " (no bias)"
+        lines.append(f"| {r.model}{bias} | {r.ep_size} | {r.num_tokens} | {r.runs} | {r.a_us:,.1f} | {r.b_us:,.1f} | "
+                     f"{r.ratio_median:.3f} | {r.ratio_min:.3f} | {r.ratio_max:.3f} | "
+                     + (f"**{r.verdict}**" if r.verdict == "behind" else r.verdict) + " |")
+    counts = table["verdict"].value_counts()
+    lines += ["", f"{a} against {b}: " + ", ".join(f"{v} at {int(counts.get(v, 0))}" for v in ("ahead", "level",
+                                                                                               "behind"))
+              + f" of {len(table)} shapes (level: the runs straddle 1)."]
+    return "\n".join(lines)

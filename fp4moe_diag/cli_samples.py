@@ -1,0 +1,42 @@
+"""``python -m fp4moe_diag samples RUN RUN [RUN ...] --a triton --b triton_kernels``: two backends over repeated runs of
+the same shapes, per shape ahead / level / behind within the run-to-run spread (:mod:`fp4moe_diag.analysis.samples`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+
+def cmd_samples(args: argparse.Namespace) -> int:
+    from .analysis.samples import sample_ratios, samples_markdown
+    from .run_folder import is_run_folder, load_run
+
+    for d in args.runs:
+        if not d.is_dir() or not is_run_folder(d):
+            raise ValueError(f"argument runs: {d} is not a run folder (results.parquet / results.csv / parts/)")
+    if len(set(args.runs)) < 2:
+        raise ValueError("argument runs: expected at least two run folders (repeated runs of the same shapes)")
+    frames = []
+    for d in args.runs:  # each folder one sample, whatever run_id its rows carry
+        f = load_run(d)
+        frames.append(f.assign(run_id=str(d)))
+    table = sample_ratios(pd.concat(frames, ignore_index=True), args.a, args.b)
+    if args.csv:
+        table.to_csv(args.csv, index=False)
+    print(samples_markdown(table, args.a, args.b))
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    s = sub.add_parser("samples", help="two backends over repeated runs: ahead, level or behind per shape",
+                       description="Read repeated run folders of the same shapes and print, per shape, both "
+                       "backends' median best time and the ratio a / b per run (median, min, max): ahead when every "
+                       "run is below 1, behind when every run is above, level when they straddle 1 (Markdown).")
+    s.add_argument("runs", nargs="+", type=Path, help="two or more run folders, each one sample")
+    s.add_argument("--a", default="triton", help="the backend compared (headline label, default triton)")
+    s.add_argument("--b", default="triton_kernels", help="the backend compared with (default triton_kernels)")
+    s.add_argument("--csv", type=Path, default=None, help="also write the table here")
+    s.set_defaults(func=cmd_samples)

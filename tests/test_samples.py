@@ -1,0 +1,72 @@
+"""analysis.samples / ``samples``: two backends over repeated runs, ahead / level / behind per shape."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from fp4moe_diag.analysis.samples import sample_ratios, samples_markdown
+from fp4moe_diag.results import to_frame
+from fp4moe_diag.run_folder import save_run
+from frames import _row
+
+REPO = Path(__file__).resolve().parent.parent
+#: run -> T -> (ours us, peer us); ours' second tactic is 10 % slower (the best one counts)
+TIMES = {"r1": {1: (50.0, 60.0), 64: (99.0, 100.0), 4096: (1010.0, 1000.0)},
+         "r2": {1: (51.0, 60.0), 64: (102.0, 100.0), 4096: (1020.0, 1000.0)},
+         "r3": {1: (49.0, 61.0), 64: (100.0, 100.0), 4096: (1015.0, 1000.0)}}
+
+
+def frame(times=TIMES) -> pd.DataFrame:
+    rows = []
+    for rid, per_t in times.items():
+        for t, (ours, peer) in per_t.items():
+            for i, us in enumerate((ours, ours * 1.1)):
+                rows.append({**_row("triton", f"a{i}", i, t, 1, t_us=us, is_best=i == 0), "run_id": rid})
+            rows.append({**_row("triton_kernels", "k", 0, t, 1, t_us=peer, is_best=True), "run_id": rid})
+    return to_frame(rows)
+
+
+def test_each_shape_gets_its_medians_its_ratio_spread_and_a_verdict():
+    t = sample_ratios(frame(), "triton", "triton_kernels").set_index("num_tokens")
+    assert list(t.index) == [1, 64, 4096] and (t["runs"] == 3).all()
+    assert t.loc[1, "a_us"] == 50.0 and t.loc[1, "b_us"] == 60.0
+    assert t.loc[1, "ratio_max"] == pytest.approx(51 / 60) and t.loc[1, "verdict"] == "ahead"
+    assert (t.loc[64, "ratio_min"], t.loc[64, "ratio_max"]) == (pytest.approx(0.99), pytest.approx(1.02))
+    assert t.loc[64, "verdict"] == "level"  # the runs straddle 1
+    assert t.loc[4096, "ratio_median"] == pytest.approx(1.015) and t.loc[4096, "verdict"] == "behind"
+    md = samples_markdown(t.reset_index(), "triton", "triton_kernels")
+    assert "| gpt-oss-20b | 1 | 4096 | 3 | 1,015.0 | 1,000.0 | 1.015 | 1.010 | 1.020 | **behind** |" in md
+    assert md.endswith("ahead at 1, level at 1, behind at 1 of 3 shapes (level: the runs straddle 1).")
+
+
+def test_a_shape_in_one_run_only_has_no_line_and_bad_input_is_refused():
+    partial = {**TIMES, "r4": {16: (10.0, 20.0)}}
+    assert 16 not in set(sample_ratios(frame(partial), "triton", "triton_kernels")["num_tokens"])
+    with pytest.raises(ValueError, match=r"^b: .*must differ"):
+        sample_ratios(frame(), "triton", "triton")
+    with pytest.raises(ValueError, match=r"^runs: .*at least two runs.*got 1"):
+        sample_ratios(frame({"r1": TIMES["r1"]}), "triton", "triton_kernels")
+    with pytest.raises(ValueError, match=r"^b: backend 'cutlass' is in none of these runs; they have \['triton', "):
+        sample_ratios(frame(), "triton", "cutlass")
+
+
+def test_the_cli_takes_each_folder_as_one_sample_and_exits_2_on_bad_input(tmp_path):
+    f = frame()
+    dirs = []
+    for rid in TIMES:
+        save_run(f[f["run_id"] == rid].assign(run_id="same-id"), tmp_path / rid)  # one run id in all: folders count
+        dirs.append(str(tmp_path / rid))
+    run = lambda *a: subprocess.run([sys.executable, "-m", "fp4moe_diag", "samples", *a], cwd=REPO,  # noqa: E731
+                                    capture_output=True, text=True, timeout=120)
+    cp = run(*dirs, "--csv", str(tmp_path / "s.csv"))
+    assert cp.returncode == 0, cp.stderr
+    assert "behind at 1 of 3 shapes" in cp.stdout and len(pd.read_csv(tmp_path / "s.csv")) == 3
+    for bad, msg in (((dirs[0],), "at least two run folders"), ((dirs[0], str(tmp_path / "nope")), "not a run folder"),
+                     ((*dirs, "--b", "trtllm"), "backend 'trtllm' is in none")):
+        cp = run(*bad)
+        assert cp.returncode == 2 and cp.stderr.count("\n") == 1 and msg in cp.stderr, cp.stderr
