@@ -199,3 +199,17 @@ def test_triton_releases_given_different_tactics_are_said_and_can_be_compared_on
     cp = subprocess.run([sys.executable, "-m", "fp4moe_diag", "headline", str(run), "--common-tactics"], cwd=REPO,
                         capture_output=True, text=True, timeout=120)
     assert cp.returncode == 0 and "| 100 (1.00x" in cp.stdout.replace("**", "") and "Not like" not in cp.stdout
+
+
+def test_the_report_says_when_triton_releases_were_given_different_tactics():
+    from fp4moe_diag.report.nb05 import comparison_tables
+
+    rows = []
+    for release, labels in (("3.6.0", ("a", "w16")), ("3.7.1", ("a",))):
+        for i, label in enumerate(labels):
+            r = _row("triton", label, i, 4096, 1, "ok", 100.0 + i, is_best=i == 0)
+            r.update(triton_version=release)
+            rows.append(r)
+    notes = list(comparison_tables(to_frame(rows))["notes"]["note"])
+    assert any(n.startswith("headline: Not like for like") for n in notes), notes
+    assert not any("like for like" in n for n in comparison_tables(frame())["notes"]["note"])
