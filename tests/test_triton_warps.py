@@ -27,7 +27,8 @@ def test_decode8_labels_and_lists():
         assert parse_config(c.label) == c and c.ps and c.block_m == 16 and c.num_warps == 8 and not c.fused
     assert parse_config("m16n128k256w8s3-ps-sk2") == KernelConfig(16, 128, 256, 8, 3, "ps", 2)
     assert [c.label for c in PS_GU16_CONFIGS] == ["m128n128k64w16s3-ps-gu-g2n256", "m128n128k64w16s4-ps-gu-g2n256",
-                                                  "m64n128k64w16s4-ps-gu-g2n256", "m128n128k64w16s3-ps-gu-g2n256-t64"]
+                                                  "m64n128k64w16s4-ps-gu-g2n256", "m128n128k64w16s3-ps-gu-g2n256-t64",
+                                                  "m128n128k64w16s3-ps-gu-g2n256-fs", "m128n128k64w16s4-ps-gu-g2n256-fs"]
     for c in PS_GU16_CONFIGS:
         assert parse_config(c.label) == c and c.gate_up and c.num_warps == 16 and c.gemm2_block_n == 256
 
@@ -134,8 +135,10 @@ base = dict(num_tokens=160, hidden_size=192, intermediate_size=320, num_experts=
 gu16 = {"m128n128k64w16s3-ps-gu-g2n256-t64": "m128n128k64w8s3-ps-gu-g2n256-t64",
         "m128n128k64w16s3-ps-gu-g2n256": "m128n128k64w8s3-ps-gu-g2n256",
         "m64n128k64w16s4-ps-gu-g2n256": "m64n128k64w8s4-ps-gu-g2n256"}
-compare("gu16/oai_bias", {**base, **cases["oai_bias"]}, gu16)
-compare("gu16/ep_offset", {**base, **cases["ep_offset"]}, dict(list(gu16.items())[:1]))  # the tail tactic (CI time)
+# -fs: gemm2 sums the top-k rows itself, in the top-k sum kernel's order: the same bits as its unfused twin
+fs = {"m128n128k64w16s3-ps-gu-g2n256-fs": "m128n128k64w16s3-ps-gu-g2n256"}
+compare("gu16/oai_bias", {**base, **cases["oai_bias"]}, {**gu16, **fs})
+compare("gu16/ep_offset", {**base, **cases["ep_offset"]}, {**dict(list(gu16.items())[:1]), **fs})  # tail, -fs (time)
 """
 
 
@@ -155,11 +158,14 @@ def test_decode8_tactics_match_the_reference_and_the_4_warp_tile(interp_results:
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
 @pytest.mark.parametrize("name,labels", [
-    ("oai_bias", ("m128n128k64w16s3-ps-gu-g2n256", "m128n128k64w16s3-ps-gu-g2n256-t64", "m64n128k64w16s4-ps-gu-g2n256")),
-    ("ep_offset", ("m128n128k64w16s3-ps-gu-g2n256-t64",))])
+    ("oai_bias", ("m128n128k64w16s3-ps-gu-g2n256", "m128n128k64w16s3-ps-gu-g2n256-t64", "m64n128k64w16s4-ps-gu-g2n256",
+                  "m128n128k64w16s3-ps-gu-g2n256-fs")),
+    ("ep_offset", ("m128n128k64w16s3-ps-gu-g2n256-t64", "m128n128k64w16s3-ps-gu-g2n256-fs"))])
 def test_gu16_tactics_match_the_reference_and_the_8_warp_tile(interp_results: dict, name: str, labels: tuple):
     assert interp_results["interpreted"] is True
     for lab in labels:
         assert interp_results[f"gu16/{name}/{lab}/offered"] is True
         assert 0 < interp_results[f"gu16/{name}/{lab}"] < TOL, (lab, interp_results[f"gu16/{name}/{lab}"])
         assert interp_results[f"gu16/{name}/{lab}/vs_twin"] < SAME, (lab, interp_results[f"gu16/{name}/{lab}/vs_twin"])
+        if lab.endswith("-fs"):  # the fused top-k sum adds in the kernel's order: bit-identical to the unfused twin
+            assert interp_results[f"gu16/{name}/{lab}/vs_twin"] == 0.0

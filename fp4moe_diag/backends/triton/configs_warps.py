@@ -56,4 +56,12 @@ PS_GU16_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, "ps", block_n
     (128, 128, 64, 16, 4, 0),
     (64, 128, 64, 16, 4, 0),
     (128, 128, 64, 16, 3, 64),
+)) + tuple(KernelConfig(*c, "ps", block_n2=256, gate_up=True, fused=True) for c in (
+    # -fs: gemm2 sums each token's top-k rows itself (the last program to finish a token's rows), the top-k sum kernel
+    # left out: at 20b EP2 T=4096, where these tiles trail triton_kernels by 1.2 % (s15b-d), that kernel took 18.5 us
+    # of 896 (Nsight Compute, s15a). The cost (sm_90a, K = 3072, triton 3.6.0): gemm2 5.66 loop instructions per weight
+    # against 5.53, and 2 spill operations in its loop; whether the 18.5 us outweigh them is for the H200 to say (not
+    # timed yet; tools/device/plans/headline.sh sweeps them). No tail variant (-tN excludes -fs). Interpreter-tested.
+    (128, 128, 64, 16, 3),
+    (128, 128, 64, 16, 4),
 ))
