@@ -87,10 +87,10 @@ def best_per_shape(df: pd.DataFrame) -> pd.DataFrame:
     base["n_ok"] = ok.groupby([d[k] for k in keys], dropna=False).sum()
     # the flagged best first (the fastest of them where a run merged several sweeps of the shape, each with its own
     # best), else the fastest ok row (the first of equal times, as idxmin)
-    timed = d[ok].assign(_t=t[ok]).sort_values("_t", kind="stable")
-    flagged = timed[flag("is_best")[timed.index]].groupby(keys, dropna=False, sort=False).head(1)
+    timed = d.assign(_t=t, _f=flag("is_best"))[ok].sort_values("_t", kind="stable")  # no index lookup: may repeat
+    flagged = timed[timed["_f"]].groupby(keys, dropna=False, sort=False).head(1)
     fastest = timed.groupby(keys, dropna=False, sort=False).head(1)
-    best = pd.concat([flagged, fastest]).drop(columns="_t").groupby(keys, dropna=False, sort=False).head(1)
+    best = pd.concat([flagged, fastest]).drop(columns=["_t", "_f"]).groupby(keys, dropna=False, sort=False).head(1)
     get = lambda frame, col: frame[col] if col in frame else pd.Series(math.nan, index=frame.index)  # noqa: E731
     b = pd.DataFrame({k: best[k] for k in keys})
     b["best_tactic"] = best["tactic_label"].astype("string").fillna("")
