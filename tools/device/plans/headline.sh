@@ -3,7 +3,8 @@
 # Triton kernels, triton_kernels (vLLM's) and FlashInfer 0.7.4's SM90 CUTLASS (the full prebuilt module) at every goal
 # shape (20b EP1 / EP2 at T = 1 .. 16384, 120b EP4 at T = 1 .. 4096), under the image's Triton, each backend given the
 # tactics that won at these shapes in the committed runs (s10f, s11b, s12e-g, s15a: the top two per shape and backend;
-# for CUTLASS the gemm1 / gemm2 tactics those winners combine), screened and the top six re-timed in full. Two sweeps:
+# for CUTLASS the gemm1 / gemm2 tactics those winners combine; ours also the 16-warp -fs tiles, not timed before),
+# screened and the top six re-timed in full. Two sweeps:
 # decode (T <= 256) first, then prefill; a sweep cut off by the time limit still brings back its finished cases.
 # MODELS, DECODE_TOKENS and PREFILL_TOKENS narrow it (an empty token list skips that sweep), e.g. to re-measure shapes.
 # Run from the repository root on the device with .carry/triton_kernels, .carry/fi074_py.tar.xz (FlashInfer 0.7.4's
