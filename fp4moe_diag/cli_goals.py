@@ -44,19 +44,23 @@ def check_goal_args(args: argparse.Namespace) -> list[Path]:
 
 
 def cmd_goals(args: argparse.Namespace) -> int:
-    from .analysis.goal_profiles import read_profiles
+    from .analysis.goal_profiles import read_profiles, with_folder_releases
     from .analysis.goals import goal_report
     from .analysis.goals_markdown import goals_markdown
     from .run_folder import load_run
 
     timed = check_goal_args(args)
-    df = pd.concat([load_run(d) for d in timed], ignore_index=True)
+    frames = [load_run(d) for d in timed]
+    df = pd.concat(frames, ignore_index=True)
     base, _, release = args.ours.partition("@")
     mine = (df["backend"] == base) & ((df["triton_version"] == release) if release else True)
     if not mine.any():
         have = sorted(set(df["backend"].dropna().astype(str)))
         raise ValueError(f"argument --ours: no rows of backend {args.ours!r} in these runs; they have {have}")
-    report = goal_report(df, read_profiles(args.runs), ours=args.ours, w4a8=args.w4a8, launch_us=args.launch_us)
+    releases = {d.name: set(f["triton_version"].dropna().astype(str)) - {""} for d, f in zip(timed, frames)
+                if "triton_version" in f}
+    profiles = with_folder_releases(read_profiles(args.runs), releases)
+    report = goal_report(df, profiles, ours=args.ours, w4a8=args.w4a8, launch_us=args.launch_us)
     if args.csv:
         report.table.to_csv(args.csv, index=False)
     print(goals_markdown(report, launch_us=args.launch_us), end="")

@@ -194,6 +194,35 @@ def test_profiles_match_the_timed_tactic_and_give_the_measured_reason(tmp_path):
     assert "| ours | triton | `p` | run-a | _moe_mxfp4_gemm1_ps_kernel | 700.0 | 300 | 50 | 40 | 12 | 255 |" in md
 
 
+
+def test_a_triton_release_takes_only_profiles_that_release_built(tmp_path):
+    """triton@3.7.1's timing is never explained by a profile of kernels 3.6.0 built; a profile that records no release
+    (made before the driver wrote it) still matches, with a note."""
+    write_profile(tmp_path / "old", "ncu_1-triton-gpt-oss-20b-ep1-t64.csv", "p", [("_moe_mxfp4_gemm1_ps_kernel", 9, 1)])
+    for release in ("3.6.0", "3.7.1"):
+        write_profile(tmp_path / f"r{release}", "ncu_1-triton-gpt-oss-20b-ep1-t64.csv", "p",
+                      [("_moe_mxfp4_gemm1_ps_kernel", 100.0 if release == "3.6.0" else 120.0, 1.0)])
+        f = tmp_path / f"r{release}" / "ncu_1-triton-gpt-oss-20b-ep1-t64.csv"
+        pd.read_csv(f).assign(triton_version=release).to_csv(f, index=False)
+    p = read_profiles([tmp_path / "old", tmp_path / "r3.6.0", tmp_path / "r3.7.1"])
+    m = match_profile(p, "triton@3.7.1", "gpt-oss-20b", 1, 64, "p", timed_in="r3.6.0")  # not 3.6.0's, despite the tie
+    assert (m.source, m.kernels["duration_us"].iloc[0], m.note) == ("r3.7.1", 120.0, "")
+    m = match_profile(p, "triton@3.6.0", "gpt-oss-20b", 1, 64, "p", timed_in="r3.6.0")
+    assert (m.source, m.kernels["duration_us"].iloc[0]) == ("r3.6.0", 100.0)
+    m = match_profile(p, "triton@3.8.0", "gpt-oss-20b", 1, 64, "p")  # no 3.8.0 profile: the unrecorded one, said
+    assert (m.source, m.note) == ("old", "its Triton release not recorded")
+    assert m.label() == "old (its Triton release not recorded)"
+    assert match_profile(p[p["source"] != "old"], "triton@3.8.0", "gpt-oss-20b", 1, 64, "p") is None
+    assert match_profile(p, "triton", "gpt-oss-20b", 1, 64, "p").note == ""  # one release in the rows: no tag
+    from fp4moe_diag.analysis.goal_profiles import with_folder_releases
+
+    # an unrecorded file takes its folder's release where the folder's timings ran under one; several: unknown
+    filled = with_folder_releases(p, {"old": {"3.8.0"}, "r3.6.0": {"3.6.0"}})
+    m = match_profile(filled, "triton@3.8.0", "gpt-oss-20b", 1, 64, "p")
+    assert (m.source, m.note) == ("old", "")
+    assert list(filled["triton_version"]) == ["3.8.0", "3.6.0", "3.7.1"]  # a recorded one is never overwritten
+    assert with_folder_releases(p, {"old": {"3.6.0", "3.7.1"}})["triton_version"].isna().iloc[0]
+
 def committed() -> pd.DataFrame:
     from fp4moe_diag.run_folder import is_run_folder, load_run
 

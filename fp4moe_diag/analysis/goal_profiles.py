@@ -23,6 +23,8 @@ from typing import Iterable, Optional
 
 import pandas as pd
 
+from .builds import TRITON_BACKENDS
+
 #: a profile file's name: ncu_<n>-<backend>-<model>-ep<E>-t<T>.csv
 PROFILE_NAME = re.compile(r"^ncu_(\d+)-([A-Za-z0-9_]+)-(.+)-ep(\d+)-t(\d+)\.csv$")
 #: a kernel whose DRAM throughput is at least this share of peak (%) is DRAM-bound
@@ -44,10 +46,12 @@ class ProfileMatch:
     source: str
     file: str
     tactic: str
+    note: str = ""  #: e.g. the Triton release the profile does not record
 
     def label(self) -> str:
-        """``"<folder>"``, with ``" (variant: <profiled tactic>)"`` when not the timed tactic itself."""
-        return self.source + ("" if self.match == "exact" else f" ({self.match}: {self.tactic})")
+        """``"<folder>"``, with ``" (variant: <profiled tactic>)"`` when not the timed tactic itself, and the note."""
+        return (self.source + ("" if self.match == "exact" else f" ({self.match}: {self.tactic})")
+                + (f" ({self.note})" if self.note else ""))
 
 
 def top_stall(d: pd.DataFrame) -> pd.Series:
@@ -86,6 +90,17 @@ def read_profiles(folders: Iterable[Path]) -> pd.DataFrame:
         columns=["source", "file", "backend", "model", "ep_size", "num_tokens", "tactic_label", *KERNEL_COLUMNS])
 
 
+def with_folder_releases(profiles: pd.DataFrame, releases: dict[str, set[str]]) -> pd.DataFrame:
+    """``profiles`` with ``triton_version`` filled where a file records none and its folder's timings ran under one
+    Triton release (``releases``: folder name -> the releases of its rows); a folder of several keeps it unknown."""
+    p = profiles.copy()
+    rec = p["triton_version"].astype("string") if "triton_version" in p else pd.Series(pd.NA, index=p.index,
+                                                                                      dtype="string")
+    one = {k: next(iter(v)) for k, v in releases.items() if len(v) == 1}
+    p["triton_version"] = rec.fillna(p["source"].map(one).astype("string"))
+    return p
+
+
 def tactic_match(profiled: str, timed: str) -> str:
     """``exact``, ``variant`` (one label is the other plus ``-<more>``: ``m16n128k128w4s3-ps`` and
     ``m16n128k128w4s3-ps-pdl``) or ``other tactic``."""
@@ -98,12 +113,18 @@ def tactic_match(profiled: str, timed: str) -> str:
 def match_profile(profiles: pd.DataFrame, backend: str, model: str, ep_size: int, num_tokens: int, tactic: str,
                   timed_in: str = "") -> Optional[ProfileMatch]:
     """The profile of ``backend`` (a FlashInfer label ``cutlass@0.7.4`` matches files of ``cutlass``) at this shape
-    that best fits ``tactic``; ``timed_in`` (the timing's run folder) wins ties.  None when the shape has none."""
+    that best fits ``tactic``; ``timed_in`` (the timing's run folder) wins ties.  None when the shape has none.  A
+    Triton-built backend under one release (``triton@3.7.1``) takes only profiles of that release (``triton_version``
+    of the file) or of none recorded (older files: the match's note says so)."""
     if profiles is None or profiles.empty:
         return None
-    base = str(backend).split("@")[0]
+    base, _, release = str(backend).partition("@")
     c = profiles[(profiles["backend"] == base) & (profiles["model"] == model) & (profiles["ep_size"] == int(ep_size))
                  & (profiles["num_tokens"] == int(num_tokens))]
+    tagged = bool(release) and base in TRITON_BACKENDS  # triton@3.7.1: only profiles of kernels that release built
+    if tagged and "triton_version" in c:
+        rec = c["triton_version"].astype("string")
+        c = c[rec.isna() | (rec == release)]
     if c.empty:
         return None
     cands = []
@@ -111,9 +132,11 @@ def match_profile(profiles: pd.DataFrame, backend: str, model: str, ep_size: int
         kind = tactic_match(str(lab), str(tactic))
         cands.append(((MATCH_KINDS.index(kind), source != timed_in, _desc(source)), kind, source, file, lab, g))
     _, kind, source, file, lab, g = min(cands, key=lambda t: t[0])
+    unrecorded = tagged and ("triton_version" not in g or g["triton_version"].isna().all())
+    note = "its Triton release not recorded" if unrecorded else ""  # a profile from before the release was recorded
     sort = ["launch"] if "launch" in g else []
     return ProfileMatch(g.sort_values(sort).reset_index(drop=True) if sort else g.reset_index(drop=True),
-                        kind, str(source), str(file), str(lab))
+                        kind, str(source), str(file), str(lab), note)
 
 
 def _desc(name: str) -> tuple:

@@ -52,7 +52,16 @@ def main(spec_path: str) -> None:  # pragma: no cover - needs a GPU, ncu and nsi
                 table = per_kernel
         except Exception as e:  # noqa: BLE001 -- the per-call table above still stands
             print(f"per-kernel export failed, keeping nsight-python's per-call sums: {e}", file=sys.stderr)
-    table.to_csv(spec["kernels_csv"], index=False)
+    table.assign(**_recorded_versions()).to_csv(spec["kernels_csv"], index=False)
+
+
+def _recorded_versions() -> dict:  # pragma: no cover - runs in the profiled child
+    """The Triton release that built the profiled kernels: ``goals`` matches a profile only to timings of it."""
+    try:
+        import triton
+    except ImportError:
+        return {}
+    return {"triton_version": str(triton.__version__)}
 
 
 if __name__ == "__main__":  # pragma: no cover - needs a GPU, ncu and nsight-python
