@@ -285,3 +285,28 @@ def test_rows_without_ceilings_take_their_run_folders():
     assert w["ceiling_read_GBps"].tolist()[:2] == [4380.0, 4380.0] and w["frac_flops_roofline"][1] == 0.7
     assert math.isnan(w["ceiling_bf16_TFLOPs"][2]) and math.isnan(w["frac_flops_roofline"][2])  # r2 measured none
     assert math.isnan(d["ceiling_read_GBps"][1])  # the input is not changed
+
+
+def _ablation_rows(tactic: str, t: int, times: tuple) -> list[dict]:
+    return [dict(model="gpt-oss-20b", ep_size=1, num_tokens=t, tactic=tactic, variant=v, label=tactic, time_median_us=us,
+                 frac_read_ceiling=0.5 * times[0] / us) for v, us in zip(("tactic", "nodeq", "load"), times)]
+
+
+def test_ablations_of_ours_tactic_follow_the_reason(tmp_path, capsys):
+    """``profiling.ablate``'s CSV beside a run: its shares follow the reason where ours' tactic was ablated at that
+    shape (T=64, tactic a), nowhere else (T=1: not ablated; T=4096: another tactic was)."""
+    from fp4moe_diag.analysis.ablations import read_ablations
+    from fp4moe_diag.cli import main
+
+    ab = pd.DataFrame(_ablation_rows("a", 64, (100.0, 80.0, 60.0)) + _ablation_rows("q", 4096, (900.0, 800.0, 300.0)))
+    rep = goal_report(frame(), None, ablations=ab)
+    note = "ablation: dequant 20%, rest of the loop 20%, weight stream 60% of 100.0 us (~load at 83% of the read"
+    assert goal(rep.table, 2, 64)["reason"] == "no profile; " + note + " ceiling)"
+    assert goal(rep.table, 1, 64)["reason"].endswith(note + " ceiling)")
+    assert "ablation" not in goal(rep.table, 3, 1)["reason"] and "ablation" not in goal(rep.table, 4, 4096)["reason"]
+    # the CLI reads ablate*.csv from every folder given, and takes a folder that holds only those
+    (tmp_path / "ab").mkdir()
+    ab.to_csv(tmp_path / "ab" / "ablate-20b.csv", index=False)
+    assert read_ablations([tmp_path / "ab", tmp_path]).shape[0] == 6
+    assert main(["goals", str(S9[0]), str(tmp_path / "ab")]) == 0
+    capsys.readouterr()

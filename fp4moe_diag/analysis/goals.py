@@ -31,6 +31,7 @@ from typing import Optional
 
 import pandas as pd
 
+from .ablations import ablation_note, ablation_table
 from .builds import TRITON_BACKENDS, backend_label
 from .goal_profiles import KERNEL_COLUMNS, ProfileMatch, as_float, match_profile, reason_text
 from .tables import with_run_ceilings, x_of_best
@@ -280,17 +281,22 @@ def _kernels_of(r: pd.Series, side: str, m: ProfileMatch) -> pd.DataFrame:
 
 
 def goal_report(df: pd.DataFrame, profiles: Optional[pd.DataFrame] = None, ours: str = "triton",
-                w4a8: str = "triton_w4a8", launch_us: float = LAUNCH_US) -> GoalReport:
+                w4a8: str = "triton_w4a8", launch_us: float = LAUNCH_US,
+                ablations: Optional[pd.DataFrame] = None) -> GoalReport:
     """:func:`goal_rows` with the measured reason of each row from ``profiles`` (:func:`.goal_profiles.read_profiles`)
     and the profiled kernels of ours and the peer per shape.  Goal 1 and 5 name the kernel role where ours loses
-    most time to the peer (when both are profiled); goals 2-4 ours' slowest kernel."""
+    most time to the peer (when both are profiled); goals 2-4 ours' slowest kernel.  ``ablations``
+    (:func:`.ablations.read_ablations`): where ours' tactic was ablated at the shape, its shares follow the reason."""
     t = goal_rows(df, ours, w4a8, launch_us)
     profiles = pd.DataFrame() if profiles is None else profiles
+    shares = ablation_table(ablations) if ablations is not None and not ablations.empty else pd.DataFrame()
     cache: dict = {}
     reasons, ours_p, peer_p, kernels, seen = [], [], [], [], set()
     for _, r in t.iterrows():
         mo, mp = _profile(profiles, r, "ours", cache), _profile(profiles, r, "peer", cache)
-        reasons.append(reason_text(mo, mp if r["goal"] in (1, 5) else None) if mo is not None else "no profile")
+        why = reason_text(mo, mp if r["goal"] in (1, 5) else None) if mo is not None else "no profile"
+        note = ablation_note(shares, r["model"], int(r["ep_size"]), int(r["num_tokens"]), str(r["ours_tactic"]))
+        reasons.append(f"{why}; {note}" if note else why)
         ours_p.append(None if mo is None else mo.label())
         peer_p.append(None if mp is None else mp.label())
         for side, m in (("ours", mo), ("peer", mp)):

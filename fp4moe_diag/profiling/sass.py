@@ -33,10 +33,10 @@ import re
 import subprocess
 import sys
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Optional, Sequence
 
-from ..backends.triton.configs import (KernelConfig, even_k, k_split, parse_config, ps_n_fastest, ps_scale_words,
+from ..backends.triton.configs import (ABLATIONS, KernelConfig, even_k, k_split, parse_config, ps_n_fastest, ps_scale_words,
                                         ps_tiles_first, split_k_fits)
 from ..backends.triton.configs_gu import ps_gu_chunk_dots
 
@@ -129,8 +129,9 @@ def resident_programs(compiled, num_warps: int) -> int:
     return residency(resource_usage(compiled)["reg"], int(compiled.metadata.shared), num_warps)
 
 
-def mma_loop(sass: str) -> list[str]:
-    """The instructions of the largest backward-branch loop of ``sass`` (nvdisasm text) that holds an MMA."""
+def mma_loop(sass: str, marker: str = "MMA") -> list[str]:
+    """The instructions of the largest backward-branch loop of ``sass`` (nvdisasm text) that holds an MMA (an
+    instruction with ``marker`` in it: ``LDGSTS`` finds the K loop of a ``~load`` ablation, which has no MMA)."""
     lines = sass.splitlines()
     ins: list[tuple[int, str]] = []
     label_at: dict[str, int] = {}
@@ -152,10 +153,10 @@ def mma_loop(sass: str) -> list[str]:
         mb = _BRANCH.search(text)
         if mb and mb.group(1) in label_at and label_at[mb.group(1)] < addr:
             body = [t for a, t in ins if label_at[mb.group(1)] <= a <= addr]
-            if any("MMA" in t for t in body) and len(body) > len(best):
+            if any(marker in t for t in body) and len(body) > len(best):
                 best = body
     if not best:
-        raise ValueError("sass: no loop with an MMA instruction found")
+        raise ValueError(f"sass: no loop with an {marker} instruction found")
     return best
 
 
@@ -211,6 +212,7 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
         const["N_FASTEST"] = ps_n_fastest(kc.block_m)
         const["SCALE_WORDS"] = ps_scale_words(2 * bn if gu else bn, kc.block_k, kc.num_warps)
         const["PDL"] = kc.pdl
+        const |= dict(ABLATE=ABLATIONS[kc.ablate], STAGES=kc.num_stages)  # ~nodeq / ~load: _kernels_ablate
         if gu:
             const["CHUNK_DOTS"] = ps_gu_chunk_dots(kc.block_k, kc.num_warps)
         elif gemm == "gemm1":
@@ -229,8 +231,10 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
     attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in aligned}
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(c),): v for c, v in const.items()},
                     attrs=attrs)
+    cap = {"maxnreg": resource_usage(_compile(replace(kc, ablate=""), gemm, k, arch))["reg"]} if (
+        kc.ablate == "nodeq") else {}  # as the launcher builds ~nodeq: at most its tactic's registers (launch._bound)
     return triton.compile(src, target=GPUTarget("cuda", arch, 32),
-                          options=dict(num_warps=kc.num_warps, num_stages=kc.num_stages))
+                          options=dict(num_warps=kc.num_warps, num_stages=kc.num_stages, **cap))
 
 
 def bundled_tool(name: str) -> str:
@@ -282,7 +286,10 @@ def count(tactic: str, gemm: str = "gemm2", k: int = 3072, arch: int = 90) -> Lo
 
     nvdisasm = bundled_tool("nvdisasm")  # before the compile: a missing tool is reported before any long work
     cc = _compile(kc, gemm, k, arch)
-    body = mma_loop(_on_cubin(nvdisasm, ["-c"], cc.asm["cubin"]))
+    try:  # a ~load loop of a few steps (m16n64k256w4s3-ps-sk2 gemm2: 6) may be unrolled: no loop to count
+        body = mma_loop(_on_cubin(nvdisasm, ["-c"], cc.asm["cubin"]), "LDG" if kc.ablate == "load" else "MMA")
+    except ValueError as e:
+        raise ValueError(f"{e} in {kc.label} {gemm} (a short ~load loop is unrolled)") from None
     use = resource_usage(cc)
     programs = resident_programs(cc, kc.num_warps) if arch >= 90 else 0
     ops = collections.Counter(opcode(t) for t in body)

@@ -62,6 +62,7 @@ import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from ._kernels import X2_UNSCALE, _dot, _gemm1_store, _gemm2_store, _tile_at, _x2_factor
+from ._kernels_ablate import _nodeq_values, _sink_loop
 from ._kernels_fused import _gemm1_fused_finalize, _gemm2_fused_topk_sum
 
 # $4: one word of the layout; $5 / $6: the bf16x2 factors of rows g / g+8.  Out: $0 a0a1 (row g), $1 a2a3 (g+8),
@@ -195,9 +196,10 @@ def _ps_scale_bytes(s_base, row, ch, ok, stride_ss, S: tl.constexpr, C: tl.const
 
 @triton.jit
 def _ps_tile(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride_ss, S: tl.constexpr,
-             C: tl.constexpr, INTERP: tl.constexpr, SCALE_WORDS: tl.constexpr = False):
+             C: tl.constexpr, INTERP: tl.constexpr, SCALE_WORDS: tl.constexpr = False, ABLATE: tl.constexpr = 0):
     """The upcast weight tile ``W [16 S, 64 C]`` (bf16, times 2**-X2_OFFSET) of slabs ``slab0..`` and chunks
-    ``chunk0..`` of one expert (``w_base`` / ``s_base``); slabs and chunks past the matrix read as zeros."""
+    ``chunk0..`` of one expert (``w_base`` / ``s_base``); slabs and chunks past the matrix read as zeros.
+    ``ABLATE`` 1 (``~nodeq``, :mod:`._kernels_ablate`): the same loads and shapes, no decode."""
     sl = slab0 + tl.arange(0, S)
     ch = chunk0 + tl.arange(0, C)
     ok = (sl < n_slabs)[:, None, None] & (ch < n_chunks)[None, :, None]
@@ -211,7 +213,10 @@ def _ps_tile(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride
                      other=0)
     f = tl.reshape(_x2_factor(sc, INTERP), (S, C, 8, 1, 2, 1, 2, 1))  # slab, chunk, g, -, sb, -, rh, -
     f = tl.reshape(tl.broadcast_to(f, (S, C, 8, 4, 2, 2, 2, 2)), (S, C, 8, 4, 4, 4))
-    r0, r1 = _ps_values(tl.reshape(p, (S, C, 8, 4, 4, 4)), f, INTERP)
+    if ABLATE == 1:
+        r0, r1 = _nodeq_values(tl.reshape(p, (S, C, 8, 4, 4, 4)), f, INTERP)
+    else:
+        r0, r1 = _ps_values(tl.reshape(p, (S, C, 8, 4, 4, 4)), f, INTERP)
     y = tl.reshape(tl.join(r0, r1), (S, C, 8, 4, 4, 2, 2, 2))  # slab, chunk, g, t, s, rh, e, kh
     y = tl.permute(y, (0, 5, 2, 1, 4, 7, 3, 6))  # slab, rh, g, chunk, s, kh, t, e
     return tl.reshape(y, (S * 16, C * 64))
@@ -245,6 +250,7 @@ def _moe_mxfp4_gemm1_ps_kernel(
     ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
     SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr, PDL: tl.constexpr = 0,
     SCALE_WORDS: tl.constexpr = False, cnt_ptr=None, FUSED: tl.constexpr = False, TILES_FIRST: tl.constexpr = False,
+    ABLATE: tl.constexpr = 0, STAGES: tl.constexpr = 0,
 ):
     """gemm1 of :mod:`._kernels` (gate/up + activation, N = I, K = H) on the ps layout: the gate rows are slabs
     ``N / 16 ..`` of the same ``[2N / 16, K / 64, 512]`` expert matrix.  ``PDL``: see :func:`_pdl_enter`.
@@ -252,7 +258,7 @@ def _moe_mxfp4_gemm1_ps_kernel(
     before the two dots, so both tiles' shared-memory reads come first (SASS: 8 wgmmas back to back, not the gate
     tile's LDS and upcast between the lin tile's wgmmas and its own).
     ``FUSED`` (``-fs``, SPLIT_K > 1): the last split of a tile finalizes it (arrival counters ``cnt_ptr``,
-    :func:`._kernels_fused._gemm1_fused_finalize`); no finalize kernel."""
+    :func:`._kernels_fused._gemm1_fused_finalize`); no finalize kernel.  ``ABLATE``, ``STAGES``: :mod:`._kernels_ablate`."""
     _pdl_enter(PDL)
     pid_m, pid_n = _grid_ids(N_FASTEST)
     pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(pid_m, pid_n, tl.program_id(2), block_expert_ptr,
@@ -270,17 +276,23 @@ def _moe_mxfp4_gemm1_ps_kernel(
     slab0 = pid_n * S
     acc_lt = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     acc_gt = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    for kk in range(0, K_SPLIT, BLOCK_K):
-        xt = tl.trans(_act_tile(x_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
-        c0 = (kb + kk) // 64
-        w_l = _ps_tile(w_lin, s_lin, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32, SCALE_WORDS)
-        if not TILES_FIRST:  # the lin dot before the gate tile's upcast; TILES_FIRST: after (tiling.ps_tiles_first)
-            acc_lt = _dot(w_l, xt, acc_lt, DOT_F32)
-        w_g = _ps_tile(w_gate, s_gate, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32, SCALE_WORDS)
-        if TILES_FIRST:
-            acc_lt = _dot(w_l, xt, acc_lt, DOT_F32)
-        acc_gt = _dot(w_g, xt, acc_gt, DOT_F32)
-        x_ptrs += BLOCK_K
+    if ABLATE == 2:  # ~load (_kernels_ablate): the loop's weight and scale loads only
+        acc_lt = _sink_loop(acc_lt, w_lin, s_lin, w_gate, s_gate, slab0, kb // 64, N // 16, K // 64, stride_ws,
+                            stride_ss, K_SPLIT, BLOCK_K, S, C, 2, STAGES)
+    else:
+        for kk in range(0, K_SPLIT, BLOCK_K):
+            xt = tl.trans(_act_tile(x_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
+            c0 = (kb + kk) // 64
+            w_l = _ps_tile(w_lin, s_lin, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32,
+                           SCALE_WORDS, ABLATE)
+            if not TILES_FIRST:  # the lin dot before the gate tile's upcast; TILES_FIRST: after (ps_tiles_first)
+                acc_lt = _dot(w_l, xt, acc_lt, DOT_F32)
+            w_g = _ps_tile(w_gate, s_gate, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32,
+                           SCALE_WORDS, ABLATE)
+            if TILES_FIRST:
+                acc_lt = _dot(w_l, xt, acc_lt, DOT_F32)
+            acc_gt = _dot(w_g, xt, acc_gt, DOT_F32)
+            x_ptrs += BLOCK_K
     _gemm1_store(tl.trans(acc_lt) * X2_UNSCALE, tl.trans(acc_gt) * X2_UNSCALE, pid_k, e, offs_m, offs_n, mask_m,
                  mask_n, b_ptr, alpha_ptr, beta_ptr, limit_ptr, out_ptr, part_ptr, N, stride_be, stride_om, stride_ps,
                  stride_pm, ACTIVATION, HAS_BIAS, SPLIT_K)
@@ -300,7 +312,8 @@ def _moe_mxfp4_gemm2_ps_kernel(
     HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
     SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr, PDL: tl.constexpr = 0,
     SCALE_WORDS: tl.constexpr = False, y_ptr=None, cnt_ptr=None, tok_pairs_ptr=None, orph_ptr=None, stride_ym=0,
-    TOP_K: tl.constexpr = 1, ORPH: tl.constexpr = 0, FUSED: tl.constexpr = False,
+    TOP_K: tl.constexpr = 1, ORPH: tl.constexpr = 0, FUSED: tl.constexpr = False, ABLATE: tl.constexpr = 0,
+    STAGES: tl.constexpr = 0,
 ):
     """gemm2 of :mod:`._kernels` (down, times the routing weight, N = H, K = I) on the ps layout.  ``FUSED``
     (``-fs``): the program completing a token's rows sums them into ``y`` [T, N] (bf16) in the top-k sum's order
@@ -309,7 +322,7 @@ def _moe_mxfp4_gemm2_ps_kernel(
     :func:`_pdl_enter`; with ``PDL`` 2 / 3 the program first prefetches into L2 the first weight chunks of its tile
     (2: every thread a share of the 512-byte chunks; 3: one bulk prefetch per slab, evict_last)
     (weights and routing tables are made before the call: no kernel of the call writes them), so that the DRAM
-    time left idle in gemm1's tail streams gemm2's weights."""
+    time left idle in gemm1's tail streams gemm2's weights.  ``ABLATE``, ``STAGES``: :mod:`._kernels_ablate`."""
     if PDL >= 2:
         pm, pn = _grid_ids(N_FASTEST)
         S_PF: tl.constexpr = BLOCK_N // 16
@@ -335,11 +348,16 @@ def _moe_mxfp4_gemm2_ps_kernel(
     s_base = ws_ptr + e * stride_se
     slab0 = pid_n * S
     acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    for kk in range(0, K_SPLIT, BLOCK_K):
-        at = tl.trans(_act_tile(a_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
-        w = _ps_tile(w_base, s_base, slab0, (kb + kk) // 64, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32, SCALE_WORDS)
-        acc_t = _dot(w, at, acc_t, DOT_F32)
-        a_ptrs += BLOCK_K
+    if ABLATE == 2:  # ~load (_kernels_ablate): the loop's weight and scale loads only
+        acc_t = _sink_loop(acc_t, w_base, s_base, w_base, s_base, slab0, kb // 64, N // 16, K // 64, stride_ws,
+                           stride_ss, K_SPLIT, BLOCK_K, S, C, 1, STAGES)
+    else:
+        for kk in range(0, K_SPLIT, BLOCK_K):
+            at = tl.trans(_act_tile(a_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
+            w = _ps_tile(w_base, s_base, slab0, (kb + kk) // 64, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32,
+                         SCALE_WORDS, ABLATE)
+            acc_t = _dot(w, at, acc_t, DOT_F32)
+            a_ptrs += BLOCK_K
     _gemm2_store(tl.trans(acc_t) * X2_UNSCALE, pid_k, e, pair, mask_m, offs_n, mask_n, b_ptr, topk_w_ptr, out_ptr,
                  stride_be, stride_om, stride_os, HAS_BIAS)
     if FUSED:

@@ -35,6 +35,7 @@ import triton.language as tl
 
 from ._kernels import X2_UNSCALE, _dot, _gemm1_store, _tile_at
 from ._kernels_fused import _gemm1_fused_finalize
+from ._kernels_ablate import _sink_loop
 from ._kernels_ps import _act_tile, _grid_ids, _pdl_enter, _ps_tile
 
 
@@ -57,10 +58,12 @@ def _moe_mxfp4_gemm1_ps_gu_kernel(
     ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
     SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr, PDL: tl.constexpr = 0,
     SCALE_WORDS: tl.constexpr = False, CHUNK_DOTS: tl.constexpr = False, cnt_ptr=None, FUSED: tl.constexpr = False,
+    ABLATE: tl.constexpr = 0, STAGES: tl.constexpr = 0,
 ):
     """gemm1 (gate/up + activation, N = I, K = H) on the gate/up-interleaved ps matrix ``[2N / 16, K / 64, 512]``:
     ``BLOCK_N / 8`` slabs from slab ``pid_n * BLOCK_N / 8``, one dot per K step (``CHUNK_DOTS``: one per 64-K chunk,
-    see :func:`.configs_gu.ps_gu_chunk_dots`).  Arguments as :func:`._kernels_ps._moe_mxfp4_gemm1_ps_kernel`."""
+    see :func:`.configs_gu.ps_gu_chunk_dots`).  Arguments as :func:`._kernels_ps._moe_mxfp4_gemm1_ps_kernel`
+    (``ABLATE``, ``STAGES``: :mod:`._kernels_ablate`)."""
     _pdl_enter(PDL)
     pid_m, pid_n = _grid_ids(N_FASTEST)
     pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(pid_m, pid_n, tl.program_id(2), block_expert_ptr,
@@ -75,19 +78,23 @@ def _moe_mxfp4_gemm1_ps_gu_kernel(
     s_base = ws_ptr + e * stride_se
     slab0 = pid_n * S
     acc_t = tl.zeros((2 * BLOCK_N, BLOCK_M), dtype=tl.float32)
-    for kk in range(0, K_SPLIT, BLOCK_K):
-        if CHUNK_DOTS:  # one dot per 64-K chunk of the tile (its activations loaded per chunk), same accumulator
-            for c in tl.static_range(C):
-                xt = tl.trans(_act_tile(x_ptrs + 64 * c, mask_m, kb + kk + 64 * c, offs_k, K, EVEN_K))
-                w = _ps_tile(w_base, s_base, slab0, (kb + kk) // 64 + c, N // 8, K // 64, stride_ws, stride_ss, S, 1,
-                             DOT_F32, SCALE_WORDS)
+    if ABLATE == 2:  # ~load (_kernels_ablate): the loop's weight and scale loads only
+        acc_t = _sink_loop(acc_t, w_base, s_base, w_base, s_base, slab0, kb // 64, N // 8, K // 64, stride_ws,
+                           stride_ss, K_SPLIT, BLOCK_K, S, C, 1, STAGES)
+    else:
+        for kk in range(0, K_SPLIT, BLOCK_K):
+            if CHUNK_DOTS:  # one dot per 64-K chunk of the tile (its activations loaded per chunk), same accumulator
+                for c in tl.static_range(C):
+                    xt = tl.trans(_act_tile(x_ptrs + 64 * c, mask_m, kb + kk + 64 * c, offs_k, K, EVEN_K))
+                    w = _ps_tile(w_base, s_base, slab0, (kb + kk) // 64 + c, N // 8, K // 64, stride_ws, stride_ss,
+                                 S, 1, DOT_F32, SCALE_WORDS, ABLATE)
+                    acc_t = _dot(w, xt, acc_t, DOT_F32)
+            else:
+                xt = tl.trans(_act_tile(x_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
+                w = _ps_tile(w_base, s_base, slab0, (kb + kk) // 64, N // 8, K // 64, stride_ws, stride_ss, S, C,
+                             DOT_F32, SCALE_WORDS, ABLATE)
                 acc_t = _dot(w, xt, acc_t, DOT_F32)
-        else:
-            xt = tl.trans(_act_tile(x_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
-            w = _ps_tile(w_base, s_base, slab0, (kb + kk) // 64, N // 8, K // 64, stride_ws, stride_ss, S, C,
-                         DOT_F32, SCALE_WORDS)
-            acc_t = _dot(w, xt, acc_t, DOT_F32)
-        x_ptrs += BLOCK_K
+            x_ptrs += BLOCK_K
     lin, gate = _gate_up_split(acc_t * X2_UNSCALE, BLOCK_M, BLOCK_N)
     _gemm1_store(lin, gate, pid_k, e, offs_m, offs_n, mask_m, mask_n, b_ptr, alpha_ptr, beta_ptr, limit_ptr, out_ptr,
                  part_ptr, N, stride_be, stride_om, stride_ps, stride_pm, ACTIVATION, HAS_BIAS, SPLIT_K)

@@ -24,8 +24,8 @@ from ...problem.case import ActivationFormat, GatedActivation, MoECase, WeightFo
 from ...problem.inputs import MoEInputs
 from ..base import Backend, Support, Tactic, device_capability, launch_sequence
 from . import ps_layout
-from .configs import (CONFIGS, DECODE_CONFIGS, DECODE_MAX_PAIRS, DOT_SCALED_CONFIGS, PS_CONFIGS, PS_DECODE_CONFIGS,
-                      PS_PDL_CONFIGS,
+from .configs import (ABLATIONS, CONFIGS, DECODE_CONFIGS, DECODE_MAX_PAIRS, DOT_SCALED_CONFIGS, PS_CONFIGS,
+                      PS_DECODE_CONFIGS, PS_PDL_CONFIGS,
                       SW_CONFIGS, SW_DECODE_CONFIGS, X2_CONFIGS, X2_DECODE_CONFIGS, KernelConfig, parse_config,
                       split_k_fits)
 from .configs_gu import (PS_GU_CONFIGS, PS_GU_DECODE_CONFIGS, PS_GU_DECODE_PDL_CONFIGS, PS_GU_PDL_CONFIGS,
@@ -140,6 +140,16 @@ class TritonMXFP4Backend(Backend):
         default = measured_default(case, configs, device_capability("cuda") if compiled else None)
         return [Tactic(id=kc, label=kc.label, is_default=kc == default, params=kc.params()) for kc in configs]
 
+    def tactic_by_label(self, case: MoECase, label: str, prepared: Any = None) -> Tactic:
+        """An offered tactic, or an ablation of one (``LABEL~nodeq`` / ``LABEL~load``: :data:`.configs.ABLATIONS`,
+        for ``profiling.ablate`` and ``profile``; never offered by :meth:`tactics`)."""
+        base, sep, _ = label.partition("~")
+        if not sep:
+            return super().tactic_by_label(case, label, prepared)
+        kc = parse_config(label)  # the ablation's name checked before the tactic list is built
+        super().tactic_by_label(case, base, prepared)  # the tactic it ablates: offered for this case
+        return Tactic(id=kc, label=kc.label, is_default=False, params=kc.params())
+
     def versions(self) -> dict[str, str]:
         try:
             import triton
@@ -217,7 +227,8 @@ class TritonMXFP4Backend(Backend):
         direct = output is not None and output.dtype == torch.bfloat16 and output.stride(1) == 1
         y = output if direct else p.out_bf16
         w13, w13_scale, w2, w2_scale = p.ps if kc.ps else (p.w13, p.w13_scale, p.w2, p.w2_scale)
-        modes = dict(dot_scaled=kc.dot_scaled, x2=kc.x2, swap=kc.swap, ps=kc.ps, pdl=kc.pdl)
+        modes = dict(dot_scaled=kc.dot_scaled, x2=kc.x2, swap=kc.swap, ps=kc.ps, pdl=kc.pdl,
+                     ablate=ABLATIONS[kc.ablate])
         if kc.gate_up:  # gemm1 reads the gate/up-interleaved copy of w13 (made now on first use); gemm2 as ps
             w13, w13_scale = p.gate_up_weights()
         calls = []

@@ -19,6 +19,9 @@ GATE_UP_LABEL = "-gu"  #: KernelConfig.gate_up's label suffix, right after -ps (
 #: counter per tile, reset by that program) does the pass of the kernel that followed: gemm2 the top-k sum of a
 #: token's rows (same fixed order: bit-identical), a split gemm1 the split-K finalize (:mod:`._kernels_fused`)
 FUSED_LABEL = "-fs"
+#: KernelConfig.ablate -> the kernels' ABLATE constexpr (label suffix ``~name``, last): a part of the K loop taken out,
+#: to be timed beside the tactic (profiling.ablate; outputs wrong by design, never offered; _kernels_ablate.py)
+ABLATIONS = {"": 0, "nodeq": 1, "load": 2}
 MODES = ("bits", "ds", "x2", "sw", "ps", "f8", "p8")  # bit-arithmetic dequant, tl.dot_scaled, packed bf16x2 upcast,
 # x2 swap-AB, swap-AB on the pre-shuffled layout of ps_layout, W4A8 (e4m3 activations and folded weights; configs_f8),
 # W4A8 on the pre-shuffled layout of p8_layout (configs_p8.P8_CONFIGS)
@@ -48,6 +51,7 @@ class KernelConfig:
     # is not launched) and a split gemm1 finalizes its own planes, each in the last program to arrive (FUSED_LABEL)
     tail_m: int = 0  # mode ps only (label -tN): each expert's last <= tail_m pairs run as blocks of tail_m rows (a
     # second gemm1 / gemm2 launch pair), the rest as blocks of block_m (configs_tail.py)
+    ablate: str = ""  # mode ps only (label ~nodeq / ~load): an ablation of the tactic, see ABLATIONS
 
 
     def __post_init__(self) -> None:
@@ -90,6 +94,9 @@ class KernelConfig:
             raise ValueError(f"tactic: tail_m (-tN, blocks of N rows for each expert's last pairs) is a mode ps option "
                              f"without split-K, -pdlpf(e) or -fs, a power of two from 16 below block_m={self.block_m}; "
                              f"got tail_m={t!r} in {self.mode!r}")
+        if self.ablate not in ABLATIONS or (self.ablate and self.mode != "ps"):
+            raise ValueError(f"tactic: ablate is a mode ps option, one of {sorted(a for a in ABLATIONS if a)}; got "
+                             f"{self.ablate!r} in mode {self.mode!r}")
         if not isinstance(self.gate_up, bool) or (self.gate_up and self.mode != "ps"):
             raise ValueError(f"tactic: gate_up (-gu) is a mode ps option, a bool; got {self.gate_up!r} in {self.mode!r}")
         if self.mode == "ps":
@@ -155,7 +162,7 @@ class KernelConfig:
                 + (f"-sk{self.split_k}" if self.split_k > 1 else "")
                 + (f"-g2sk{self.split_k2}" if self.split_k2 else "") + (f"-g2n{self.block_n2}" if self.block_n2 else "")
                 + (f"-t{self.tail_m}" if self.tail_m else "") + PDL_LABELS[self.pdl]
-                + (FUSED_LABEL if self.fused else ""))
+                + (FUSED_LABEL if self.fused else "") + (f"~{self.ablate}" if self.ablate else ""))
 
     def __str__(self) -> str:
         return self.label
@@ -168,7 +175,8 @@ class KernelConfig:
                     **({"pdl": self.pdl} if self.pdl else {}),  # the keys only where set: older rows unchanged
                     **({"block_n2": self.block_n2} if self.block_n2 else {}),
                     **({"gate_up": True} if self.gate_up else {}),
-                    **({"fused": True} if self.fused else {}), **({"tail_m": self.tail_m} if self.tail_m else {}))
+                    **({"fused": True} if self.fused else {}), **({"tail_m": self.tail_m} if self.tail_m else {}),
+                    **({"ablate": self.ablate} if self.ablate else {}))
 
 
 
@@ -347,7 +355,7 @@ PS_PDL_CONFIGS += tuple(KernelConfig(*c, pdl=1, fused=True) for c in (
 
 _LABEL = re.compile(r"^m(?P<m>\d+)n(?P<n>\d+)k(?P<k>\d+)w(?P<w>\d+)s(?P<s>\d+)"
                     r"(?:-(?P<mode>ds|x2|sw|f8|p8)|-(?P<ps>ps)(?P<gu>-gu)?)?(?:-sk(?P<sk>\d+))?(?:-g2sk(?P<g2sk>\d+))?"
-                    r"(?:-g2n(?P<g2n>\d+))?(?:-t(?P<t>\d+))?(?P<pdl>-pdl|-pdlpfe|-pdlpf)?(?P<fs>-fs)?$")
+                    r"(?:-g2n(?P<g2n>\d+))?(?:-t(?P<t>\d+))?(?P<pdl>-pdl|-pdlpfe|-pdlpf)?(?P<fs>-fs)?(?:~(?P<ab>[a-z]+))?$")
 
 
 def parse_config(cfg: Any) -> KernelConfig:
@@ -359,12 +367,13 @@ def parse_config(cfg: Any) -> KernelConfig:
         m = _LABEL.match(cfg)
         if m is None:
             raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu]|-f8|-p8][-skN]"
-                             f"[-g2skN][-g2nN][-tN][-pdl|-pdlpf|-pdlpfe][-fs], got {cfg!r}")
+                             f"[-g2skN][-g2nN][-tN][-pdl|-pdlpf|-pdlpfe][-fs][~nodeq|~load], got {cfg!r}")
         nums = [int(m[g]) for g in "mnkws"]
         pdl = {v: k for k, v in PDL_LABELS.items()}[m["pdl"] or ""]
         return KernelConfig(*nums, mode=m["mode"] or m["ps"] or "bits", split_k=int(m["sk"] or 1),
                             split_k2=int(m["g2sk"] or 0), pdl=pdl, block_n2=int(m["g2n"] or 0),
-                            gate_up=m["gu"] is not None, fused=m["fs"] is not None, tail_m=int(m["t"] or 0))
+                            gate_up=m["gu"] is not None, fused=m["fs"] is not None, tail_m=int(m["t"] or 0),
+                            ablate=m["ab"] or "")
     if not isinstance(cfg, (tuple, list)):
         raise ValueError(f"tactic: expected a KernelConfig, a label or a tuple, got {type(cfg).__name__}")
     cfg = tuple(cfg)

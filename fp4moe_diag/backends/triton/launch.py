@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import torch
 import triton
@@ -115,6 +115,26 @@ def _pdl_args(pdl: int, ps: bool) -> dict:
     return dict(PDL=pdl, launch_pdl=True) if pdl and not INTERPRETED else {}
 
 
+def _ablate_args(ablate: int, ps: bool, num_stages: int) -> dict:
+    """The ABLATE (and ~load's STAGES) constexprs of the ps kernels (:mod:`._kernels_ablate`): none when 0."""
+    if ablate not in (0, 1, 2) or isinstance(ablate, bool) or (ablate and not ps):
+        raise ValueError(f"ablate: expected 0, 1 (~nodeq) or 2 (~load), the last two for the pre-shuffled kernels "
+                         f"(ps=True) only; got {ablate!r} with ps={ps}")
+    return dict(ABLATE=ablate, STAGES=num_stages) if ablate else {}
+
+
+def _bound(fn: Any, grid: tuple, *args: Any, **kwargs: Any) -> Callable[[], None]:
+    """``fn[grid](*args, **kwargs)``, bound.  A compiled ``~nodeq`` ablation (ABLATE 1) is built with at most the
+    registers of the tactic it ablates (``maxnreg``, read from that tactic's build, compiled here and not run): the
+    same programs per SM, so that the two differ by the decode alone (uncapped, m16n128k128w4s3-ps~nodeq's gemm1
+    takes 192 registers against the tactic's 168: 2 programs per SM, not 3; sm_90a, triton 3.6.0)."""
+    if kwargs.get("ABLATE") == 1 and not INTERPRETED:
+        base = fn.warmup(*args, grid=grid, **{**kwargs, "ABLATE": 0})
+        base._init_handles()  # loads the build: n_regs is the driver's count
+        kwargs = {**kwargs, "maxnreg": int(base.n_regs)}
+    return functools.partial(fn[grid], *args, **kwargs)
+
+
 def _x2(requested: bool, dot_scaled: bool) -> bool:
     if requested and dot_scaled:
         raise ValueError("x2: the packed bf16x2 upcast replaces the bit-arithmetic dequant; it cannot be combined "
@@ -135,7 +155,7 @@ def gemm1_calls(
     num_pairs: int, top_k: int, activation: int,
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
     split_k: int = 1, part: Optional[torch.Tensor] = None, x2: bool = False, swap: bool = False, ps: bool = False,
-    pdl: int = 0, counters: Optional[torch.Tensor] = None, gate_up: bool = False,
+    pdl: int = 0, counters: Optional[torch.Tensor] = None, gate_up: bool = False, ablate: int = 0,
 ) -> list[Callable[[], None]]:
     """The launches of gemm1 on ``block_expert_ids.numel()`` M-blocks. ``w [L, 2I, H/2]`` (``ps``: the layout of
     :mod:`.ps_layout`, ``[L, 2I/16, H/64, 512]``), ``out [P, I]``.
@@ -144,10 +164,11 @@ def gemm1_calls(
     ``pdl`` (ps only): 1 launches it as a programmatic dependent (:func:`._kernels_ps._pdl_enter`), 2 the same.
     ``gate_up`` (ps only): ``w`` / ``w_scale`` are the gate/up-interleaved copy (``ps_layout.shuffle_gate_up``), run
     by :mod:`._kernels_ps_gu` (one tile of ``2 block_n`` weight rows per K step: SCALE_WORDS is decided for it;
-    CHUNK_DOTS by ``configs_gu.ps_gu_chunk_dots``)."""
+    CHUNK_DOTS by ``configs_gu.ps_gu_chunk_dots``).  ``ablate`` (ps only): the kernels' ABLATE, :mod:`._kernels_ablate`."""
     inter, hidden = _weight_dims(w, ps)[0] // 2, x.shape[1]
     tile_rows = _gate_up_rows(gate_up, ps, block_n)
-    modes = _mode_args(dot_scaled, x2, swap, ps, (block_m, tile_rows, block_k, num_warps)) | _pdl_args(pdl, ps)
+    modes = (_mode_args(dot_scaled, x2, swap, ps, (block_m, tile_rows, block_k, num_warps)) | _pdl_args(pdl, ps)
+             | _ablate_args(ablate, ps, num_stages))
     if gate_up:
         modes["CHUNK_DOTS"] = ps_gu_chunk_dots(block_k, num_warps)
     elif ps:
@@ -169,9 +190,9 @@ def gemm1_calls(
     epi = [dummy if v is None else v for v in (bias, alpha, beta, limit)]  # epilogue operands
     part_arg = dummy if split_k == 1 else part
     grid = _grid(num_blocks, triton.cdiv(inter, block_n), split_k, modes.get("N_FASTEST", False))
-    calls = [functools.partial(
+    calls = [_bound(
         (_moe_mxfp4_gemm1_ps_gu_kernel if gate_up else _moe_mxfp4_gemm1_ps_kernel if ps else
-         _moe_mxfp4_gemm1_kernel)[grid],
+         _moe_mxfp4_gemm1_kernel), grid,
         x, w, w_scale, *epi, out, part_arg, sorted_pair_ids, block_expert_ids,
         num_pairs, top_k, inter,
         x.stride(0), w.stride(0), w.stride(1), w_scale.stride(0), w_scale.stride(1),
@@ -218,14 +239,16 @@ def gemm2_calls(
     block_expert_ids: torch.Tensor, num_pairs: int,
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
     split_k: int = 1, x2: bool = False, swap: bool = False, ps: bool = False, pdl: int = 0,
-    fused: Optional[FusedSum] = None,
+    fused: Optional[FusedSum] = None, ablate: int = 0,
 ) -> list[Callable[[], None]]:
     """The launch of gemm2. ``a [P, I]`` bf16, ``w [L, H, I/2]`` (``ps``: ``[L, H/16, I/64, 512]``), ``out [T*k, H]``
     (rows by pair index), or ``out [>= split_k, T*k, H]`` (one plane per split; the caller sums them, or with
     ``fused`` (ps only, tactic ``-fs``) gemm2 sums them into ``fused.out``: :class:`FusedSum`).
-    ``pdl`` (ps only): 1 programmatic dependent launch, 2 that and the L2 prefetch of its first weight chunks."""
+    ``pdl`` (ps only): 1 programmatic dependent launch, 2 that and the L2 prefetch of its first weight chunks.
+    ``ablate`` (ps only): the kernel's ABLATE, :mod:`._kernels_ablate`."""
     hidden, inter = _weight_dims(w, ps)[0], a.shape[1]
-    modes = _mode_args(dot_scaled, x2, swap, ps, (block_m, block_n, block_k, num_warps)) | _pdl_args(pdl, ps)
+    modes = (_mode_args(dot_scaled, x2, swap, ps, (block_m, block_n, block_k, num_warps)) | _pdl_args(pdl, ps)
+             | _ablate_args(ablate, ps, num_stages))
     if fused is not None and not ps:
         raise ValueError("fused: only the pre-shuffled kernels (ps=True) have the fused top-k sum")
     num_blocks = block_expert_ids.numel()
@@ -238,8 +261,8 @@ def gemm2_calls(
     if fused is not None:
         modes |= _fused_args(fused, planes[:split_k], triton.cdiv(hidden, block_n))
     grid = _grid(num_blocks, triton.cdiv(hidden, block_n), split_k, modes.get("N_FASTEST", False))
-    return [functools.partial(
-        (_moe_mxfp4_gemm2_ps_kernel if ps else _moe_mxfp4_gemm2_kernel)[grid],
+    return [_bound(
+        (_moe_mxfp4_gemm2_ps_kernel if ps else _moe_mxfp4_gemm2_kernel), grid,
         a, w, w_scale, w_scale if bias is None else bias, topk_weights, planes,
         sorted_pair_ids, block_expert_ids,
         num_pairs, hidden,

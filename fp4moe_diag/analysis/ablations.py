@@ -1,0 +1,65 @@
+"""Ablation timings (``python -m fp4moe_diag.profiling.ablate``: a tactic of our Triton kernels beside ``~nodeq`` and
+``~load``, backends/triton/_kernels_ablate.py) as a table of shares, and as the measured reason beside issue #25's
+goals (``goals`` reads the ``ablate*.csv`` of the folders it is given)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+
+#: the rows :func:`..profiling.ablate.ablate_case` writes, one per case x tactic x variant (tactic, nodeq, load)
+COLUMNS = ("model", "ep_size", "num_tokens", "tactic", "variant", "label", "time_median_us", "time_p10_us",
+           "time_p90_us", "time_spread", "time_method", "time_kernel_median_us", "time_kernel_breakdown",
+           "weight_bytes", "weight_TBps", "frac_read_ceiling", "ceiling_read_GBps", "gpu_name", "triton_version",
+           "git_commit")
+KEYS = ["model", "ep_size", "num_tokens", "tactic"]
+
+
+def ablation_table(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per case and tactic of rows of :data:`COLUMNS`: the three times, the shares of the
+    tactic's time and the weight stream of each over the read ceiling.  A ValueError where a variant is missing."""
+    missing = {"tactic", "nodeq", "load"} - set(df["variant"])
+    if missing:
+        raise ValueError(f"rows: every case needs the variants tactic, nodeq and load; missing {sorted(missing)}")
+    t = df.pivot_table(index=KEYS, columns="variant", values="time_median_us", aggfunc="last")
+    f = df.pivot_table(index=KEYS, columns="variant", values="frac_read_ceiling", aggfunc="last")
+    if t[["tactic", "nodeq", "load"]].isna().any().any():
+        raise ValueError("rows: a case lacks one of the variants tactic, nodeq, load")
+    out = pd.DataFrame({
+        "tactic_us": t["tactic"], "nodeq_us": t["nodeq"], "load_us": t["load"],
+        "dequant_share": (t["tactic"] - t["nodeq"]) / t["tactic"],
+        "loop_rest_share": (t["nodeq"] - t["load"]) / t["tactic"],
+        "load_share": t["load"] / t["tactic"],
+        "tactic_read_frac": f["tactic"], "load_read_frac": f["load"],
+    })
+    return out.reset_index()
+
+
+def markdown(table: pd.DataFrame) -> str:
+    head = ("| model | EP | T | tactic | tactic us (read) | ~nodeq us | ~load us (read) | dequant | rest of the loop "
+            "| weight stream |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    body = [f"| {r.model} | {r.ep_size} | {r.num_tokens} | `{r.tactic}` | {r.tactic_us:.1f} ({r.tactic_read_frac:.0%}) "
+            f"| {r.nodeq_us:.1f} | {r.load_us:.1f} ({r.load_read_frac:.0%}) | {r.dequant_share:.0%} "
+            f"| {r.loop_rest_share:.0%} | {r.load_share:.0%} |" for r in table.itertuples()]
+    return "\n".join([head, *body])
+
+
+def read_ablations(folders: Iterable[Path]) -> pd.DataFrame:
+    """Every ``ablate*.csv`` of ``folders`` as one frame of :data:`COLUMNS` (empty when there is none)."""
+    frames = [pd.read_csv(f) for d in folders for f in sorted(Path(d).glob("ablate*.csv"))]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(COLUMNS))
+
+
+def ablation_note(table: pd.DataFrame, model: str, ep_size: int, num_tokens: int, tactic: str) -> str:
+    """The shares of :func:`ablation_table` for this shape and tactic as a phrase ('' when it was not ablated)."""
+    if table.empty:
+        return ""
+    m = table[(table["model"] == model) & (table["ep_size"] == ep_size) & (table["num_tokens"] == num_tokens)
+              & (table["tactic"] == tactic)]
+    if m.empty:
+        return ""
+    r = m.iloc[-1]
+    return (f"ablation: dequant {r.dequant_share:.0%}, rest of the loop {r.loop_rest_share:.0%}, weight stream "
+            f"{r.load_share:.0%} of {r.tactic_us:.1f} us (~load at {r.load_read_frac:.0%} of the read ceiling)")

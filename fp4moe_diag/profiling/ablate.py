@@ -1,0 +1,140 @@
+"""Ablations of our Triton tactics on the GPU: what the dequant and the rest of the K loop cost, and how fast the
+tactic's own grid and tile schedule stream the weights with nothing else in the loop.
+
+``python -m fp4moe_diag.profiling.ablate --model gpt-oss-20b --ep 1 --tokens 16,64 --tactic m16n128k128w4s3-ps-pdl
+--out data/runs/RUN/ablate.csv``
+
+Per case (the shape table's model and EP at each token count, inputs built as the sweep builds them) and tactic, three
+calls are timed with one method (CUDA-graph replays of the backend's bare launcher, the L2 flushed before each,
+warm-up, median of ``--repeats``) and their kernels summed per name (torch.profiler / CUPTI, graph replays):
+
+* the tactic itself;
+* ``LABEL~nodeq``: the same loads and wgmmas without the dequant (2 instructions per 8 weights instead of ~16), built
+  with at most the tactic's registers, so with the same programs per SM;
+* ``LABEL~load``: only the weight and scale loads of the K loop, pipelined as deep (cp.async), the same grid.
+
+(``backends/triton/_kernels_ablate.py``; outputs are wrong by design: nothing here checks them.)  The table gives each
+time, the weight bytes over it and over the read ceiling measured in the same process, and the shares: dequant
+``(tactic - nodeq) / tactic``, the rest of the loop ``(nodeq - load) / tactic``, the weight stream ``load / tactic``.
+``~load`` takes fewer registers than its tactic (m16n128k128w4s3-ps gemm1: 63 against 168, sm_90a, triton 3.6.0),
+so more of its programs share an SM and more loads are in flight than the tactic can have: its time is a floor of the
+schedule, not the tactic's loads alone (``profiling.sass --tactic LABEL~load`` gives its registers and residency).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import pandas as pd
+
+from ..analysis.ablations import COLUMNS, ablation_table, markdown
+
+#: the calls of one ablation, in order: the tactic, then its ablations (backends/triton/configs.ABLATIONS)
+VARIANTS = ("", "nodeq", "load")
+
+
+def variant_labels(tactic: str) -> list[str]:
+    """The labels timed for ``tactic``: itself, ``~nodeq``, ``~load``; a ValueError for a tactic that is not a ps
+    one or is already an ablation."""
+    from ..backends.triton.configs import parse_config
+
+    kc = parse_config(tactic)
+    if kc.ablate or not kc.ps:
+        raise ValueError(f"tactic: expected a -ps tactic of backend triton (not an ablation), got {tactic!r}")
+    return [kc.label + (f"~{v}" if v else "") for v in VARIANTS]
+
+
+def ablate_case(case: Any, tactic: str, device: Any, repeats: int, read_gbps: float) -> list[dict]:
+    """The rows of :data:`COLUMNS` (but the environment's) of ``tactic`` and its ablations on ``case``."""
+    from ..measure.ceilings import moe_work
+    from ..measure.kernel_time import breakdown_json, time_kernels
+    from ..measure.timing import time_fn
+    from .call_setup import prepare_call
+
+    labels = variant_labels(tactic)
+    call = prepare_call("triton", case, dict(zip(VARIANTS, labels)), device)
+    work = moe_work(case, call.prepared.inputs.local_topk_ids)
+    rows = []
+    for variant, label in zip(VARIANTS, labels):
+        launch = call.bind(call.tactics[variant])
+        t = time_fn(launch, device, warmup=5, repeats=repeats, flush_l2=True, cuda_graph=True)
+        k = time_kernels(launch, device, repeats=max(5, repeats // 3), flush_l2=True, cuda_graph=True)
+        tbps = work.weight_bytes / (t.median_us * 1e-6) / 1e12
+        rows.append(dict(model=case.model, ep_size=case.ep_size, num_tokens=case.num_tokens, tactic=labels[0],
+                         variant=variant or "tactic", label=label, time_median_us=t.median_us, time_p10_us=t.p10_us,
+                         time_p90_us=t.p90_us, time_spread=t.spread, time_method=t.method,
+                         time_kernel_median_us=k.sum.median_us, time_kernel_breakdown=breakdown_json(k.per_kernel_us),
+                         weight_bytes=work.weight_bytes, weight_TBps=tbps, frac_read_ceiling=tbps * 1e3 / read_gbps,
+                         ceiling_read_GBps=read_gbps))
+    return rows
+
+
+def _write_csv(rows: list[dict], path: Path) -> None:
+    from ..atomic_io import atomic_write
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda f: f.write(pd.DataFrame(rows, columns=list(COLUMNS)).to_csv(index=False).encode()))
+
+
+def _parser() -> argparse.ArgumentParser:
+    from .. import cli_args as A
+
+    ap = argparse.ArgumentParser(prog="python -m fp4moe_diag.profiling.ablate", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", type=A.model_name, default="gpt-oss-20b")
+    ap.add_argument("--ep", type=A.positive_int, default=1)
+    ap.add_argument("--tokens", type=A.int_list, required=True, help="token counts, comma separated")
+    ap.add_argument("--tactic", action="append", required=True, help="a -ps tactic of backend triton; repeat")
+    ap.add_argument("--repeats", type=A.positive_int, default=30)
+    ap.add_argument("--device", type=A.device, default="cuda")
+    ap.add_argument("--out", type=A.out_file, required=True, help="the rows as CSV (never overwritten)")
+    ap.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    return ap
+
+
+def _checked(ap: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> tuple[argparse.Namespace, list]:
+    """The arguments and cases, every check done before any GPU work (one-line errors, exit 2)."""
+    import torch
+
+    from ..problem.shapes import default_case
+
+    args = ap.parse_args(argv)
+    try:
+        for t in args.tactic:
+            variant_labels(t)
+        cases = [default_case(args.model, args.ep, n) for n in args.tokens]
+    except ValueError as e:
+        ap.error(str(e))
+    if args.out.exists() and not args.overwrite:
+        ap.error(f"argument --out: {args.out} exists; pass --overwrite to replace it")
+    if not str(args.device).startswith("cuda") or not torch.cuda.is_available():
+        ap.error(f"argument --device: ablations are timed on a CUDA GPU, got {args.device!r} (CUDA available: "
+                 f"{torch.cuda.is_available()}); on a CPU, profiling.sass --tactic LABEL~nodeq / ~load builds them")
+    return args, cases
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    from ..environment import environment_info
+    from ..measure.ceilings import measure_ceilings
+
+    ap = _parser()
+    args, cases = _checked(ap, argv)
+    ceilings = measure_ceilings(args.device)
+    read_gbps = ceilings.stream_bytes_per_s / 1e9
+    env = environment_info(args.device)
+    rows: list[dict] = []
+    for case in cases:
+        for t in args.tactic:
+            rows += [r | {k: env.get(k, "") for k in ("gpu_name", "triton_version", "git_commit")}
+                     for r in ablate_case(case, t, args.device, args.repeats, read_gbps)]
+            _write_csv(rows, args.out)  # after every case: a cut-off run keeps what it finished
+    print(markdown(ablation_table(pd.DataFrame(rows))))
+    print(json.dumps({"out": str(args.out), "rows": len(rows), "read_GBps": round(read_gbps, 1)}))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""Ablations of the ps tactics (``LABEL~nodeq``, ``LABEL~load``: backends/triton/_kernels_ablate.py) and the tool that
+times them (``python -m fp4moe_diag.profiling.ablate``).  Host side: labels, never offered, looked up only beside an
+offered tactic, the table's shares, the command line's refusals; sm_90a build (CPU, Triton's bundled ptxas): ``~nodeq``
+keeps every wgmma and load and drops the decode, ``~load`` keeps the weight and scale loads (cp.async) and nothing
+else; interpreter (CPU): each ablation runs through the backend and is not the tactic's output."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from fp4moe_diag import MoECase
+from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend
+from fp4moe_diag.backends.triton.configs import ABLATIONS, KernelConfig, parse_config
+from fp4moe_diag.profiling import ablate
+from interpreter import bundled_tools, interpreter_fixture
+
+GPT = dict(hidden_size=3072, intermediate_size=3072, num_experts=32, top_k=4)
+
+
+def test_labels_round_trip_and_refusals():
+    kc = parse_config("m16n128k128w4s3-ps-g2sk2-pdl-fs~load")
+    assert (kc.ablate, kc.split_k2, kc.pdl, kc.fused) == ("load", 2, 1, True)
+    assert kc.label == "m16n128k128w4s3-ps-g2sk2-pdl-fs~load" and kc.params()["ablate"] == "load"
+    assert parse_config("m128n128k64w16s3-ps-gu-g2n256~nodeq").gate_up
+    assert "ablate" not in parse_config("m16n128k128w4s3-ps").params()  # older rows keep their params
+    assert ABLATIONS == {"": 0, "nodeq": 1, "load": 2}
+    with pytest.raises(ValueError, match="ablate is a mode ps option"):
+        KernelConfig(16, 64, 128, 4, 3, "x2", ablate="load")
+    with pytest.raises(ValueError, match="ablate is a mode ps option"):
+        parse_config("m16n128k128w4s3-ps~fast")
+    assert ablate.variant_labels("m16n128k128w4s3-ps-pdl") == [
+        "m16n128k128w4s3-ps-pdl", "m16n128k128w4s3-ps-pdl~nodeq", "m16n128k128w4s3-ps-pdl~load"]
+    for bad in ("m16n64k128w4s3-x2", "m16n128k128w4s3-ps~load"):
+        with pytest.raises(ValueError, match="expected a -ps tactic"):
+            ablate.variant_labels(bad)
+
+
+def test_never_offered_and_looked_up_beside_an_offered_tactic():
+    b = TritonMXFP4Backend()
+    for t in (1, 64, 4096):
+        assert not any("~" in x.label or x.id.ablate for x in b.tactics(MoECase(num_tokens=t, **GPT)))
+    case = MoECase(num_tokens=64, **GPT)
+    t = b.tactic_by_label(case, "m16n128k128w4s3-ps~nodeq")
+    assert t.id == KernelConfig(16, 128, 128, 4, 3, "ps", ablate="nodeq") and not t.is_default
+    assert t.label == "m16n128k128w4s3-ps~nodeq"
+    with pytest.raises(ValueError, match="no tactic 'm16n128k128w4s3-ps-gu-g2n256'"):  # a prefill tile at decode
+        b.tactic_by_label(case, "m16n128k128w4s3-ps-gu-g2n256~load")
+    with pytest.raises(ValueError, match="ablate is a mode ps option"):
+        b.tactic_by_label(case, "m16n128k128w4s3-ps~nope")
+
+
+def _rows(times: dict, case=("gpt-oss-20b", 1, 64), tactic="m16n128k128w4s3-ps", weight_bytes=440_000_000,
+          read_gbps=4400.0) -> list[dict]:
+    out = []
+    for v, us in times.items():
+        tbps = weight_bytes / (us * 1e-6) / 1e12
+        out.append(dict(model=case[0], ep_size=case[1], num_tokens=case[2], tactic=tactic, variant=v,
+                        time_median_us=us, weight_bytes=weight_bytes, weight_TBps=tbps,
+                        frac_read_ceiling=tbps * 1e3 / read_gbps))
+    return out
+
+
+def test_table_shares_and_markdown():
+    df = pd.DataFrame(_rows({"tactic": 200.0, "nodeq": 160.0, "load": 110.0})
+                      + _rows({"tactic": 40.0, "nodeq": 38.0, "load": 30.0}, case=("gpt-oss-20b", 1, 1)))
+    t = ablate.ablation_table(df).set_index("num_tokens")
+    assert t.loc[64, ["dequant_share", "loop_rest_share", "load_share"]].tolist() == pytest.approx([0.2, 0.25, 0.55])
+    assert t.loc[64, "tactic_read_frac"] == pytest.approx(0.5)  # 440 MB in 200 us = 2.2 TB/s of 4.4
+    assert t.loc[64, "load_read_frac"] == pytest.approx(2.2 / 4.4 * 200 / 110)
+    assert t.loc[1, "dequant_share"] == pytest.approx(0.05)
+    md = ablate.markdown(ablate.ablation_table(df))
+    assert "| gpt-oss-20b | 1 | 64 | `m16n128k128w4s3-ps` | 200.0 (50%) | 160.0 | 110.0 (91%) | 20% | 25% | 55% |" in md
+    with pytest.raises(ValueError, match=r"missing \['load'\]"):
+        ablate.ablation_table(pd.DataFrame(_rows({"tactic": 200.0, "nodeq": 160.0})))
+    partial = _rows({"tactic": 200.0, "nodeq": 160.0, "load": 110.0}) + _rows({"tactic": 40.0}, case=("x", 1, 1))
+    with pytest.raises(ValueError, match="lacks one of the variants"):
+        ablate.ablation_table(pd.DataFrame(partial))
+
+
+def test_cli_refuses_before_any_gpu_work(tmp_path, capsys):
+    out = tmp_path / "a.csv"
+
+    def refused(*extra: str) -> str:
+        with pytest.raises(SystemExit) as e:
+            ablate.main(["--tokens", "64", "--out", str(out), *extra])
+        assert e.value.code == 2
+        return capsys.readouterr().err.strip().splitlines()[-1]
+
+    assert "expected a -ps tactic" in refused("--tactic", "m16n64k128w4s3-x2", "--device", "cpu")
+    assert "argument --tokens" in refused("--tactic", "m16n128k128w4s3-ps", "--tokens", "0")
+    assert "argument --device: ablations are timed on a CUDA GPU" in refused("--tactic", "m16n128k128w4s3-ps",
+                                                                             "--device", "cpu")
+    out.write_text("kept")
+    assert f"argument --out: {out} exists" in refused("--tactic", "m16n128k128w4s3-ps", "--device", "cpu")
+    assert out.read_text() == "kept" and not any(p.name != "a.csv" for p in tmp_path.iterdir())
+
+
+@pytest.mark.skipif(not bundled_tools("ptxas", "cuobjdump", "nvdisasm"),
+                    reason="triton with its bundled CUDA tools is not installed")
+@pytest.mark.parametrize("tactic", ["m16n128k128w4s3-ps", "m128n128k64w16s3-ps-gu-g2n256"])
+def test_sm90_builds_take_out_what_they_say(tactic):
+    """K = 3072: ``~nodeq`` keeps the wgmmas and the cp.async loads of the tactic's loop and drops the bf16x2 scale
+    multiplies of the decode (and with them a fifth or more of the loop); ``~load`` keeps the weight and scale cp.async
+    loads (the tactic's less the activation tile's) and has no wgmma, no upcast."""
+    from fp4moe_diag.profiling.sass import count
+
+    for gemm in ("gemm1", "gemm2"):
+        full, nodeq, load = (count(lab, gemm, 3072, 90) for lab in ablate.variant_labels(tactic))
+        op = lambda r, o: r.opcodes.get(o, 0)  # noqa: E731
+        assert op(full, "HMUL2") > 0 and op(nodeq, "HMUL2") == 0 == op(load, "HMUL2"), (gemm, full.opcodes)
+        assert op(nodeq, "HGMMA") == op(full, "HGMMA") > 0 == op(load, "HGMMA")
+        assert op(nodeq, "LDGSTS") == op(full, "LDGSTS")
+        assert nodeq.registers <= full.registers and nodeq.loop_spills == 0  # capped: the same programs per SM
+        assert 0 < op(load, "LDGSTS") < op(full, "LDGSTS") and op(load, "LDG") == 0  # pipelined, no activations
+        assert nodeq.instructions_per_weight < 0.8 * full.instructions_per_weight
+        assert load.instructions_per_weight < 0.5 * full.instructions_per_weight
+        assert load.registers < full.registers  # hence more programs per SM: a floor, not the same schedule
+
+
+_INTERP_SCRIPT = r"""
+import json, torch
+from fp4moe_diag import MoECase, build_inputs
+from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend, kernels_interpreted
+
+b = TritonMXFP4Backend()
+out = {}
+# decode-sized, EP offsets, uneven K (H = I = 320: 2.5 steps of 128); a prefill-sized -gu tile
+for key, kw, labels in (
+        ("decode", dict(num_tokens=8, hidden_size=320, intermediate_size=320, num_experts=8, local_num_experts=4,
+                        local_expert_offset=4, top_k=2), ("m16n128k128w4s3-ps", "m16n64k256w4s3-ps-sk2")),
+        ("gu", dict(num_tokens=160, hidden_size=192, intermediate_size=320, num_experts=4, top_k=2),
+         ("m128n128k64w8s3-ps-gu-g2n256",))):
+    case = MoECase(**kw)
+    prep = b.prepare(build_inputs(case))
+    for lab in labels:
+        y0 = b.run(prep, b.tactic_by_label(case, lab, prep)).float()
+        for v in ("nodeq", "load"):
+            y = b.run(prep, b.tactic_by_label(case, f"{lab}~{v}", prep)).float()
+            live = y0 != 0  # tokens routed to no local expert are zero in both
+            same = torch.isfinite(y) & (y == y0)
+            out[f"{key}/{lab}~{v}"] = [float(same[live].float().mean()), float(live.float().mean())]
+"""
+interp_results = interpreter_fixture(_INTERP_SCRIPT)
+
+
+def test_interpreter_ablations_run_and_are_not_the_tactic(interp_results):
+    assert interp_results["interpreted"]
+    keys = [k for k in interp_results if "~" in k]
+    assert len(keys) == 6
+    for k in keys:
+        same, live = interp_results[k]
+        assert live > 0.5 and same < 0.01, (k, same, live)  # nearly every output element the tactic writes differs
