@@ -140,6 +140,19 @@ for key, kw, labels in (
             live = y0 != 0  # tokens routed to no local expert are zero in both
             same = torch.isfinite(y) & (y == y0)
             out[f"{key}/{lab}~{v}"] = [float(same[live].float().mean()), float(live.float().mean())]
+# profiling.ablate's case loop as the GPU runs it, on the CPU (wall-clock timing; CUPTI kernel time stubbed: it needs a
+# GPU): the roles, the lookups beside the offered tactic, the rows
+import fp4moe_diag.measure.kernel_time as KT
+from fp4moe_diag.measure.timing import summarize
+from fp4moe_diag.profiling.ablate import ablate_case
+
+KT.time_kernels = lambda fn, device, **kw: KT.KernelTimeStats(summarize([7.0], "stub"), summarize([7.0], "stub"), 3,
+                                                               True, {"_moe_mxfp4_gemm1_ps_kernel": 7.0})
+case = MoECase(num_tokens=8, hidden_size=320, intermediate_size=320, num_experts=4, top_k=2, model="tiny")
+rows = ablate_case(case, "m16n128k128w4s3-ps", "cpu", 2, 4000.0)
+out["rows"] = [[r["variant"], r["label"], r["weight_bytes"], r["time_method"], r["time_kernel_median_us"],
+                r["time_kernel_breakdown"], round(r["frac_read_ceiling"] * 4000.0 / (r["weight_TBps"] * 1e3), 9)]
+               for r in rows]
 """
 interp_results = interpreter_fixture(_INTERP_SCRIPT)
 
@@ -151,3 +164,13 @@ def test_interpreter_ablations_run_and_are_not_the_tactic(interp_results):
     for k in keys:
         same, live = interp_results[k]
         assert live > 0.5 and same < 0.01, (k, same, live)  # nearly every output element the tactic writes differs
+
+
+def test_interpreter_ablate_case_rows(interp_results):
+    """4 experts of 320 x 640 (gemm1) and 320 x 320 (gemm2) FP4 weights with their scales and fp32 biases, all
+    routed to."""
+    wb = 4 * (640 * 160 + 640 * 10 + 640 * 4 + 320 * 160 + 320 * 10 + 320 * 4)
+    assert interp_results["rows"] == [
+        [v, lab, wb, "wall-clock", 7.0, '{"_moe_mxfp4_gemm1_ps_kernel": 7.0}', 1.0]
+        for v, lab in (("tactic", "m16n128k128w4s3-ps"), ("nodeq", "m16n128k128w4s3-ps~nodeq"),
+                       ("load", "m16n128k128w4s3-ps~load"))]
