@@ -174,3 +174,28 @@ def test_interpreter_ablate_case_rows(interp_results):
         [v, lab, wb, "wall-clock", 7.0, '{"_moe_mxfp4_gemm1_ps_kernel": 7.0}', 1.0]
         for v, lab in (("tactic", "m16n128k128w4s3-ps"), ("nodeq", "m16n128k128w4s3-ps~nodeq"),
                        ("load", "m16n128k128w4s3-ps~load"))]
+
+
+def test_the_device_plan_ablates_tactics_offered_at_its_shapes(monkeypatch):
+    """tools/device/plans/ablate.sh: each ``ab NAME MODEL EP TOKENS SECONDS TACTIC..`` line names tactics that the
+    backend offers (as compiled on a GPU) at every one of its shapes, so that no device time goes to a refusal."""
+    import re
+    from pathlib import Path
+
+    from fp4moe_diag.backends.triton import backend
+    from fp4moe_diag.problem.shapes import default_case
+
+    monkeypatch.setattr(backend, "interpret_enabled", lambda: False)
+    monkeypatch.setattr(backend, "kernels_interpreted", lambda: False)
+    monkeypatch.setattr(backend, "device_capability", lambda _: (9, 0))
+    plan = (Path(__file__).resolve().parents[1] / "tools" / "device" / "plans" / "ablate.sh").read_text()
+    calls = re.findall(r"^ab (\S+) (\S+) (\d+) ([\d,]+) \$\(left \d+\) ((?:[^\n\\]|\\\n)+)", plan, flags=re.M)
+    assert len(calls) == 4
+    b = TritonMXFP4Backend()
+    for name, model, ep, tokens, tactics in calls:
+        labels = tactics.replace("\\\n", " ").split()
+        for t in map(int, tokens.split(",")):
+            offered = {x.label for x in b.tactics(default_case(model, int(ep), t))}
+            assert [lab for lab in labels if lab not in offered] == [], (name, t)
+            for lab in labels:
+                ablate.variant_labels(lab)

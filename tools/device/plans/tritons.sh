@@ -5,7 +5,8 @@
 # docs/static-h200-s14.md (from 3.7 on, our decode gemm1 builds with 229-243 registers instead of 168).
 #   PART=decode  20b EP1 and 120b EP4 at T = 1, 4, 16, 64: the decode winners, their plain twins, the k64 tiles
 #                (3-4 programs per SM under 3.7+), the 8-warp tile and triton_kernels' decode flags; about 8 minutes
-#   PART=prefill the same models at T = 1024, 4096: the prefill winners and triton_kernels' prefill flags
+#   PART=prefill the same models at T = 1024, 4096: the prefill winners (with the 16-warp -gu tiles) and triton_kernels'
+#                prefill flags; TOKENS overrides either part's token counts (e.g. TOKENS=256,16384)
 # The newer Triton comes as a kit (tools/device/triton_kit.sh 3.7.1: PyPI's cp312 wheel, slimmed to about 50 MB; the
 # image's Python is 3.12). Run from the repository root on the device with the kit, .carry/triton_kernels, .whl and
 # .git_commit carried (git rev-parse HEAD > .git_commit):
@@ -34,12 +35,12 @@ case "$PART" in
     TT='triton=^(m16n64k256w4s3-ps-sk[24](-pdl)?(-fs)?|m16n128k128w4s3-ps(-g2sk2)?(-pdl)?(-fs)?'
     TT="$TT"'|m16n128k128w8s3-ps(-g2sk2)?-pdl|m16n128k64w4s6-ps(-sk2|-gu(-pdl)?)?|m16n64k128w4s6-ps-sk[24])$'
     TK='triton_kernels=^tk-(mautokautow4|m16k128w[48]|m32k128w4)$'
-    MODELS=gpt-oss-20b:1,gpt-oss-120b:4; TOKENS=1,4,16,64 ;;
+    MODELS=gpt-oss-20b:1,gpt-oss-120b:4; TOKENS=${TOKENS:-1,4,16,64} ;;
   prefill)
     TT='triton=^(m256n64k64w8s3-ps-gu-g2n128(-t128)?(-pdl)?|m128n128k64w8s3-ps-g2n256(-t64)?(-pdl)?'
-    TT="$TT"'|m64n128k64w8s4-ps(-t32)?)$'
+    TT="$TT"'|m64n128k64w8s4-ps(-t32)?|m128n128k64w16s[34]-ps-gu-g2n256(-t64)?)$'  # 16-warp -gu: s15 winners
     TK='triton_kernels=^tk-(mautokautow8|m64k128w4|m128kautow8s3|m128k128w8)$'
-    MODELS=gpt-oss-20b:1,gpt-oss-20b:2,gpt-oss-120b:4; TOKENS=1024,4096 ;;
+    MODELS=gpt-oss-20b:1,gpt-oss-20b:2,gpt-oss-120b:4; TOKENS=${TOKENS:-1024,4096} ;;
 esac
 sweep() {  # $1: the Triton folder first on PYTHONPATH ('' for the image's), $2: its version, $3: seconds
   PYTHONPATH=${1:+$1:}$PYTHONPATH TRITON_CACHE_DIR=/tmp/tc-$2 timeout "$3" python3 -m fp4moe_diag sweep \
