@@ -234,7 +234,7 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
     cap = {"maxnreg": resource_usage(_compile(replace(kc, ablate=""), gemm, k, arch))["reg"]} if (
         kc.ablate == "nodeq") else {}  # as the launcher builds ~nodeq: at most its tactic's registers (launch._bound)
     return triton.compile(src, target=GPUTarget("cuda", arch, 32),
-                          options=dict(num_warps=kc.num_warps, num_stages=kc.num_stages, **cap))
+                          options=dict(num_warps=kc.num_warps, num_stages=kc.num_stages, **K.BUILD_OPTIONS, **cap))
 
 
 def bundled_tool(name: str) -> str:

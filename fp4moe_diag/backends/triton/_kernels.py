@@ -510,6 +510,10 @@ def _gemm2_store(acc, pid_k, e, pair, mask_m, offs_n, mask_n, b_ptr, topk_w_ptr,
 
 #: whether the kernels above were decorated in interpreter mode (TRITON_INTERPRET=1 at import)
 INTERPRETED: bool = type(_moe_mxfp4_gemm1_kernel).__name__ == "InterpretedFunction"
+#: compile options of every launch of our kernels: FP contraction (FMA) on, Triton's default through 3.9 (which warns
+#: that 3.10 turns it off), so that every release builds the same arithmetic and a comparison across releases is like
+#: for like (the interpreter takes and ignores it)
+BUILD_OPTIONS = dict(enable_fp_fusion=True)
 
 
 @triton.jit

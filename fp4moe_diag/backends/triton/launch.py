@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 import torch
 import triton
 
-from ._kernels import (INTERPRETED, _moe_mxfp4_gemm1_finalize_kernel, _moe_mxfp4_gemm1_kernel,
+from ._kernels import (BUILD_OPTIONS, INTERPRETED, _moe_mxfp4_gemm1_finalize_kernel, _moe_mxfp4_gemm1_kernel,
                        _moe_mxfp4_gemm2_kernel, _topk_sum_kernel)
 from ._kernels_ps import _moe_mxfp4_gemm1_ps_kernel, _moe_mxfp4_gemm2_ps_kernel
 from ._kernels_ps_gu import _moe_mxfp4_gemm1_ps_gu_kernel
@@ -200,7 +200,7 @@ def gemm1_calls(
         0 if split_k == 1 else part.stride(0), 0 if split_k == 1 else part.stride(1),
         K=hidden, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
         ACTIVATION=activation, HAS_BIAS=bias is not None, EVEN_K=even_k(hidden, block_k, split_k),
-        DOT_F32=INTERPRETED, SPLIT_K=split_k, K_SPLIT=ks, **modes, num_warps=num_warps, num_stages=num_stages,
+        DOT_F32=INTERPRETED, SPLIT_K=split_k, K_SPLIT=ks, **modes, num_warps=num_warps, num_stages=num_stages, **BUILD_OPTIONS,
     )]
     if split_k > 1 and not fused:
         fin_n = 64
@@ -209,7 +209,7 @@ def gemm1_calls(
             part, *epi, out, sorted_pair_ids, block_expert_ids,
             num_pairs, inter, part.stride(0), part.stride(1), 0 if bias is None else bias.stride(0), out.stride(0),
             SPLIT_K=split_k, BLOCK_M=block_m, BLOCK_N=fin_n, ACTIVATION=activation, HAS_BIAS=bias is not None,
-            num_warps=4,
+            num_warps=4, **BUILD_OPTIONS,
         ))
     return calls
 
@@ -270,7 +270,7 @@ def gemm2_calls(
         0 if bias is None else bias.stride(0), planes.stride(1), planes.stride(0),
         K=inter, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
         HAS_BIAS=bias is not None, EVEN_K=even_k(inter, block_k, split_k), DOT_F32=INTERPRETED,
-        SPLIT_K=split_k, K_SPLIT=ks, **modes, num_warps=num_warps, num_stages=num_stages,
+        SPLIT_K=split_k, K_SPLIT=ks, **modes, num_warps=num_warps, num_stages=num_stages, **BUILD_OPTIONS,
     )]
 
 
@@ -316,6 +316,7 @@ def topk_sum_calls(planes: torch.Tensor, out: torch.Tensor, top_k: int, pdl: boo
         _topk_sum_kernel[(t, triton.cdiv(hidden, block_h))],
         planes, dst, hidden, planes.stride(0), planes.stride(1), dst.stride(0),
         TOP_K=top_k, SPLIT=splits, BLOCK_H=block_h, num_warps=warps, **(_pdl_args(1, True) if pdl else {}), **loc,
+        **BUILD_OPTIONS,
     )]
     if dst is not out:  # round to nearest even, as cvt.rn does on the GPU
         calls.append(functools.partial(out.copy_, dst))

@@ -11,6 +11,7 @@ from typing import Callable, Optional
 import torch
 import triton
 
+from ._kernels import BUILD_OPTIONS
 from ._kernels_f8 import (INTERPRETED, _fold_test_kernel, _moe_w4a8_gemm1_kernel, _moe_w4a8_gemm2_kernel,
                           _quant_rows_e4m3_kernel)
 from .configs import even_k, ps_n_fastest
@@ -39,7 +40,7 @@ def quant_rows_calls(x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor) -> l
     block = triton.next_power_of_2(cols)
     return [functools.partial(
         _quant_rows_e4m3_kernel[(rows,)], x, q, scale, x.stride(0), q.stride(0),
-        C=cols, BLOCK_C=block, INTERP=INTERPRETED, num_warps=max(1, min(16, block // 512)),
+        C=cols, BLOCK_C=block, INTERP=INTERPRETED, num_warps=max(1, min(16, block // 512)), **BUILD_OPTIONS,
     )]
 
 
@@ -104,7 +105,7 @@ def gemm1_calls(
         0 if bias is None else bias.stride(0), out.stride(0),
         K=hidden, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, ACTIVATION=activation,
         HAS_BIAS=bias is not None, EVEN_K=even_k(hidden, block_k, 1), DOT_F32=INTERPRETED,
-        num_warps=num_warps, num_stages=num_stages,
+        num_warps=num_warps, num_stages=num_stages, **BUILD_OPTIONS,
     )]
 
 
@@ -134,7 +135,7 @@ def gemm2_calls(
         0 if bias is None else bias.stride(0), out.stride(0),
         K=inter, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, HAS_BIAS=bias is not None,
         EVEN_K=even_k(inter, block_k, 1), DOT_F32=INTERPRETED, N_FASTEST=ps_n_fastest(block_m), num_warps=num_warps,
-        num_stages=num_stages,
+        num_stages=num_stages, **BUILD_OPTIONS,
     )]
 
 

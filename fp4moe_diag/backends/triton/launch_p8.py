@@ -14,6 +14,7 @@ import triton
 
 from . import p8_layout
 from ._kernels_p8 import _moe_w4a8_gemm1_p8_kernel, _moe_w4a8_gemm2_p8_kernel, _p8_decode_test_kernel
+from ._kernels import BUILD_OPTIONS
 from ._kernels_f8 import INTERPRETED
 from .launch_f8 import FP8, check_e4m3_rows, check_pair_out
 from .configs import even_k, ps_n_fastest
@@ -71,7 +72,7 @@ def gemm1_calls(
         0 if bias is None else bias.stride(0), out.stride(0),
         K=hidden, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, ACTIVATION=activation,
         HAS_BIAS=bias is not None, EVEN_K=even_k(hidden, block_k, 1), DOT_F32=INTERPRETED, N_FASTEST=nf,
-        num_warps=num_warps, num_stages=num_stages,
+        num_warps=num_warps, num_stages=num_stages, **BUILD_OPTIONS,
     )]
 
 
@@ -99,7 +100,7 @@ def gemm2_calls(
         0 if bias is None else bias.stride(0), out.stride(0),
         K=inter, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, HAS_BIAS=bias is not None,
         EVEN_K=even_k(inter, block_k, 1), DOT_F32=INTERPRETED, N_FASTEST=nf, num_warps=num_warps,
-        num_stages=num_stages,
+        num_stages=num_stages, **BUILD_OPTIONS,
     )]
 
 
