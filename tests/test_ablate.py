@@ -78,6 +78,19 @@ def test_table_shares_and_markdown():
         ablate.ablation_table(pd.DataFrame(partial))
 
 
+def test_committed_ablations_per_run_folder(tmp_path):
+    from fp4moe_diag.analysis.ablations import committed_ablations
+
+    assert committed_ablations(tmp_path).empty
+    for run, us in (("2026-12-06-nvidia-h200-a", 200.0), ("2026-12-06-nvidia-h200-b", 100.0)):
+        (tmp_path / run).mkdir()
+        pd.DataFrame(_rows({"tactic": us, "nodeq": us * 0.8, "load": us * 0.5})).to_csv(tmp_path / run / "ablate-x.csv")
+    (tmp_path / "notes.txt").write_text("not a run")
+    t = committed_ablations(tmp_path)
+    assert t["run"].tolist() == ["2026-12-06-nvidia-h200-a", "2026-12-06-nvidia-h200-b"]
+    assert t["tactic_us"].tolist() == [200.0, 100.0] and t["dequant_share"].tolist() == pytest.approx([0.2, 0.2])
+
+
 def test_cli_refuses_before_any_gpu_work(tmp_path, capsys):
     out = tmp_path / "a.csv"
 

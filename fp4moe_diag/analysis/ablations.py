@@ -52,6 +52,20 @@ def read_ablations(folders: Iterable[Path]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(COLUMNS))
 
 
+def committed_ablations(root: Path | None = None) -> pd.DataFrame:
+    """:func:`ablation_table` of every ``ablate*.csv`` under ``data/runs/*/`` (``root``: another runs folder), with
+    each case's run folder in ``run``; empty when none is committed."""
+    from ..paths import RUNS_ROOT
+
+    folders = sorted(p for p in Path(root if root is not None else RUNS_ROOT).glob("*") if p.is_dir())
+    tables = []
+    for d in folders:
+        rows = read_ablations([d])
+        if not rows.empty:
+            tables.append(ablation_table(rows).assign(run=d.name))
+    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+
+
 def ablation_note(table: pd.DataFrame, model: str, ep_size: int, num_tokens: int, tactic: str) -> str:
     """The shares of :func:`ablation_table` for this shape and tactic as a phrase ('' when it was not ablated)."""
     if table.empty:

@@ -1,4 +1,4 @@
-"""Notebook 04 (kernel profile): committed Nsight Compute tables, and a live profile of one shape's best and
+"""Notebook 04 (kernel profile): committed Nsight Compute tables and ablations (``profiling.ablate``), and a live profile of one shape's best and
 default tactic when this machine has a GPU, ``ncu`` and nsight-python."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
+from ..analysis.ablations import committed_ablations, markdown as ablation_markdown  # noqa: F401 (re-exported)
 from ..profiling.ncu import committed_ncu_results  # noqa: F401 (re-exported for the notebook)
 from ..profiling.session import nsight_status, profile_kernels, profile_vs_events
 from .context import CPU_HIDDEN_SCALE, TUNE_COLUMNS, ReportContext, context, environment_table, load_report_data  # noqa: F401 (re-exported)
