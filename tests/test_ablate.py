@@ -24,13 +24,14 @@ def test_labels_round_trip_and_refusals():
     assert kc.label == "m16n128k128w4s3-ps-g2sk2-pdl-fs~load" and kc.params()["ablate"] == "load"
     assert parse_config("m128n128k64w16s3-ps-gu-g2n256~nodeq").gate_up
     assert "ablate" not in parse_config("m16n128k128w4s3-ps").params()  # older rows keep their params
-    assert ABLATIONS == {"": 0, "nodeq": 1, "load": 2}
+    assert ABLATIONS == {"": 0, "nodeq": 1, "load": 2, "seq": 3}
     with pytest.raises(ValueError, match="ablate is a mode ps option"):
         KernelConfig(16, 64, 128, 4, 3, "x2", ablate="load")
     with pytest.raises(ValueError, match="ablate is a mode ps option"):
         parse_config("m16n128k128w4s3-ps~fast")
     assert ablate.variant_labels("m16n128k128w4s3-ps-pdl") == [
-        "m16n128k128w4s3-ps-pdl", "m16n128k128w4s3-ps-pdl~nodeq", "m16n128k128w4s3-ps-pdl~load"]
+        "m16n128k128w4s3-ps-pdl", "m16n128k128w4s3-ps-pdl~nodeq", "m16n128k128w4s3-ps-pdl~load",
+        "m16n128k128w4s3-ps-pdl~seq"]
     for bad in ("m16n64k128w4s3-x2", "m16n128k128w4s3-ps~load"):
         with pytest.raises(ValueError, match="expected a -ps tactic"):
             ablate.variant_labels(bad)
@@ -62,18 +63,20 @@ def _rows(times: dict, case=("gpt-oss-20b", 1, 64), tactic="m16n128k128w4s3-ps",
 
 
 def test_table_shares_and_markdown():
-    df = pd.DataFrame(_rows({"tactic": 200.0, "nodeq": 160.0, "load": 110.0})
-                      + _rows({"tactic": 40.0, "nodeq": 38.0, "load": 30.0}, case=("gpt-oss-20b", 1, 1)))
+    df = pd.DataFrame(_rows({"tactic": 200.0, "nodeq": 160.0, "load": 110.0, "seq": 88.0})
+                      + _rows({"tactic": 40.0, "nodeq": 38.0, "load": 30.0, "seq": 30.0}, case=("gpt-oss-20b", 1, 1)))
     t = ablate.ablation_table(df).set_index("num_tokens")
     assert t.loc[64, ["dequant_share", "loop_rest_share", "load_share"]].tolist() == pytest.approx([0.2, 0.25, 0.55])
     assert t.loc[64, "tactic_read_frac"] == pytest.approx(0.5)  # 440 MB in 200 us = 2.2 TB/s of 4.4
     assert t.loc[64, "load_read_frac"] == pytest.approx(2.2 / 4.4 * 200 / 110)
-    assert t.loc[1, "dequant_share"] == pytest.approx(0.05)
+    assert t.loc[1, "dequant_share"] == pytest.approx(0.05) and t.loc[64, "seq_over_load"] == pytest.approx(0.8)
     md = ablate.markdown(ablate.ablation_table(df))
-    assert "| gpt-oss-20b | 1 | 64 | `m16n128k128w4s3-ps` | 200.0 (50%) | 160.0 | 110.0 (91%) | 20% | 25% | 55% |" in md
-    with pytest.raises(ValueError, match=r"missing \['load'\]"):
+    assert ("| gpt-oss-20b | 1 | 64 | `m16n128k128w4s3-ps` | 200.0 (50%) | 160.0 | 110.0 (91%) | 88.0 (114%) | 20% | 25% "
+            "| 55% | 0.80 |") in md
+    with pytest.raises(ValueError, match=r"missing \['load', 'seq'\]"):
         ablate.ablation_table(pd.DataFrame(_rows({"tactic": 200.0, "nodeq": 160.0})))
-    partial = _rows({"tactic": 200.0, "nodeq": 160.0, "load": 110.0}) + _rows({"tactic": 40.0}, case=("x", 1, 1))
+    partial = _rows({"tactic": 200.0, "nodeq": 160.0, "load": 110.0, "seq": 90.0}) + _rows({"tactic": 40.0},
+                                                                                          case=("x", 1, 1))
     with pytest.raises(ValueError, match="lacks one of the variants"):
         ablate.ablation_table(pd.DataFrame(partial))
 
@@ -84,7 +87,8 @@ def test_committed_ablations_per_run_folder(tmp_path):
     assert committed_ablations(tmp_path).empty
     for run, us in (("2026-12-06-nvidia-h200-a", 200.0), ("2026-12-06-nvidia-h200-b", 100.0)):
         (tmp_path / run).mkdir()
-        pd.DataFrame(_rows({"tactic": us, "nodeq": us * 0.8, "load": us * 0.5})).to_csv(tmp_path / run / "ablate-x.csv")
+        pd.DataFrame(_rows({"tactic": us, "nodeq": us * 0.8, "load": us * 0.5, "seq": us * 0.4})).to_csv(
+            tmp_path / run / "ablate-x.csv")
     (tmp_path / "notes.txt").write_text("not a run")
     t = committed_ablations(tmp_path)
     assert t["run"].tolist() == ["2026-12-06-nvidia-h200-a", "2026-12-06-nvidia-h200-b"]
@@ -119,7 +123,7 @@ def test_sm90_builds_take_out_what_they_say(tactic):
     from fp4moe_diag.profiling.sass import count
 
     for gemm in ("gemm1", "gemm2"):
-        full, nodeq, load = (count(lab, gemm, 3072, 90) for lab in ablate.variant_labels(tactic))
+        full, nodeq, load, seq = (count(lab, gemm, 3072, 90) for lab in ablate.variant_labels(tactic))
         op = lambda r, o: r.opcodes.get(o, 0)  # noqa: E731
         assert op(full, "HMUL2") > 0 and op(nodeq, "HMUL2") == 0 == op(load, "HMUL2"), (gemm, full.opcodes)
         assert op(nodeq, "HGMMA") == op(full, "HGMMA") > 0 == op(load, "HGMMA")
@@ -129,6 +133,7 @@ def test_sm90_builds_take_out_what_they_say(tactic):
         assert nodeq.instructions_per_weight < 0.8 * full.instructions_per_weight
         assert load.instructions_per_weight < 0.5 * full.instructions_per_weight
         assert load.registers < full.registers  # hence more programs per SM: a floor, not the same schedule
+        assert op(seq, "HGMMA") == 0 and 0 < op(seq, "LDGSTS") <= op(load, "LDGSTS")  # the same bytes, wider pieces
 
 
 _INTERP_SCRIPT = r"""
@@ -148,7 +153,7 @@ for key, kw, labels in (
     prep = b.prepare(build_inputs(case))
     for lab in labels:
         y0 = b.run(prep, b.tactic_by_label(case, lab, prep)).float()
-        for v in ("nodeq", "load"):
+        for v in ("nodeq", "load", "seq"):
             y = b.run(prep, b.tactic_by_label(case, f"{lab}~{v}", prep)).float()
             live = y0 != 0  # tokens routed to no local expert are zero in both
             same = torch.isfinite(y) & (y == y0)
@@ -173,7 +178,7 @@ interp_results = interpreter_fixture(_INTERP_SCRIPT)
 def test_interpreter_ablations_run_and_are_not_the_tactic(interp_results):
     assert interp_results["interpreted"]
     keys = [k for k in interp_results if "~" in k]
-    assert len(keys) == 6
+    assert len(keys) == 9
     for k in keys:
         same, live = interp_results[k]
         assert live > 0.5 and same < 0.01, (k, same, live)  # nearly every output element the tactic writes differs
@@ -186,7 +191,7 @@ def test_interpreter_ablate_case_rows(interp_results):
     assert interp_results["rows"] == [
         [v, lab, wb, "wall-clock", 7.0, '{"_moe_mxfp4_gemm1_ps_kernel": 7.0}', 1.0]
         for v, lab in (("tactic", "m16n128k128w4s3-ps"), ("nodeq", "m16n128k128w4s3-ps~nodeq"),
-                       ("load", "m16n128k128w4s3-ps~load"))]
+                       ("load", "m16n128k128w4s3-ps~load"), ("seq", "m16n128k128w4s3-ps~seq"))]
 
 
 def test_the_device_plan_ablates_tactics_offered_at_its_shapes(monkeypatch):

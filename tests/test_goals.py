@@ -289,7 +289,7 @@ def test_rows_without_ceilings_take_their_run_folders():
 
 def _ablation_rows(tactic: str, t: int, times: tuple) -> list[dict]:
     return [dict(model="gpt-oss-20b", ep_size=1, num_tokens=t, tactic=tactic, variant=v, label=tactic, time_median_us=us,
-                 frac_read_ceiling=0.5 * times[0] / us) for v, us in zip(("tactic", "nodeq", "load"), times)]
+                 frac_read_ceiling=0.5 * times[0] / us) for v, us in zip(("tactic", "nodeq", "load", "seq"), times)]
 
 
 def test_ablations_of_ours_tactic_follow_the_reason(tmp_path, capsys):
@@ -298,15 +298,16 @@ def test_ablations_of_ours_tactic_follow_the_reason(tmp_path, capsys):
     from fp4moe_diag.analysis.ablations import read_ablations
     from fp4moe_diag.cli import main
 
-    ab = pd.DataFrame(_ablation_rows("a", 64, (100.0, 80.0, 60.0)) + _ablation_rows("q", 4096, (900.0, 800.0, 300.0)))
+    ab = pd.DataFrame(_ablation_rows("a", 64, (100.0, 80.0, 60.0, 50.0)) + _ablation_rows("q", 4096, (900.0, 800.0, 300.0,
+                                                                                                  290.0)))
     rep = goal_report(frame(), None, ablations=ab)
     note = "ablation: dequant 20%, rest of the loop 20%, weight stream 60% of 100.0 us (~load at 83% of the read"
-    assert goal(rep.table, 2, 64)["reason"] == "no profile; " + note + " ceiling)"
-    assert goal(rep.table, 1, 64)["reason"].endswith(note + " ceiling)")
+    assert goal(rep.table, 2, 64)["reason"] == "no profile; " + note + " ceiling, ~seq at 100%)"
+    assert goal(rep.table, 1, 64)["reason"].endswith(note + " ceiling, ~seq at 100%)")
     assert "ablation" not in goal(rep.table, 3, 1)["reason"] and "ablation" not in goal(rep.table, 4, 4096)["reason"]
     # the CLI reads ablate*.csv from every folder given, and takes a folder that holds only those
     (tmp_path / "ab").mkdir()
     ab.to_csv(tmp_path / "ab" / "ablate-20b.csv", index=False)
-    assert read_ablations([tmp_path / "ab", tmp_path]).shape[0] == 6
+    assert read_ablations([tmp_path / "ab", tmp_path]).shape[0] == 8
     assert main(["goals", str(S9[0]), str(tmp_path / "ab")]) == 0
     capsys.readouterr()

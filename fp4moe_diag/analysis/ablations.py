@@ -15,34 +15,38 @@ COLUMNS = ("model", "ep_size", "num_tokens", "tactic", "variant", "label", "time
            "weight_bytes", "weight_TBps", "frac_read_ceiling", "ceiling_read_GBps", "gpu_name", "triton_version",
            "git_commit")
 KEYS = ["model", "ep_size", "num_tokens", "tactic"]
+VARIANTS = ("tactic", "nodeq", "load", "seq")  #: the ``variant`` column's values
 
 
 def ablation_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per case and tactic of rows of :data:`COLUMNS`: the three times, the shares of the
     tactic's time and the weight stream of each over the read ceiling.  A ValueError where a variant is missing."""
-    missing = {"tactic", "nodeq", "load"} - set(df["variant"])
+    missing = set(VARIANTS) - set(df["variant"])
     if missing:
-        raise ValueError(f"rows: every case needs the variants tactic, nodeq and load; missing {sorted(missing)}")
+        raise ValueError(f"rows: every case needs the variants {', '.join(VARIANTS)}; missing {sorted(missing)}")
     t = df.pivot_table(index=KEYS, columns="variant", values="time_median_us", aggfunc="last")
     f = df.pivot_table(index=KEYS, columns="variant", values="frac_read_ceiling", aggfunc="last")
-    if t[["tactic", "nodeq", "load"]].isna().any().any():
-        raise ValueError("rows: a case lacks one of the variants tactic, nodeq, load")
+    if t[list(VARIANTS)].isna().any().any():
+        raise ValueError(f"rows: a case lacks one of the variants {', '.join(VARIANTS)}")
     out = pd.DataFrame({
         "tactic_us": t["tactic"], "nodeq_us": t["nodeq"], "load_us": t["load"],
         "dequant_share": (t["tactic"] - t["nodeq"]) / t["tactic"],
         "loop_rest_share": (t["nodeq"] - t["load"]) / t["tactic"],
-        "load_share": t["load"] / t["tactic"],
-        "tactic_read_frac": f["tactic"], "load_read_frac": f["load"],
+        "load_share": t["load"] / t["tactic"], "seq_us": t["seq"], "seq_over_load": t["seq"] / t["load"],
+        "tactic_read_frac": f["tactic"], "load_read_frac": f["load"], "seq_read_frac": f["seq"],
     })
     return out.reset_index()
 
 
 def markdown(table: pd.DataFrame) -> str:
-    head = ("| model | EP | T | tactic | tactic us (read) | ~nodeq us | ~load us (read) | dequant | rest of the loop "
-            "| weight stream |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    """:func:`ablation_table` as Markdown: times with their read-ceiling fractions, then the shares."""
+    head = ("| model | EP | T | tactic | tactic us (read) | ~nodeq us | ~load us (read) | ~seq us (read) | dequant "
+            "| rest of the loop | weight stream | ~seq / ~load |\n"
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     body = [f"| {r.model} | {r.ep_size} | {r.num_tokens} | `{r.tactic}` | {r.tactic_us:.1f} ({r.tactic_read_frac:.0%}) "
-            f"| {r.nodeq_us:.1f} | {r.load_us:.1f} ({r.load_read_frac:.0%}) | {r.dequant_share:.0%} "
-            f"| {r.loop_rest_share:.0%} | {r.load_share:.0%} |" for r in table.itertuples()]
+            f"| {r.nodeq_us:.1f} | {r.load_us:.1f} ({r.load_read_frac:.0%}) | {r.seq_us:.1f} ({r.seq_read_frac:.0%}) "
+            f"| {r.dequant_share:.0%} | {r.loop_rest_share:.0%} | {r.load_share:.0%} | {r.seq_over_load:.2f} |"
+            for r in table.itertuples()]
     return "\n".join([head, *body])
 
 
@@ -76,4 +80,5 @@ def ablation_note(table: pd.DataFrame, model: str, ep_size: int, num_tokens: int
         return ""
     r = m.iloc[-1]
     return (f"ablation: dequant {r.dequant_share:.0%}, rest of the loop {r.loop_rest_share:.0%}, weight stream "
-            f"{r.load_share:.0%} of {r.tactic_us:.1f} us (~load at {r.load_read_frac:.0%} of the read ceiling)")
+            f"{r.load_share:.0%} of {r.tactic_us:.1f} us (~load at {r.load_read_frac:.0%} of the read ceiling, ~seq "
+            f"at {r.seq_read_frac:.0%})")

@@ -4,18 +4,20 @@ tactic's own grid and tile schedule stream the weights with nothing else in the 
 ``python -m fp4moe_diag.profiling.ablate --model gpt-oss-20b --ep 1 --tokens 16,64 --tactic m16n128k128w4s3-ps-pdl
 --out data/runs/RUN/ablate.csv``
 
-Per case (the shape table's model and EP at each token count, inputs built as the sweep builds them) and tactic, three
+Per case (the shape table's model and EP at each token count, inputs built as the sweep builds them) and tactic, four
 calls are timed with one method (CUDA-graph replays of the backend's bare launcher, the L2 flushed before each,
 warm-up, median of ``--repeats``) and their kernels summed per name (torch.profiler / CUPTI, graph replays):
 
 * the tactic itself;
 * ``LABEL~nodeq``: the same loads and wgmmas without the dequant (2 instructions per 8 weights instead of ~16), built
   with at most the tactic's registers, so with the same programs per SM;
-* ``LABEL~load``: only the weight and scale loads of the K loop, pipelined as deep (cp.async), the same grid.
+* ``LABEL~load``: only the weight and scale loads of the K loop, pipelined as deep (cp.async), the same grid;
+* ``LABEL~seq``: ``~load`` with each program's bytes from one contiguous range (a layout made for the tile).
 
 (``backends/triton/_kernels_ablate.py``; outputs are wrong by design: nothing here checks them.)  The table gives each
 time, the weight bytes over it and over the read ceiling measured in the same process, and the shares: dequant
-``(tactic - nodeq) / tactic``, the rest of the loop ``(nodeq - load) / tactic``, the weight stream ``load / tactic``.
+``(tactic - nodeq) / tactic``, the rest of the loop ``(nodeq - load) / tactic``, the weight stream ``load / tactic``,
+and ``seq / load`` (below 1: the ps layout's access pattern costs that much of the stream).
 ``~load`` takes fewer registers than its tactic (m16n128k128w4s3-ps gemm1: 63 against 168, sm_90a, triton 3.6.0),
 so more of its programs share an SM and more loads are in flight than the tactic can have: its time is a floor of the
 schedule, not the tactic's loads alone (``profiling.sass --tactic LABEL~load`` gives its registers and residency).
@@ -34,12 +36,12 @@ import pandas as pd
 from ..analysis.ablations import COLUMNS, ablation_table, markdown
 
 #: the calls of one ablation, in order: the tactic, then its ablations (backends/triton/configs.ABLATIONS)
-VARIANTS = ("", "nodeq", "load")
+VARIANTS = ("", "nodeq", "load", "seq")
 
 
 def variant_labels(tactic: str) -> list[str]:
-    """The labels timed for ``tactic``: itself, ``~nodeq``, ``~load``; a ValueError for a tactic that is not a ps
-    one or is already an ablation."""
+    """The labels timed for ``tactic``: itself, ``~nodeq``, ``~load``, ``~seq``; a ValueError for a tactic that is
+    not a ps one or is already an ablation."""
     from ..backends.triton.configs import parse_config
 
     kc = parse_config(tactic)

@@ -287,7 +287,7 @@ def count(tactic: str, gemm: str = "gemm2", k: int = 3072, arch: int = 90) -> Lo
     nvdisasm = bundled_tool("nvdisasm")  # before the compile: a missing tool is reported before any long work
     cc = _compile(kc, gemm, k, arch)
     try:  # a ~load loop of a few steps (m16n64k256w4s3-ps-sk2 gemm2: 6) may be unrolled: no loop to count
-        body = mma_loop(_on_cubin(nvdisasm, ["-c"], cc.asm["cubin"]), "LDG" if kc.ablate == "load" else "MMA")
+        body = mma_loop(_on_cubin(nvdisasm, ["-c"], cc.asm["cubin"]), "LDG" if kc.ablate in ("load", "seq") else "MMA")
     except ValueError as e:
         raise ValueError(f"{e} in {kc.label} {gemm} (a short ~load loop is unrolled)") from None
     use = resource_usage(cc)

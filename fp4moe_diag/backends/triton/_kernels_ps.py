@@ -276,9 +276,9 @@ def _moe_mxfp4_gemm1_ps_kernel(
     slab0 = pid_n * S
     acc_lt = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     acc_gt = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    if ABLATE == 2:  # ~load (_kernels_ablate): the loop's weight and scale loads only
+    if ABLATE >= 2:  # ~load / ~seq (_kernels_ablate): the loop's weight and scale loads only
         acc_lt = _sink_loop(acc_lt, w_lin, s_lin, w_gate, s_gate, slab0, kb // 64, N // 16, K // 64, stride_ws,
-                            stride_ss, K_SPLIT, BLOCK_K, S, C, 2, STAGES)
+                            stride_ss, K_SPLIT, BLOCK_K, S, C, 2, STAGES, ABLATE == 3)
     else:
         for kk in range(0, K_SPLIT, BLOCK_K):
             xt = tl.trans(_act_tile(x_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
@@ -348,9 +348,9 @@ def _moe_mxfp4_gemm2_ps_kernel(
     s_base = ws_ptr + e * stride_se
     slab0 = pid_n * S
     acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    if ABLATE == 2:  # ~load (_kernels_ablate): the loop's weight and scale loads only
+    if ABLATE >= 2:  # ~load / ~seq (_kernels_ablate): the loop's weight and scale loads only
         acc_t = _sink_loop(acc_t, w_base, s_base, w_base, s_base, slab0, kb // 64, N // 16, K // 64, stride_ws,
-                           stride_ss, K_SPLIT, BLOCK_K, S, C, 1, STAGES)
+                           stride_ss, K_SPLIT, BLOCK_K, S, C, 1, STAGES, ABLATE == 3)
     else:
         for kk in range(0, K_SPLIT, BLOCK_K):
             at = tl.trans(_act_tile(a_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))

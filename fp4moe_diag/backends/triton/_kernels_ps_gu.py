@@ -78,9 +78,9 @@ def _moe_mxfp4_gemm1_ps_gu_kernel(
     s_base = ws_ptr + e * stride_se
     slab0 = pid_n * S
     acc_t = tl.zeros((2 * BLOCK_N, BLOCK_M), dtype=tl.float32)
-    if ABLATE == 2:  # ~load (_kernels_ablate): the loop's weight and scale loads only
+    if ABLATE >= 2:  # ~load / ~seq (_kernels_ablate): the loop's weight and scale loads only
         acc_t = _sink_loop(acc_t, w_base, s_base, w_base, s_base, slab0, kb // 64, N // 8, K // 64, stride_ws,
-                           stride_ss, K_SPLIT, BLOCK_K, S, C, 1, STAGES)
+                           stride_ss, K_SPLIT, BLOCK_K, S, C, 1, STAGES, ABLATE == 3)
     else:
         for kk in range(0, K_SPLIT, BLOCK_K):
             if CHUNK_DOTS:  # one dot per 64-K chunk of the tile (its activations loaded per chunk), same accumulator

@@ -21,7 +21,7 @@ GATE_UP_LABEL = "-gu"  #: KernelConfig.gate_up's label suffix, right after -ps (
 FUSED_LABEL = "-fs"
 #: KernelConfig.ablate -> the kernels' ABLATE constexpr (label suffix ``~name``, last): a part of the K loop taken out,
 #: to be timed beside the tactic (profiling.ablate; outputs wrong by design, never offered; _kernels_ablate.py)
-ABLATIONS = {"": 0, "nodeq": 1, "load": 2}
+ABLATIONS = {"": 0, "nodeq": 1, "load": 2, "seq": 3}
 MODES = ("bits", "ds", "x2", "sw", "ps", "f8", "p8")  # bit-arithmetic dequant, tl.dot_scaled, packed bf16x2 upcast,
 # x2 swap-AB, swap-AB on the pre-shuffled layout of ps_layout, W4A8 (e4m3 activations and folded weights; configs_f8),
 # W4A8 on the pre-shuffled layout of p8_layout (configs_p8.P8_CONFIGS)
@@ -51,7 +51,7 @@ class KernelConfig:
     # is not launched) and a split gemm1 finalizes its own planes, each in the last program to arrive (FUSED_LABEL)
     tail_m: int = 0  # mode ps only (label -tN): each expert's last <= tail_m pairs run as blocks of tail_m rows (a
     # second gemm1 / gemm2 launch pair), the rest as blocks of block_m (configs_tail.py)
-    ablate: str = ""  # mode ps only (label ~nodeq / ~load): an ablation of the tactic, see ABLATIONS
+    ablate: str = ""  # mode ps only (label ~nodeq / ~load / ~seq): an ablation of the tactic, see ABLATIONS
 
 
     def __post_init__(self) -> None:
@@ -367,7 +367,7 @@ def parse_config(cfg: Any) -> KernelConfig:
         m = _LABEL.match(cfg)
         if m is None:
             raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu]|-f8|-p8][-skN]"
-                             f"[-g2skN][-g2nN][-tN][-pdl|-pdlpf|-pdlpfe][-fs][~nodeq|~load], got {cfg!r}")
+                             f"[-g2skN][-g2nN][-tN][-pdl|-pdlpf|-pdlpfe][-fs][~nodeq|~load|~seq], got {cfg!r}")
         nums = [int(m[g]) for g in "mnkws"]
         pdl = {v: k for k, v in PDL_LABELS.items()}[m["pdl"] or ""]
         return KernelConfig(*nums, mode=m["mode"] or m["ps"] or "bits", split_k=int(m["sk"] or 1),

@@ -117,9 +117,9 @@ def _pdl_args(pdl: int, ps: bool) -> dict:
 
 def _ablate_args(ablate: int, ps: bool, num_stages: int) -> dict:
     """The ABLATE (and ~load's STAGES) constexprs of the ps kernels (:mod:`._kernels_ablate`): none when 0."""
-    if ablate not in (0, 1, 2) or isinstance(ablate, bool) or (ablate and not ps):
-        raise ValueError(f"ablate: expected 0, 1 (~nodeq) or 2 (~load), the last two for the pre-shuffled kernels "
-                         f"(ps=True) only; got {ablate!r} with ps={ps}")
+    if ablate not in (0, 1, 2, 3) or isinstance(ablate, bool) or (ablate and not ps):
+        raise ValueError(f"ablate: expected 0, 1 (~nodeq), 2 (~load) or 3 (~seq), the last three for the pre-shuffled "
+                         f"kernels (ps=True) only; got {ablate!r} with ps={ps}")
     return dict(ABLATE=ablate, STAGES=num_stages) if ablate else {}
 
 

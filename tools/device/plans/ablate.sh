@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # What each part of our Triton K loops costs (issue #25, the measured reason per shape): every decode and prefill
 # winner of the headline (s15b-d) timed beside its ablations, LABEL~nodeq (the same loads and wgmmas, no dequant, at
-# most the tactic's registers) and LABEL~load (only the weight and scale loads, pipelined as deep), one method (CUDA-graph
+# most the tactic's registers), LABEL~load (only the weight and scale loads, pipelined as deep) and LABEL~seq (those
+# bytes, each program's from one contiguous range: a layout made for the tile), one method (CUDA-graph
 # replays, L2 flushed, median of 30, CUPTI kernel time per kernel), the read ceiling measured in the same process
 # (python -m fp4moe_diag.profiling.ablate; backends/triton/_kernels_ablate.py). Under the image's Triton (3.6.0).
 # Run from the repository root on the device with .whl and .git_commit carried (no FlashInfer, no triton_kernels):
 #   run(command="bash tools/device/plans/ablate.sh", carry=[".whl", ".git_commit"])
-# About 6 minutes of device time (each variant compiles once); the CSVs come back in $OUT/runs.tgz (r/ablate-*.csv):
+# About 7 minutes of device time (each variant compiles once); the CSVs come back in $OUT/runs.tgz (r/ablate-*.csv):
 # put them in data/runs/<date>-nvidia-h200-<tag>/ with a PROVENANCE.md (the table: profiling.ablate.markdown).
 set -u
 . "$(dirname "$0")/plan_lib.sh"
