@@ -35,11 +35,11 @@ from fp4moe_diag.backends.triton.configs import (
     X2_CONFIGS,
     X2_DECODE_CONFIGS,
     KernelConfig,
-    default_config,
     k_split,
     parse_config,
     split_k_fits,
 )
+from fp4moe_diag.backends.triton.defaults import default_config
 from fp4moe_diag.backends.triton.configs_gu import (PS_GU_CONFIGS, PS_GU_DECODE_CONFIGS, PS_GU_DECODE_PDL_CONFIGS,
                                                    PS_GU_PDL_CONFIGS, PS_GU_WIDE_CONFIGS)
 from fp4moe_diag.backends.triton.configs_warps import PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS

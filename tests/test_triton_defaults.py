@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from fp4moe_diag.backends.triton import backend as B
-from fp4moe_diag.backends.triton.configs import default_config
+from fp4moe_diag.backends.triton.defaults import default_config
 from fp4moe_diag.backends.triton.defaults import MEASURED_DEFAULTS, measured_default
 from fp4moe_diag.problem.case import MoECase
 

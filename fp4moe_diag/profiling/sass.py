@@ -212,7 +212,7 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
         const["N_FASTEST"] = ps_n_fastest(kc.block_m)
         const["SCALE_WORDS"] = ps_scale_words(2 * bn if gu else bn, kc.block_k, kc.num_warps)
         const["PDL"] = kc.pdl
-        const |= dict(ABLATE=ABLATIONS[kc.ablate], STAGES=kc.num_stages)  # ~nodeq / ~load: _kernels_ablate
+        const |= dict(ABLATE=ABLATIONS[kc.ablate], STAGES=kc.num_stages, TILE_MAJOR=kc.tile_major)  # _kernels_ablate
         if gu:
             const["CHUNK_DOTS"] = ps_gu_chunk_dots(kc.block_k, kc.num_warps)
         elif gemm == "gemm1":

@@ -1,5 +1,5 @@
-"""Ablations of the ``ps`` kernels (tactic suffixes ``~nodeq``, ``~load``, ``~seq``; :data:`.configs.ABLATIONS`): the same
-launches, grid, tiles, pipeline depth and weight loads with a part of each K step taken out, so that timing them next
+"""Ablations of the ``ps`` kernels (tactic suffixes ``~nodeq``, ``~load``, ``~seq``; :data:`.configs.ABLATIONS`): the
+same launches, grid, tiles, pipeline depth and weight loads with a part of each K step taken out, so that timing them next
 to the real tactic says what each part costs.  Their outputs are wrong by design: they are timed and profiled
 (``python -m fp4moe_diag.profiling.ablate``, ``profile``, ``profiling.sass``), never swept or offered as tactics.
 

@@ -195,22 +195,49 @@ def _ps_scale_bytes(s_base, row, ch, ok, stride_ss, S: tl.constexpr, C: tl.const
 
 
 @triton.jit
+def _tm_bytes(w_base, s_base, slab0, chunk0, stride_ws, stride_ss, S: tl.constexpr, C: tl.constexpr,
+              CT: tl.constexpr, SCALE_WORDS: tl.constexpr):
+    """``-tm``: the weight bytes ``[S, C, 512]`` and scale bytes ``[S, C, 32]`` at (``slab0``, ``chunk0``) of the
+    tile-major copy (:func:`.ps_layout.tile_major`, tiles of ``S`` slabs by ``CT`` chunks, K padded to whole tiles):
+    a block of ``S`` slabs starts where its first slab starts (``slab0 x stride_ws``), its tiles follow one another
+    along K, each ``[S, CT, 512]``; with ``C == CT`` the tile is one contiguous range (``C`` 1 of ``CT``: one chunk of
+    it, the ``-gu`` tiles that dot per chunk)."""
+    t0 = slab0.to(tl.int64) * stride_ws + (chunk0 // CT) * (S * CT * 512) + (chunk0 % CT) * 512
+    w_off = tl.arange(0, S)[:, None, None] * (CT * 512) + tl.arange(0, C)[None, :, None] * 512
+    p = tl.load(w_base + t0 + w_off + tl.arange(0, 512)[None, None, :])
+    s0 = slab0.to(tl.int64) * stride_ss + (chunk0 // CT) * (S * CT * 32) + (chunk0 % CT) * 32
+    s_off = tl.arange(0, S)[:, None, None] * (CT * 32) + tl.arange(0, C)[None, :, None] * 32
+    if SCALE_WORDS:  # as words: each thread 4 bytes, in the cp.async pipeline (see _ps_scale_bytes)
+        words = tl.load((s_base + s0 + s_off).to(tl.pointer_type(tl.int32)) + tl.arange(0, 8)[None, None, :])
+        sc = tl.reshape((words[:, :, :, None] >> (tl.arange(0, 4) * 8)[None, None, None, :]) & 0xFF, (S, C, 32))
+    else:
+        sc = tl.load(s_base + s0 + s_off + tl.arange(0, 32)[None, None, :])
+    return p, sc
+
+
+@triton.jit
 def _ps_tile(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride_ss, S: tl.constexpr,
-             C: tl.constexpr, INTERP: tl.constexpr, SCALE_WORDS: tl.constexpr = False, ABLATE: tl.constexpr = 0):
+             C: tl.constexpr, INTERP: tl.constexpr, SCALE_WORDS: tl.constexpr = False, ABLATE: tl.constexpr = 0,
+             TILE_MAJOR: tl.constexpr = False, CT: tl.constexpr = 0):
     """The upcast weight tile ``W [16 S, 64 C]`` (bf16, times 2**-X2_OFFSET) of slabs ``slab0..`` and chunks
     ``chunk0..`` of one expert (``w_base`` / ``s_base``); slabs and chunks past the matrix read as zeros.
-    ``ABLATE`` 1 (``~nodeq``, :mod:`._kernels_ablate`): the same loads and shapes, no decode."""
-    sl = slab0 + tl.arange(0, S)
-    ch = chunk0 + tl.arange(0, C)
-    ok = (sl < n_slabs)[:, None, None] & (ch < n_chunks)[None, :, None]
-    row = sl[:, None, None].to(tl.int64)
-    p = tl.load(w_base + row * stride_ws + ch[None, :, None] * 512 + tl.arange(0, 512)[None, None, :], mask=ok,
-                other=0)
-    if SCALE_WORDS:
-        sc = _ps_scale_bytes(s_base, row, ch, ok, stride_ss, S, C)
+    ``ABLATE`` 1 (``~nodeq``, :mod:`._kernels_ablate`): the same loads and shapes, no decode.  ``TILE_MAJOR``
+    (``-tm``): the copy stored tile by tile in tiles of ``CT`` chunks (0: ``C``), :func:`_tm_bytes`."""
+    if TILE_MAJOR:
+        p, sc = _tm_bytes(w_base, s_base, slab0, chunk0, stride_ws, stride_ss, S, C, C if CT == 0 else CT,
+                          SCALE_WORDS)
     else:
-        sc = tl.load(s_base + row * stride_ss + ch[None, :, None] * 32 + tl.arange(0, 32)[None, None, :], mask=ok,
-                     other=0)
+        sl = slab0 + tl.arange(0, S)
+        ch = chunk0 + tl.arange(0, C)
+        ok = (sl < n_slabs)[:, None, None] & (ch < n_chunks)[None, :, None]
+        row = sl[:, None, None].to(tl.int64)
+        p = tl.load(w_base + row * stride_ws + ch[None, :, None] * 512 + tl.arange(0, 512)[None, None, :], mask=ok,
+                    other=0)
+        if SCALE_WORDS:
+            sc = _ps_scale_bytes(s_base, row, ch, ok, stride_ss, S, C)
+        else:
+            sc = tl.load(s_base + row * stride_ss + ch[None, :, None] * 32 + tl.arange(0, 32)[None, None, :],
+                         mask=ok, other=0)
     f = tl.reshape(_x2_factor(sc, INTERP), (S, C, 8, 1, 2, 1, 2, 1))  # slab, chunk, g, -, sb, -, rh, -
     f = tl.reshape(tl.broadcast_to(f, (S, C, 8, 4, 2, 2, 2, 2)), (S, C, 8, 4, 4, 4))
     if ABLATE == 1:
@@ -250,7 +277,7 @@ def _moe_mxfp4_gemm1_ps_kernel(
     ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
     SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr, PDL: tl.constexpr = 0,
     SCALE_WORDS: tl.constexpr = False, cnt_ptr=None, FUSED: tl.constexpr = False, TILES_FIRST: tl.constexpr = False,
-    ABLATE: tl.constexpr = 0, STAGES: tl.constexpr = 0,
+    ABLATE: tl.constexpr = 0, STAGES: tl.constexpr = 0, TILE_MAJOR: tl.constexpr = False,
 ):
     """gemm1 of :mod:`._kernels` (gate/up + activation, N = I, K = H) on the ps layout: the gate rows are slabs
     ``N / 16 ..`` of the same ``[2N / 16, K / 64, 512]`` expert matrix.  ``PDL``: see :func:`_pdl_enter`.
@@ -258,7 +285,8 @@ def _moe_mxfp4_gemm1_ps_kernel(
     before the two dots, so both tiles' shared-memory reads come first (SASS: 8 wgmmas back to back, not the gate
     tile's LDS and upcast between the lin tile's wgmmas and its own).
     ``FUSED`` (``-fs``, SPLIT_K > 1): the last split of a tile finalizes it (arrival counters ``cnt_ptr``,
-    :func:`._kernels_fused._gemm1_fused_finalize`); no finalize kernel.  ``ABLATE``, ``STAGES``: :mod:`._kernels_ablate`."""
+    :func:`._kernels_fused._gemm1_fused_finalize`); no finalize kernel.  ``ABLATE``, ``STAGES``:
+    :mod:`._kernels_ablate`.  ``TILE_MAJOR`` (``-tm``): the weights are the tile-major copy (:func:`_tm_bytes`)."""
     _pdl_enter(PDL)
     pid_m, pid_n = _grid_ids(N_FASTEST)
     pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(pid_m, pid_n, tl.program_id(2), block_expert_ptr,
@@ -284,11 +312,11 @@ def _moe_mxfp4_gemm1_ps_kernel(
             xt = tl.trans(_act_tile(x_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
             c0 = (kb + kk) // 64
             w_l = _ps_tile(w_lin, s_lin, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32,
-                           SCALE_WORDS, ABLATE)
+                           SCALE_WORDS, ABLATE, TILE_MAJOR)
             if not TILES_FIRST:  # the lin dot before the gate tile's upcast; TILES_FIRST: after (ps_tiles_first)
                 acc_lt = _dot(w_l, xt, acc_lt, DOT_F32)
             w_g = _ps_tile(w_gate, s_gate, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32,
-                           SCALE_WORDS, ABLATE)
+                           SCALE_WORDS, ABLATE, TILE_MAJOR)
             if TILES_FIRST:
                 acc_lt = _dot(w_l, xt, acc_lt, DOT_F32)
             acc_gt = _dot(w_g, xt, acc_gt, DOT_F32)
@@ -313,7 +341,7 @@ def _moe_mxfp4_gemm2_ps_kernel(
     SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr, PDL: tl.constexpr = 0,
     SCALE_WORDS: tl.constexpr = False, y_ptr=None, cnt_ptr=None, tok_pairs_ptr=None, orph_ptr=None, stride_ym=0,
     TOP_K: tl.constexpr = 1, ORPH: tl.constexpr = 0, FUSED: tl.constexpr = False, ABLATE: tl.constexpr = 0,
-    STAGES: tl.constexpr = 0,
+    STAGES: tl.constexpr = 0, TILE_MAJOR: tl.constexpr = False,
 ):
     """gemm2 of :mod:`._kernels` (down, times the routing weight, N = H, K = I) on the ps layout.  ``FUSED``
     (``-fs``): the program completing a token's rows sums them into ``y`` [T, N] (bf16) in the top-k sum's order
@@ -322,7 +350,8 @@ def _moe_mxfp4_gemm2_ps_kernel(
     :func:`_pdl_enter`; with ``PDL`` 2 / 3 the program first prefetches into L2 the first weight chunks of its tile
     (2: every thread a share of the 512-byte chunks; 3: one bulk prefetch per slab, evict_last)
     (weights and routing tables are made before the call: no kernel of the call writes them), so that the DRAM
-    time left idle in gemm1's tail streams gemm2's weights.  ``ABLATE``, ``STAGES``: :mod:`._kernels_ablate`."""
+    time left idle in gemm1's tail streams gemm2's weights.  ``ABLATE``, ``STAGES``: :mod:`._kernels_ablate`.
+    ``TILE_MAJOR`` (``-tm``): the weights are the tile-major copy (:func:`_tm_bytes`)."""
     if PDL >= 2:
         pm, pn = _grid_ids(N_FASTEST)
         S_PF: tl.constexpr = BLOCK_N // 16
@@ -355,7 +384,7 @@ def _moe_mxfp4_gemm2_ps_kernel(
         for kk in range(0, K_SPLIT, BLOCK_K):
             at = tl.trans(_act_tile(a_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
             w = _ps_tile(w_base, s_base, slab0, (kb + kk) // 64, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32,
-                         SCALE_WORDS, ABLATE)
+                         SCALE_WORDS, ABLATE, TILE_MAJOR)
             acc_t = _dot(w, at, acc_t, DOT_F32)
             a_ptrs += BLOCK_K
     _gemm2_store(tl.trans(acc_t) * X2_UNSCALE, pid_k, e, pair, mask_m, offs_n, mask_n, b_ptr, topk_w_ptr, out_ptr,

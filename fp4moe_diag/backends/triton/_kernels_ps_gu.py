@@ -58,7 +58,7 @@ def _moe_mxfp4_gemm1_ps_gu_kernel(
     ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
     SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr, PDL: tl.constexpr = 0,
     SCALE_WORDS: tl.constexpr = False, CHUNK_DOTS: tl.constexpr = False, cnt_ptr=None, FUSED: tl.constexpr = False,
-    ABLATE: tl.constexpr = 0, STAGES: tl.constexpr = 0,
+    ABLATE: tl.constexpr = 0, STAGES: tl.constexpr = 0, TILE_MAJOR: tl.constexpr = False,
 ):
     """gemm1 (gate/up + activation, N = I, K = H) on the gate/up-interleaved ps matrix ``[2N / 16, K / 64, 512]``:
     ``BLOCK_N / 8`` slabs from slab ``pid_n * BLOCK_N / 8``, one dot per K step (``CHUNK_DOTS``: one per 64-K chunk,
@@ -87,12 +87,12 @@ def _moe_mxfp4_gemm1_ps_gu_kernel(
                 for c in tl.static_range(C):
                     xt = tl.trans(_act_tile(x_ptrs + 64 * c, mask_m, kb + kk + 64 * c, offs_k, K, EVEN_K))
                     w = _ps_tile(w_base, s_base, slab0, (kb + kk) // 64 + c, N // 8, K // 64, stride_ws, stride_ss,
-                                 S, 1, DOT_F32, SCALE_WORDS, ABLATE)
+                                 S, 1, DOT_F32, SCALE_WORDS, ABLATE, TILE_MAJOR, C)
                     acc_t = _dot(w, xt, acc_t, DOT_F32)
             else:
                 xt = tl.trans(_act_tile(x_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
                 w = _ps_tile(w_base, s_base, slab0, (kb + kk) // 64, N // 8, K // 64, stride_ws, stride_ss, S, C,
-                             DOT_F32, SCALE_WORDS, ABLATE)
+                             DOT_F32, SCALE_WORDS, ABLATE, TILE_MAJOR)
                 acc_t = _dot(w, xt, acc_t, DOT_F32)
             x_ptrs += BLOCK_K
     lin, gate = _gate_up_split(acc_t * X2_UNSCALE, BLOCK_M, BLOCK_N)

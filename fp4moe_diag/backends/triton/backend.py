@@ -31,6 +31,7 @@ from .configs import (ABLATIONS, CONFIGS, DECODE_CONFIGS, DECODE_MAX_PAIRS, DOT_
 from .configs_gu import (PS_GU_CONFIGS, PS_GU_DECODE_CONFIGS, PS_GU_DECODE_PDL_CONFIGS, PS_GU_PDL_CONFIGS,
                          PS_GU_WIDE_CONFIGS)
 from .configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS
+from .configs_tm import PS_TM_DECODE_CONFIGS, PS_TM_DECODE_PDL_CONFIGS, PS_TM_PREFILL_CONFIGS, tm_refusal
 from .configs_warps import PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS
 from .defaults import measured_default
 from .loading import interpret_enabled, kernels_interpreted, load_kernels, triton_import_error  # noqa: F401
@@ -41,6 +42,11 @@ def _split_fits(case: MoECase, kc: KernelConfig) -> bool:
     """gemm1 reduces over H in ``split_k`` splits, gemm2 over I in ``gemm2_split``."""
     return (split_k_fits(case.hidden_size, kc.block_k, kc.split_k)
             and split_k_fits(case.intermediate_size, kc.block_k, kc.gemm2_split))
+
+
+def _tile_major(case: MoECase, configs: tuple[KernelConfig, ...]) -> tuple[KernelConfig, ...]:
+    """The ``-tm`` tactics of ``configs`` that fit ``case`` (split-K, whole tiles: :func:`.configs_tm.tm_refusal`)."""
+    return tuple(c for c in configs if _split_fits(case, c) and tm_refusal(case, c) is None)
 
 
 def ps_refusal(case: MoECase, layout: str = "pre-shuffled") -> Optional[str]:
@@ -118,7 +124,8 @@ class TritonMXFP4Backend(Backend):
         PS_GU_DECODE_CONFIGS that fit); the ``tl.dot_scaled`` ones only when compiled (GPU); for ``T * top_k <=
         DECODE_MAX_PAIRS`` the split-K decode configs (x2 / sw / ps ones everywhere, ds ones on GPU); at decode on GPU
         the ps tactics with programmatic dependent launch (``-pdl``, PS_GU_PDL_CONFIGS, PS_DECODE8_PDL_CONFIGS and
-        PS_GU_DECODE_PDL_CONFIGS), with and without the fused ends (``-fs``).  The default: :mod:`.defaults`."""
+        PS_GU_DECODE_PDL_CONFIGS), with and without the fused ends (``-fs``); the ``-tm`` twins of the winners
+        (:mod:`.configs_tm`) where their tiles are whole.  The default: :mod:`.defaults`."""
         decode = case.num_tokens * case.top_k <= DECODE_MAX_PAIRS
         configs: tuple[KernelConfig, ...] = CONFIGS + X2_CONFIGS + SW_CONFIGS
         if decode:
@@ -127,11 +134,13 @@ class TritonMXFP4Backend(Backend):
             configs += PS_CONFIGS + (tuple(c for c in PS_DECODE_CONFIGS + PS_DECODE8_CONFIGS + PS_GU_DECODE_CONFIGS
                                            if _split_fits(case, c)) if decode else ())
             configs += PS_GU_CONFIGS + (() if decode else PS_GU_WIDE_CONFIGS + PS_GU16_CONFIGS + PS_TAIL_CONFIGS)
+            configs += _tile_major(case, PS_TM_DECODE_CONFIGS if decode else PS_TM_PREFILL_CONFIGS)
         compiled = not (interpret_enabled() or kernels_interpreted())
         if compiled:
             if decode and ps_refusal(case) is None:  # programmatic dependent launch: compiled kernels only
                 configs += tuple(c for c in PS_PDL_CONFIGS + PS_GU_PDL_CONFIGS + PS_DECODE8_PDL_CONFIGS
                                  + PS_GU_DECODE_PDL_CONFIGS if _split_fits(case, c))
+                configs += _tile_major(case, PS_TM_DECODE_PDL_CONFIGS)
             elif ps_refusal(case) is None:
                 configs += PS_TAIL_PDL_CONFIGS
             configs += DOT_SCALED_CONFIGS
@@ -228,9 +237,16 @@ class TritonMXFP4Backend(Backend):
         y = output if direct else p.out_bf16
         w13, w13_scale, w2, w2_scale = p.ps if kc.ps else (p.w13, p.w13_scale, p.w2, p.w2_scale)
         modes = dict(dot_scaled=kc.dot_scaled, x2=kc.x2, swap=kc.swap, ps=kc.ps, pdl=kc.pdl,
-                     ablate=ABLATIONS[kc.ablate])
+                     ablate=ABLATIONS[kc.ablate], tile_major=kc.tile_major)
         if kc.gate_up:  # gemm1 reads the gate/up-interleaved copy of w13 (made now on first use); gemm2 as ps
             w13, w13_scale = p.gate_up_weights()
+        if kc.tile_major:  # -tm: both read copies stored tile by tile (made now on first use, configs_tm)
+            why = tm_refusal(p.inputs.case, kc)
+            if why:
+                raise ValueError(f"tactic {kc.label}: {why}")
+            rows = (2 if kc.gate_up else 1) * bn  # a -gu tile: lin and gate rows
+            w13, w13_scale = p.tile_major_weights("w13_gu" if kc.gate_up else "w13", rows // 16, bk // 64)
+            w2, w2_scale = p.tile_major_weights("w2", kc.gemm2_block_n // 16, bk // 64)
         calls = []
         for g, bm, inter in rounds:
             n1 = g.num_blocks * -(-p.inputs.case.intermediate_size // bn)

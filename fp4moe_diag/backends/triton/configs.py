@@ -52,6 +52,8 @@ class KernelConfig:
     tail_m: int = 0  # mode ps only (label -tN): each expert's last <= tail_m pairs run as blocks of tail_m rows (a
     # second gemm1 / gemm2 launch pair), the rest as blocks of block_m (configs_tail.py)
     ablate: str = ""  # mode ps only (label ~nodeq / ~load / ~seq): an ablation of the tactic, see ABLATIONS
+    tile_major: bool = False  # mode ps only (label -tm, after -ps / -gu): the weights stored tile by tile (a copy,
+    # ps_layout.tile_major): each K step of a program reads one contiguous range
 
 
     def __post_init__(self) -> None:
@@ -97,6 +99,9 @@ class KernelConfig:
         if self.ablate not in ABLATIONS or (self.ablate and self.mode != "ps"):
             raise ValueError(f"tactic: ablate is a mode ps option, one of {sorted(a for a in ABLATIONS if a)}; got "
                              f"{self.ablate!r} in mode {self.mode!r}")
+        if not isinstance(self.tile_major, bool) or (self.tile_major and self.mode != "ps"):
+            raise ValueError(f"tactic: tile_major (-tm) is a mode ps option, a bool; got {self.tile_major!r} in "
+                             f"{self.mode!r}")
         if not isinstance(self.gate_up, bool) or (self.gate_up and self.mode != "ps"):
             raise ValueError(f"tactic: gate_up (-gu) is a mode ps option, a bool; got {self.gate_up!r} in {self.mode!r}")
         if self.mode == "ps":
@@ -159,6 +164,7 @@ class KernelConfig:
     def label(self) -> str:
         base = f"m{self.block_m}n{self.block_n}k{self.block_k}w{self.num_warps}s{self.num_stages}"
         return (base + ("" if self.mode == "bits" else f"-{self.mode}") + GATE_UP_LABEL * self.gate_up
+                + "-tm" * self.tile_major
                 + (f"-sk{self.split_k}" if self.split_k > 1 else "")
                 + (f"-g2sk{self.split_k2}" if self.split_k2 else "") + (f"-g2n{self.block_n2}" if self.block_n2 else "")
                 + (f"-t{self.tail_m}" if self.tail_m else "") + PDL_LABELS[self.pdl]
@@ -176,7 +182,8 @@ class KernelConfig:
                     **({"block_n2": self.block_n2} if self.block_n2 else {}),
                     **({"gate_up": True} if self.gate_up else {}),
                     **({"fused": True} if self.fused else {}), **({"tail_m": self.tail_m} if self.tail_m else {}),
-                    **({"ablate": self.ablate} if self.ablate else {}))
+                    **({"ablate": self.ablate} if self.ablate else {}),
+                    **({"tile_major": True} if self.tile_major else {}))
 
 
 
@@ -354,7 +361,7 @@ PS_PDL_CONFIGS += tuple(KernelConfig(*c, pdl=1, fused=True) for c in (
 
 
 _LABEL = re.compile(r"^m(?P<m>\d+)n(?P<n>\d+)k(?P<k>\d+)w(?P<w>\d+)s(?P<s>\d+)"
-                    r"(?:-(?P<mode>ds|x2|sw|f8|p8)|-(?P<ps>ps)(?P<gu>-gu)?)?(?:-sk(?P<sk>\d+))?(?:-g2sk(?P<g2sk>\d+))?"
+                    r"(?:-(?P<mode>ds|x2|sw|f8|p8)|-(?P<ps>ps)(?P<gu>-gu)?(?P<tm>-tm)?)?(?:-sk(?P<sk>\d+))?(?:-g2sk(?P<g2sk>\d+))?"
                     r"(?:-g2n(?P<g2n>\d+))?(?:-t(?P<t>\d+))?(?P<pdl>-pdl|-pdlpfe|-pdlpf)?(?P<fs>-fs)?(?:~(?P<ab>[a-z]+))?$")
 
 
@@ -366,14 +373,14 @@ def parse_config(cfg: Any) -> KernelConfig:
     if isinstance(cfg, str):
         m = _LABEL.match(cfg)
         if m is None:
-            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu]|-f8|-p8][-skN]"
+            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu][-tm]|-f8|-p8][-skN]"
                              f"[-g2skN][-g2nN][-tN][-pdl|-pdlpf|-pdlpfe][-fs][~nodeq|~load|~seq], got {cfg!r}")
         nums = [int(m[g]) for g in "mnkws"]
         pdl = {v: k for k, v in PDL_LABELS.items()}[m["pdl"] or ""]
         return KernelConfig(*nums, mode=m["mode"] or m["ps"] or "bits", split_k=int(m["sk"] or 1),
                             split_k2=int(m["g2sk"] or 0), pdl=pdl, block_n2=int(m["g2n"] or 0),
                             gate_up=m["gu"] is not None, fused=m["fs"] is not None, tail_m=int(m["t"] or 0),
-                            ablate=m["ab"] or "")
+                            ablate=m["ab"] or "", tile_major=m["tm"] is not None)
     if not isinstance(cfg, (tuple, list)):
         raise ValueError(f"tactic: expected a KernelConfig, a label or a tuple, got {type(cfg).__name__}")
     cfg = tuple(cfg)
@@ -384,13 +391,3 @@ def parse_config(cfg: Any) -> KernelConfig:
     split = cfg[6] if len(cfg) > 6 else 1
     return KernelConfig(*cfg[:5], mode=mode, split_k=split)
 
-
-def default_config(case: Any) -> KernelConfig:
-    """Heuristic default (``case``: a MoECase) from the expected pairs per expert (``T * k / E``); picked from H200
-    timings at the gpt-oss-20b shape (T = 1, 37, 1024)."""
-    avg = case.num_tokens * case.top_k / case.num_experts
-    if avg <= 16:
-        return KernelConfig(16, 64, 128, 4, 3)
-    if avg <= 32:
-        return KernelConfig(32, 64, 64, 4, 4)
-    return KernelConfig(64, 64, 64, 4, 4)

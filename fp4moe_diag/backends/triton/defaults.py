@@ -1,5 +1,5 @@
 """The tactic our Triton backend runs with no tuning: on Hopper, the winners the H200 measured; elsewhere the old
-heuristic (:func:`.configs.default_config`).  Imports nothing of ours but :mod:`.configs`, no triton.
+heuristic (:func:`default_config`).  Imports nothing of ours but :mod:`.configs`, no triton.
 
 ``Backend.run`` without a tactic, a sweep's ``default`` row and a caller that does not tune get this tactic.  The old
 heuristic (session 1, three shapes, before the pre-shuffled layout) was 1.5-2.5x slower than the best tactic at most
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from .configs import KernelConfig, default_config
+from .configs import KernelConfig
 
 #: (max pairs, max avg pairs per expert, tactic labels in order of preference); the first rule that holds applies
 MEASURED_DEFAULTS: tuple[tuple[float, float, tuple[str, ...]], ...] = (
@@ -41,7 +41,7 @@ def measured_default(case: Any, offered: Sequence[KernelConfig], capability: Opt
                      ) -> KernelConfig:
     """The default tactic of ``case`` (a MoECase) among ``offered`` (what :meth:`TritonBackend.tactics` offers there)
     on a GPU of compute ``capability`` (None: no GPU): on SM90 the first label of the first rule of
-    :data:`MEASURED_DEFAULTS` that holds and is offered, else :func:`.configs.default_config`."""
+    :data:`MEASURED_DEFAULTS` that holds and is offered, else :func:`default_config`."""
     if capability is None or capability[0] != 9:
         return default_config(case)
     pairs = case.num_tokens * case.top_k
@@ -54,3 +54,14 @@ def measured_default(case: Any, offered: Sequence[KernelConfig], capability: Opt
                     return by_label[label]
             break
     return default_config(case)
+
+
+def default_config(case: Any) -> KernelConfig:
+    """Heuristic default (``case``: a MoECase) from the expected pairs per expert (``T * k / E``); picked from H200
+    timings at the gpt-oss-20b shape (T = 1, 37, 1024)."""
+    avg = case.num_tokens * case.top_k / case.num_experts
+    if avg <= 16:
+        return KernelConfig(16, 64, 128, 4, 3)
+    if avg <= 32:
+        return KernelConfig(32, 64, 64, 4, 4)
+    return KernelConfig(64, 64, 64, 4, 4)

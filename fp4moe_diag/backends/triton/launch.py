@@ -123,6 +123,13 @@ def _ablate_args(ablate: int, ps: bool, num_stages: int) -> dict:
     return dict(ABLATE=ablate, STAGES=num_stages) if ablate else {}
 
 
+def _tile_major_args(tile_major: bool, ps: bool) -> dict:
+    """The TILE_MAJOR constexpr of the ps kernels (``-tm``): none when off."""
+    if tile_major and not ps:
+        raise ValueError("tile_major: only the pre-shuffled kernels (ps=True) read the tile-major copy")
+    return dict(TILE_MAJOR=True) if tile_major else {}
+
+
 def _bound(fn: Any, grid: tuple, *args: Any, **kwargs: Any) -> Callable[[], None]:
     """``fn[grid](*args, **kwargs)``, bound.  A compiled ``~nodeq`` ablation (ABLATE 1) is built with at most the
     registers of the tactic it ablates (``maxnreg``, read from that tactic's build, compiled here and not run): the
@@ -156,6 +163,7 @@ def gemm1_calls(
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
     split_k: int = 1, part: Optional[torch.Tensor] = None, x2: bool = False, swap: bool = False, ps: bool = False,
     pdl: int = 0, counters: Optional[torch.Tensor] = None, gate_up: bool = False, ablate: int = 0,
+    tile_major: bool = False,
 ) -> list[Callable[[], None]]:
     """The launches of gemm1 on ``block_expert_ids.numel()`` M-blocks. ``w [L, 2I, H/2]`` (``ps``: the layout of
     :mod:`.ps_layout`, ``[L, 2I/16, H/64, 512]``), ``out [P, I]``.
@@ -164,11 +172,12 @@ def gemm1_calls(
     ``pdl`` (ps only): 1 launches it as a programmatic dependent (:func:`._kernels_ps._pdl_enter`), 2 the same.
     ``gate_up`` (ps only): ``w`` / ``w_scale`` are the gate/up-interleaved copy (``ps_layout.shuffle_gate_up``), run
     by :mod:`._kernels_ps_gu` (one tile of ``2 block_n`` weight rows per K step: SCALE_WORDS is decided for it;
-    CHUNK_DOTS by ``configs_gu.ps_gu_chunk_dots``).  ``ablate`` (ps only): the kernels' ABLATE, :mod:`._kernels_ablate`."""
+    CHUNK_DOTS by ``configs_gu.ps_gu_chunk_dots``).  ``ablate`` (ps only): the kernels' ABLATE, :mod:`._kernels_ablate`.
+    ``tile_major`` (ps only, ``-tm``): ``w`` / ``w_scale`` are the tile-major copy (``ps_layout.tile_major``)."""
     inter, hidden = _weight_dims(w, ps)[0] // 2, x.shape[1]
     tile_rows = _gate_up_rows(gate_up, ps, block_n)
     modes = (_mode_args(dot_scaled, x2, swap, ps, (block_m, tile_rows, block_k, num_warps)) | _pdl_args(pdl, ps)
-             | _ablate_args(ablate, ps, num_stages))
+             | _ablate_args(ablate, ps, num_stages) | _tile_major_args(tile_major, ps))
     if gate_up:
         modes["CHUNK_DOTS"] = ps_gu_chunk_dots(block_k, num_warps)
     elif ps:
@@ -239,16 +248,16 @@ def gemm2_calls(
     block_expert_ids: torch.Tensor, num_pairs: int,
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
     split_k: int = 1, x2: bool = False, swap: bool = False, ps: bool = False, pdl: int = 0,
-    fused: Optional[FusedSum] = None, ablate: int = 0,
+    fused: Optional[FusedSum] = None, ablate: int = 0, tile_major: bool = False,
 ) -> list[Callable[[], None]]:
     """The launch of gemm2. ``a [P, I]`` bf16, ``w [L, H, I/2]`` (``ps``: ``[L, H/16, I/64, 512]``), ``out [T*k, H]``
     (rows by pair index), or ``out [>= split_k, T*k, H]`` (one plane per split; the caller sums them, or with
     ``fused`` (ps only, tactic ``-fs``) gemm2 sums them into ``fused.out``: :class:`FusedSum`).
     ``pdl`` (ps only): 1 programmatic dependent launch, 2 that and the L2 prefetch of its first weight chunks.
-    ``ablate`` (ps only): the kernel's ABLATE, :mod:`._kernels_ablate`."""
+    ``ablate`` (ps only): the kernel's ABLATE, :mod:`._kernels_ablate`; ``tile_major``: as :func:`gemm1_calls`."""
     hidden, inter = _weight_dims(w, ps)[0], a.shape[1]
     modes = (_mode_args(dot_scaled, x2, swap, ps, (block_m, block_n, block_k, num_warps)) | _pdl_args(pdl, ps)
-             | _ablate_args(ablate, ps, num_stages))
+             | _ablate_args(ablate, ps, num_stages) | _tile_major_args(tile_major, ps))
     if fused is not None and not ps:
         raise ValueError("fused: only the pre-shuffled kernels (ps=True) have the fused top-k sum")
     num_blocks = block_expert_ids.numel()

@@ -44,6 +44,7 @@ class TritonPrepared:
     counter_bufs: dict[str, torch.Tensor] = field(default_factory=dict)  # -fs: "gemm1" / "gemm2" -> int32 zeros
     local_buf: Optional[torch.Tensor] = None  # int32 [T * k]: local expert id per pair, -1 on another rank
     tail_groups: dict[tuple[int, int], tuple[ExpertGrouping, ExpertGrouping]] = field(default_factory=dict)
+    tm_copies: dict[tuple[str, int, int], tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)  # -tm
 
     def local_pairs(self) -> Optional[torch.Tensor]:
         """The top-k sum's local-pair mask (int32 ``[T * k]``, < 0: the pair's expert is on another rank), made on
@@ -92,6 +93,20 @@ class TritonPrepared:
         if self.ps_gu is None:
             self.ps_gu = ps_layout.shuffle_gate_up(self.w13, self.w13_scale)
         return self.ps_gu
+
+    def tile_major_weights(self, which: str, slabs: int, chunks: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``which`` ("w13", "w13_gu" or "w2") and its scales stored tile by tile for tiles of ``slabs`` slabs by
+        ``chunks`` chunks (tactics ``-tm``, :func:`.ps_layout.tile_major`): made on first use (not timed); the last two
+        kept, so a sweep holds at most two more copies of the weights."""
+        key = (which, slabs, chunks)
+        if key not in self.tm_copies:
+            w, sc = {"w13": self.ps[:2] if self.ps else None, "w2": self.ps[2:] if self.ps else None,
+                     "w13_gu": self.gate_up_weights() if which == "w13_gu" else None}[which]
+            while len(self.tm_copies) >= 2:
+                self.tm_copies.pop(next(iter(self.tm_copies)))
+            self.tm_copies[key] = (ps_layout.tile_major(w, slabs, chunks, which),
+                                   ps_layout.tile_major(sc, slabs, chunks, which))
+        return self.tm_copies[key]
 
     def gemm1_partials(self, split_k: int, rows: int) -> Optional[torch.Tensor]:
         """gemm1's fp32 partials ``[split_k, >= rows, 2I]`` for ``split_k`` > 1 (None for one split)."""

@@ -42,6 +42,10 @@ Gate/up interleaved (tactics ``-gu``, :mod:`._kernels_ps_gu`): w13 ``[L, 2I, K/2
 ``8j..8j+7`` as its rows 0..7 (``rh`` 0: a thread's accumulator row g) and the gate rows of the same output columns
 as rows 8..15 (``rh`` 1: row g + 8), then this layout (:func:`shuffle_gate_up`).  The bias keeps its order.
 
+Tile-major (tactics ``-tm``, :func:`tile_major`): a copy of either layout stored tile by tile (``S`` slabs by ``C``
+chunks, a program's tile of one K step), so that the step reads one contiguous range (``S x C x 512`` bytes) instead
+of ``S`` pieces of ``C x 512`` bytes one slab apart.
+
 Only torch here; the kernels that read the layout are in :mod:`._kernels_ps` and :mod:`._kernels_ps_gu`.
 """
 
@@ -171,3 +175,22 @@ def shuffle_gate_up(w13: torch.Tensor, w13_scale: torch.Tensor) -> tuple[torch.T
         w[e0:e0 + per] = shuffle_weights(w13[e0:e0 + per].index_select(1, rows))
         s[e0:e0 + per] = shuffle_scales(w13_scale[e0:e0 + per].index_select(1, rows))
     return w, s
+
+
+def tile_major(t: torch.Tensor, slabs: int, chunks: int, name: str = "t") -> torch.Tensor:
+    """The ps weights ``[L, NS, NC, 512]`` (or scales ``[L, NS, NC, 32]``) stored tile by tile for tiles of ``slabs``
+    slabs by ``chunks`` chunks (tactics ``-tm``, :func:`._kernels_ps._tm_bytes`): ``[L, NS / slabs, NC' / chunks,
+    slabs, chunks, B]`` viewed as ``[L, NS, NC', B]``, ``NC'`` the chunks padded with zeros to whole tiles (a block of
+    ``slabs`` slabs then starts where its first slab would, ``stride(1)`` bytes per slab).  A ValueError when
+    ``slabs`` does not divide NS."""
+    if t.dim() != 4 or t.dtype != torch.uint8:
+        raise ValueError(f"{name}: expected uint8 [L, slabs, chunks, bytes], got {t.dtype} {tuple(t.shape)}")
+    nl, ns, nc, b = t.shape
+    if slabs < 1 or chunks < 1 or ns % slabs:
+        raise ValueError(f"{name}: the tile-major copy needs whole tiles of {slabs} slabs; the matrix has {ns} slabs "
+                         f"of {ROWS} rows")
+    ncp = -(-nc // chunks) * chunks
+    if ncp != nc:
+        t = torch.cat((t, t.new_zeros((nl, ns, ncp - nc, b))), dim=2)
+    tiles = t.view(nl, ns // slabs, slabs, ncp // chunks, chunks, b).permute(0, 1, 3, 2, 4, 5)
+    return tiles.contiguous().view(nl, ns, ncp, b)
