@@ -168,6 +168,16 @@ def _sw_masks(k0, mask_m, mask_n, offs_k, K: tl.constexpr, HALF: tl.constexpr, N
 
 
 @triton.jit
+def _tile_rows(slab0, chunk0, n_slabs, n_chunks, S: tl.constexpr, C: tl.constexpr):
+    """A tile of ``S`` slabs from ``slab0`` by ``C`` chunks from ``chunk0`` of a pre-shuffled matrix: its slab indices
+    ``[S, 1, 1]`` (int64), chunk indices ``[C]`` and in-matrix mask ``[S, C, 1]``."""
+    sl = slab0 + tl.arange(0, S)
+    ch = chunk0 + tl.arange(0, C)
+    ok = (sl < n_slabs)[:, None, None] & (ch < n_chunks)[None, :, None]
+    return sl[:, None, None].to(tl.int64), ch, ok
+
+
+@triton.jit
 def _dot(a, b, acc, DOT_F32: tl.constexpr):
     """``acc + a @ b`` on bf16 operands.  ``DOT_F32`` (interpreter only: its bf16 ``tl.dot``
     multiplies raw bit patterns, triton-lang/triton#11584) upcasts the operands to fp32 first,

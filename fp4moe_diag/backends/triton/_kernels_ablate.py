@@ -25,6 +25,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from ._kernels import _tile_rows
+
 # $4: one word of the layout; $5 / $6: the bf16x2 factors.  Out: 4 registers shaped as the upcast's, no decode.
 _NODEQ_ASM = tl.constexpr("xor.b32 $0, $4, $5; mov.b32 $1, $4; mov.b32 $2, $4; xor.b32 $3, $4, $6;")
 
@@ -46,10 +48,7 @@ def _ps_words(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, strid
               C: tl.constexpr):
     """``~load``: the weight words ``[S, C, 128]`` and scale words ``[S, C, 8]`` (int32) of the tile that
     :func:`._kernels_ps._ps_tile` upcasts, loaded as stored; slabs and chunks past the matrix read as zeros."""
-    sl = slab0 + tl.arange(0, S)
-    ch = chunk0 + tl.arange(0, C)
-    ok = (sl < n_slabs)[:, None, None] & (ch < n_chunks)[None, :, None]
-    row = sl[:, None, None].to(tl.int64)
+    row, ch, ok = _tile_rows(slab0, chunk0, n_slabs, n_chunks, S, C)
     wp = (w_base + row * stride_ws).to(tl.pointer_type(tl.int32))
     words = tl.load(wp + ch[None, :, None] * 128 + tl.arange(0, 128)[None, None, :], mask=ok, other=0)
     sp = (s_base + row * stride_ss).to(tl.pointer_type(tl.int32))

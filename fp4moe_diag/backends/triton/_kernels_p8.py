@@ -31,7 +31,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ._kernels import _gemm1_epilogue, _gemm2_store, _tile_at
+from ._kernels import _gemm1_epilogue, _gemm2_store, _tile_at, _tile_rows
 from ._kernels_f8 import _dot8, _unscale
 from ._kernels_ps import _act_tile, _grid_ids
 
@@ -79,10 +79,7 @@ def _p8_tile(w_base, t_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride
              C: tl.constexpr, INTERP: tl.constexpr):
     """The e4m3 weight tile ``W8 [16 S, 64 C]`` of slabs ``slab0..`` and chunks ``chunk0..`` of one expert (codes at
     ``w_base``, tables at ``t_base``); slabs and chunks past the matrix read as zeros."""
-    sl = slab0 + tl.arange(0, S)
-    ch = chunk0 + tl.arange(0, C)
-    ok = (sl < n_slabs)[:, None, None] & (ch < n_chunks)[None, :, None]
-    row = sl[:, None, None].to(tl.int64)
+    row, ch, ok = _tile_rows(slab0, chunk0, n_slabs, n_chunks, S, C)
     p = tl.load(w_base + row * stride_ws + ch[None, :, None] * 512 + tl.arange(0, 512)[None, None, :], mask=ok,
                 other=0)
     tb = tl.load(t_base + row * stride_ts + ch[None, :, None] * 256 + tl.arange(0, 256)[None, None, :], mask=ok,

@@ -61,7 +61,7 @@ import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
-from ._kernels import X2_UNSCALE, _dot, _gemm1_store, _gemm2_store, _tile_at, _x2_factor
+from ._kernels import X2_UNSCALE, _dot, _gemm1_store, _gemm2_store, _tile_at, _tile_rows, _x2_factor
 from ._kernels_ablate import _nodeq_values, _sink_loop
 from ._kernels_fused import _gemm1_fused_finalize, _gemm2_fused_topk_sum
 
@@ -227,10 +227,7 @@ def _ps_tile(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride
         p, sc = _tm_bytes(w_base, s_base, slab0, chunk0, stride_ws, stride_ss, S, C, C if CT == 0 else CT,
                           SCALE_WORDS)
     else:
-        sl = slab0 + tl.arange(0, S)
-        ch = chunk0 + tl.arange(0, C)
-        ok = (sl < n_slabs)[:, None, None] & (ch < n_chunks)[None, :, None]
-        row = sl[:, None, None].to(tl.int64)
+        row, ch, ok = _tile_rows(slab0, chunk0, n_slabs, n_chunks, S, C)
         p = tl.load(w_base + row * stride_ws + ch[None, :, None] * 512 + tl.arange(0, 512)[None, None, :], mask=ok,
                     other=0)
         if SCALE_WORDS:
