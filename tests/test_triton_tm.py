@@ -47,6 +47,10 @@ def test_labels_offers_and_refusals():
     assert parse_config("m16n128k128w4s3-ps-tm-g2sk2-pdl").params()["tile_major"] is True
     with pytest.raises(ValueError, match="tile_major \\(-tm\\) is a mode ps option"):
         KernelConfig(16, 64, 128, 4, 3, "x2", tile_major=True)
+    assert parse_config("m16n128k128w4s3-ps-tm~nodeq").tile_major  # the decode taken out of the -tm loop
+    for ab in ("load", "seq"):  # their loads would take the ps addresses in the tile-major copy
+        with pytest.raises(ValueError, match=f"~{ab} reads the ps layout's tiles, not the tile-major copy"):
+            parse_config(f"m16n128k128w4s3-ps-tm~{ab}")
     b = TritonMXFP4Backend()
     decode = {t.label for t in b.tactics(MoECase(num_tokens=64, **GPT))}
     prefill = {t.label for t in b.tactics(MoECase(num_tokens=4096, **GPT))}

@@ -1,6 +1,6 @@
-"""Ablation timings (``python -m fp4moe_diag.profiling.ablate``: a tactic of our Triton kernels beside ``~nodeq`` and
-``~load``, backends/triton/_kernels_ablate.py) as a table of shares, and as the measured reason beside issue #25's
-goals (``goals`` reads the ``ablate*.csv`` of the folders it is given)."""
+"""Ablation timings (``python -m fp4moe_diag.profiling.ablate``: a tactic of our Triton kernels beside ``~nodeq``,
+``~load`` and ``~seq``, backends/triton/_kernels_ablate.py) as a table of shares, and as the measured reason beside
+issue #25's goals (``goals`` reads the ``ablate*.csv`` of the folders it is given)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Iterable
 
 import pandas as pd
 
-#: the rows :func:`..profiling.ablate.ablate_case` writes, one per case x tactic x variant (tactic, nodeq, load)
+#: the rows :func:`..profiling.ablate.ablate_case` writes, one per case x tactic x variant (:data:`VARIANTS`)
 COLUMNS = ("model", "ep_size", "num_tokens", "tactic", "variant", "label", "time_median_us", "time_p10_us",
            "time_p90_us", "time_spread", "time_method", "time_kernel_median_us", "time_kernel_breakdown",
            "weight_bytes", "weight_TBps", "frac_read_ceiling", "ceiling_read_GBps", "gpu_name", "triton_version",
@@ -19,8 +19,8 @@ VARIANTS = ("tactic", "nodeq", "load", "seq")  #: the ``variant`` column's value
 
 
 def ablation_table(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per case and tactic of rows of :data:`COLUMNS`: the three times, the shares of the
-    tactic's time and the weight stream of each over the read ceiling.  A ValueError where a variant is missing."""
+    """One row per case and tactic of rows of :data:`COLUMNS`: the four times, the shares of the tactic's time, and
+    the weight stream of each over the read ceiling.  A ValueError where a variant is missing."""
     missing = set(VARIANTS) - set(df["variant"])
     if missing:
         raise ValueError(f"rows: every case needs the variants {', '.join(VARIANTS)}; missing {sorted(missing)}")

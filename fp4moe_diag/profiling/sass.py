@@ -36,8 +36,8 @@ import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from typing import Optional, Sequence
 
-from ..backends.triton.configs import (ABLATIONS, KernelConfig, even_k, k_split, parse_config, ps_n_fastest, ps_scale_words,
-                                        ps_tiles_first, split_k_fits)
+from ..backends.triton.configs import (ABLATIONS, KernelConfig, even_k, k_split, parse_config, ps_n_fastest,
+                                        ps_scale_words, ps_tiles_first, split_k_fits)
 from ..backends.triton.configs_gu import ps_gu_chunk_dots
 
 _GEMMS = {

@@ -1,5 +1,5 @@
-"""Notebook 04 (kernel profile): committed Nsight Compute tables and ablations (``profiling.ablate``), and a live profile of one shape's best and
-default tactic when this machine has a GPU, ``ncu`` and nsight-python."""
+"""Notebook 04 (kernel profile): committed Nsight Compute tables and ablations (``profiling.ablate``), and a live
+profile of one shape's best and default tactic when this machine has a GPU, ``ncu`` and nsight-python."""
 
 from __future__ import annotations
 

@@ -178,6 +178,21 @@ def _tile_rows(slab0, chunk0, n_slabs, n_chunks, S: tl.constexpr, C: tl.constexp
 
 
 @triton.jit
+def _scale_words(s_base, row, ch, ok, stride_ss):
+    """The scale bytes of a pre-shuffled tile (rows ``row``, chunks ``ch``, mask ``ok``: :func:`_tile_rows`) as 32-bit
+    words ``[S, C, 8]`` (8 per slab-chunk; rows are 32-byte multiples, so the words are aligned)."""
+    wptr = (s_base + row * stride_ss).to(tl.pointer_type(tl.int32))
+    return tl.load(wptr + ch[None, :, None] * 8 + tl.arange(0, 8)[None, None, :], mask=ok, other=0)
+
+
+@triton.jit
+def _word_bytes(words, S: tl.constexpr, C: tl.constexpr):
+    """Scale words ``[S, C, 8]`` -> their bytes ``[S, C, 32]`` (little-endian, as stored)."""
+    b = (words[:, :, :, None] >> (tl.arange(0, 4) * 8)[None, None, None, :]) & 0xFF
+    return tl.reshape(b, (S, C, 32))
+
+
+@triton.jit
 def _dot(a, b, acc, DOT_F32: tl.constexpr):
     """``acc + a @ b`` on bf16 operands.  ``DOT_F32`` (interpreter only: its bf16 ``tl.dot``
     multiplies raw bit patterns, triton-lang/triton#11584) upcasts the operands to fp32 first,

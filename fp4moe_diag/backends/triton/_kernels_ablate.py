@@ -1,6 +1,6 @@
 """Ablations of the ``ps`` kernels (tactic suffixes ``~nodeq``, ``~load``, ``~seq``; :data:`.configs.ABLATIONS`): the
-same launches, grid, tiles, pipeline depth and weight loads with a part of each K step taken out, so that timing them next
-to the real tactic says what each part costs.  Their outputs are wrong by design: they are timed and profiled
+same launches, grid, tiles, pipeline depth and weight loads with a part of each K step taken out, so that timing them
+next to the real tactic says what each part costs.  Their outputs are wrong by design: they are timed and profiled
 (``python -m fp4moe_diag.profiling.ablate``, ``profile``, ``profiling.sass``), never swept or offered as tactics.
 
 * ``ABLATE == 1`` (``~nodeq``): the upcast of :data:`._kernels_ps._PS_ASM` (about 2 instructions per weight) is
@@ -10,7 +10,6 @@ to the real tactic says what each part costs.  Their outputs are wrong by design
   the same order (a thread's 16 bytes, one vector load), and XORs them into a per-thread sink; no upcast, no wgmma,
   no activation load.  The sink's sum is added to the accumulator once after the loop (so nothing is dead code).
   Its time: how fast this grid and this tile schedule stream the weights, the floor of the tactic's loop.
-
 * ``ABLATE == 3`` (``~seq``): ``~load`` with each program's tiles read from one contiguous range of the expert's
   matrix (as if it were stored tile by tile): the same grid, the same bytes in all and per program.  Against
   ``~load``: what the ps layout's access pattern (a program reads ``S`` slabs of 1 KB a step, each slab's K range
@@ -25,7 +24,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ._kernels import _tile_rows
+from ._kernels import _scale_words, _tile_rows
 
 # $4: one word of the layout; $5 / $6: the bf16x2 factors.  Out: 4 registers shaped as the upcast's, no decode.
 _NODEQ_ASM = tl.constexpr("xor.b32 $0, $4, $5; mov.b32 $1, $4; mov.b32 $2, $4; xor.b32 $3, $4, $6;")
@@ -51,9 +50,7 @@ def _ps_words(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, strid
     row, ch, ok = _tile_rows(slab0, chunk0, n_slabs, n_chunks, S, C)
     wp = (w_base + row * stride_ws).to(tl.pointer_type(tl.int32))
     words = tl.load(wp + ch[None, :, None] * 128 + tl.arange(0, 128)[None, None, :], mask=ok, other=0)
-    sp = (s_base + row * stride_ss).to(tl.pointer_type(tl.int32))
-    scales = tl.load(sp + ch[None, :, None] * 8 + tl.arange(0, 8)[None, None, :], mask=ok, other=0)
-    return words, scales
+    return words, _scale_words(s_base, row, ch, ok, stride_ss)
 
 
 @triton.jit

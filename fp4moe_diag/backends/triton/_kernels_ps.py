@@ -61,7 +61,8 @@ import triton
 import triton.language as tl
 from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
-from ._kernels import X2_UNSCALE, _dot, _gemm1_store, _gemm2_store, _tile_at, _tile_rows, _x2_factor
+from ._kernels import (X2_UNSCALE, _dot, _gemm1_store, _gemm2_store, _scale_words, _tile_at, _tile_rows,
+                       _word_bytes, _x2_factor)
 from ._kernels_ablate import _nodeq_values, _sink_loop
 from ._kernels_fused import _gemm1_fused_finalize, _gemm2_fused_topk_sum
 
@@ -187,11 +188,7 @@ def _ps_scale_bytes(s_base, row, ch, ok, stride_ss, S: tl.constexpr, C: tl.const
     a global load (H200, s9a: m128n128k64w8s3 gemm2 1221 us at 20b EP1 T=4096 against 626 for triton_kernels'
     8-warp 128x256 tile).  As words, every thread that loads takes 4 bytes and the load joins the cp.async pipeline.
     The matrix rows are 32-byte multiples (``ps_layout``), so the words are aligned."""
-    wptr = (s_base + row * stride_ss).to(tl.pointer_type(tl.int32))
-    words = tl.load(wptr + ch[None, :, None] * 8 + tl.arange(0, 8)[None, None, :], mask=ok, other=0)
-    shift = tl.arange(0, 4) * 8
-    b = (words[:, :, :, None] >> shift[None, None, None, :]) & 0xFF
-    return tl.reshape(b, (S, C, 32))
+    return _word_bytes(_scale_words(s_base, row, ch, ok, stride_ss), S, C)
 
 
 @triton.jit
@@ -208,8 +205,8 @@ def _tm_bytes(w_base, s_base, slab0, chunk0, stride_ws, stride_ss, S: tl.constex
     s0 = slab0.to(tl.int64) * stride_ss + (chunk0 // CT) * (S * CT * 32) + (chunk0 % CT) * 32
     s_off = tl.arange(0, S)[:, None, None] * (CT * 32) + tl.arange(0, C)[None, :, None] * 32
     if SCALE_WORDS:  # as words: each thread 4 bytes, in the cp.async pipeline (see _ps_scale_bytes)
-        words = tl.load((s_base + s0 + s_off).to(tl.pointer_type(tl.int32)) + tl.arange(0, 8)[None, None, :])
-        sc = tl.reshape((words[:, :, :, None] >> (tl.arange(0, 4) * 8)[None, None, None, :]) & 0xFF, (S, C, 32))
+        sc = _word_bytes(tl.load((s_base + s0 + s_off).to(tl.pointer_type(tl.int32)) + tl.arange(0, 8)[None, None, :]),
+                         S, C)
     else:
         sc = tl.load(s_base + s0 + s_off + tl.arange(0, 32)[None, None, :])
     return p, sc

@@ -150,7 +150,7 @@ class TritonMXFP4Backend(Backend):
         return [Tactic(id=kc, label=kc.label, is_default=kc == default, params=kc.params()) for kc in configs]
 
     def tactic_by_label(self, case: MoECase, label: str, prepared: Any = None) -> Tactic:
-        """An offered tactic, or an ablation of one (``LABEL~nodeq`` / ``LABEL~load``: :data:`.configs.ABLATIONS`,
+        """An offered tactic, or an ablation of one (``LABEL~nodeq`` / ``~load`` / ``~seq``: :data:`.configs.ABLATIONS`,
         for ``profiling.ablate`` and ``profile``; never offered by :meth:`tactics`)."""
         base, sep, _ = label.partition("~")
         if not sep:

@@ -99,6 +99,9 @@ class KernelConfig:
         if self.ablate not in ABLATIONS or (self.ablate and self.mode != "ps"):
             raise ValueError(f"tactic: ablate is a mode ps option, one of {sorted(a for a in ABLATIONS if a)}; got "
                              f"{self.ablate!r} in mode {self.mode!r}")
+        if self.tile_major and self.ablate in ("load", "seq"):  # their loads take the ps addresses, not -tm's
+            raise ValueError(f"tactic: ~{self.ablate} reads the ps layout's tiles, not the tile-major copy; ablate the "
+                             f"ps twin (its ~seq reads each program's bytes as -tm does)")
         if not isinstance(self.tile_major, bool) or (self.tile_major and self.mode != "ps"):
             raise ValueError(f"tactic: tile_major (-tm) is a mode ps option, a bool; got {self.tile_major!r} in "
                              f"{self.mode!r}")
@@ -361,8 +364,9 @@ PS_PDL_CONFIGS += tuple(KernelConfig(*c, pdl=1, fused=True) for c in (
 
 
 _LABEL = re.compile(r"^m(?P<m>\d+)n(?P<n>\d+)k(?P<k>\d+)w(?P<w>\d+)s(?P<s>\d+)"
-                    r"(?:-(?P<mode>ds|x2|sw|f8|p8)|-(?P<ps>ps)(?P<gu>-gu)?(?P<tm>-tm)?)?(?:-sk(?P<sk>\d+))?(?:-g2sk(?P<g2sk>\d+))?"
-                    r"(?:-g2n(?P<g2n>\d+))?(?:-t(?P<t>\d+))?(?P<pdl>-pdl|-pdlpfe|-pdlpf)?(?P<fs>-fs)?(?:~(?P<ab>[a-z]+))?$")
+                    r"(?:-(?P<mode>ds|x2|sw|f8|p8)|-(?P<ps>ps)(?P<gu>-gu)?(?P<tm>-tm)?)?"
+                    r"(?:-sk(?P<sk>\d+))?(?:-g2sk(?P<g2sk>\d+))?(?:-g2n(?P<g2n>\d+))?(?:-t(?P<t>\d+))?"
+                    r"(?P<pdl>-pdl|-pdlpfe|-pdlpf)?(?P<fs>-fs)?(?:~(?P<ab>[a-z]+))?$")
 
 
 def parse_config(cfg: Any) -> KernelConfig:

@@ -209,7 +209,8 @@ def gemm1_calls(
         0 if split_k == 1 else part.stride(0), 0 if split_k == 1 else part.stride(1),
         K=hidden, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k,
         ACTIVATION=activation, HAS_BIAS=bias is not None, EVEN_K=even_k(hidden, block_k, split_k),
-        DOT_F32=INTERPRETED, SPLIT_K=split_k, K_SPLIT=ks, **modes, num_warps=num_warps, num_stages=num_stages, **BUILD_OPTIONS,
+        DOT_F32=INTERPRETED, SPLIT_K=split_k, K_SPLIT=ks, **modes, num_warps=num_warps, num_stages=num_stages,
+        **BUILD_OPTIONS,
     )]
     if split_k > 1 and not fused:
         fin_n = 64

@@ -100,8 +100,13 @@ class TritonPrepared:
         kept, so a sweep holds at most two more copies of the weights."""
         key = (which, slabs, chunks)
         if key not in self.tm_copies:
-            w, sc = {"w13": self.ps[:2] if self.ps else None, "w2": self.ps[2:] if self.ps else None,
-                     "w13_gu": self.gate_up_weights() if which == "w13_gu" else None}[which]
+            if which == "w13_gu":
+                w, sc = self.gate_up_weights()
+            elif which in ("w13", "w2") and self.ps is not None:
+                w, sc = self.ps[:2] if which == "w13" else self.ps[2:]
+            else:
+                raise ValueError(f"which: expected w13, w13_gu or w2 of weights with a ps layout, got {which!r} "
+                                 f"(ps layout: {self.ps is not None})")
             while len(self.tm_copies) >= 2:
                 self.tm_copies.pop(next(iter(self.tm_copies)))
             self.tm_copies[key] = (ps_layout.tile_major(w, slabs, chunks, which),
