@@ -194,9 +194,10 @@ def test_interpreter_ablate_case_rows(interp_results):
                        ("load", "m16n128k128w4s3-ps~load"), ("seq", "m16n128k128w4s3-ps~seq"))]
 
 
-def test_the_device_plan_ablates_tactics_offered_at_its_shapes(monkeypatch):
-    """tools/device/plans/ablate.sh: each ``ab NAME MODEL EP TOKENS SECONDS TACTIC..`` line names tactics that the
-    backend offers (as compiled on a GPU) at every one of its shapes, so that no device time goes to a refusal."""
+def test_the_device_plans_ablate_tactics_offered_at_their_shapes(monkeypatch):
+    """tools/device/plans/*.sh: each ``ablate NAME MODEL EP TOKENS SECONDS [--repeats N] TACTIC..`` line names tactics
+    that the backend offers (as compiled on a GPU) at every one of its shapes, so that no device time goes to a
+    refusal."""
     import re
     from pathlib import Path
 
@@ -206,12 +207,14 @@ def test_the_device_plan_ablates_tactics_offered_at_its_shapes(monkeypatch):
     monkeypatch.setattr(backend, "interpret_enabled", lambda: False)
     monkeypatch.setattr(backend, "kernels_interpreted", lambda: False)
     monkeypatch.setattr(backend, "device_capability", lambda _: (9, 0))
-    plan = (Path(__file__).resolve().parents[1] / "tools" / "device" / "plans" / "ablate.sh").read_text()
-    calls = re.findall(r"^ab (\S+) (\S+) (\d+) ([\d,]+) \$\(left \d+\) ((?:[^\n\\]|\\\n)+)", plan, flags=re.M)
-    assert len(calls) == 4
+    plans = sorted((Path(__file__).resolve().parents[1] / "tools" / "device" / "plans").glob("*.sh"))
+    pattern = r"^ablate (\S+) (\S+) (\d+) ([\d,]+) \$\(left \d+\) (?:--repeats \d+ )?((?:[^\n\\]|\\\n)+)"
+    calls = {p.name: re.findall(pattern, p.read_text(), flags=re.M) for p in plans}
+    assert {k: len(v) for k, v in calls.items() if v} == {"ablate.sh": 4, "evidence.sh": 3}
     b = TritonMXFP4Backend()
-    for name, model, ep, tokens, tactics in calls:
+    for name, model, ep, tokens, tactics in (c for v in calls.values() for c in v):
         labels = tactics.replace("\\\n", " ").split()
+        assert labels and all(not lab.startswith("-") for lab in labels), name
         for t in map(int, tokens.split(",")):
             offered = {x.label for x in b.tactics(default_case(model, int(ep), t))}
             assert [lab for lab in labels if lab not in offered] == [], (name, t)

@@ -72,6 +72,9 @@ def main() -> None:
             save_run(df, dst)  # parquet + CSV atomically, with the manifest that load_run checks
         if (b / "reports").exists():
             shutil.copytree(b / "reports", dst / "reports", dirs_exist_ok=True)
+        ablations = sorted((Path(tmp) / "r").glob("ablate-*.csv"))  # profiling.ablate's tables (ablate.sh)
+        for f in ablations:
+            shutil.copy2(f, dst / f.name)
     lines = [f"# Run {args.run_id}", ""]
     if df is not None:
         r = df.iloc[0]
@@ -96,6 +99,9 @@ def main() -> None:
     if partial:
         lines += ["**Partial run**: the device call ended (time limit) before these sweeps finished; only the "
                   "cases they had finished are here (" + "; ".join(partial) + ").", ""]
+    if ablations:
+        lines += ["Ablations (`python -m fp4moe_diag.profiling.ablate`, read by `goals` and notebook 04): "
+                  + ", ".join(f.name for f in ablations) + ".", ""]
     if args.note:
         lines += ["## Notes", "", args.note, ""]
     present = [n for n in ("results.parquet", "results.csv") + KEEP + ("reports",) if (dst / n).exists()]

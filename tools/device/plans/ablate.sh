@@ -13,18 +13,11 @@ set -u
 . "$(dirname "$0")/plan_lib.sh"
 export TRITON_CACHE_DIR=/tmp/tc
 plan_start ablate
-ab() {  # $1: name, $2: model, $3: ep, $4: tokens, $5: seconds, then the tactics
-  local name=$1 model=$2 ep=$3 tokens=$4 secs=$5; shift 5
-  local tac=(); for t in "$@"; do tac+=(--tactic "$t"); done
-  timeout "$secs" python3 -m fp4moe_diag.profiling.ablate --model "$model" --ep "$ep" --tokens "$tokens" "${tac[@]}" \
-    --out /tmp/r/ablate-$name.csv 2>&1 | tail -12
-  say "ablate $name done"
-}
 # decode: the winners at 20b EP1 T = 1 / 16 / 64 and 120b EP4 T = 64 (goals 2 and 3)
-ab 20b-ep1-decode gpt-oss-20b 1 1,16,64 $(left 240) m16n64k256w4s3-ps-sk2-pdl m16n128k128w4s3-ps-g2sk2-pdl \
+ablate 20b-ep1-decode gpt-oss-20b 1 1,16,64 $(left 240) m16n64k256w4s3-ps-sk2-pdl m16n128k128w4s3-ps-g2sk2-pdl \
   m16n128k128w4s3-ps-pdl
-ab 120b-ep4-t64 gpt-oss-120b 4 64 $(left 300) m16n128k128w4s3-ps-g2sk2-pdl
+ablate 120b-ep4-t64 gpt-oss-120b 4 64 $(left 300) m16n128k128w4s3-ps-g2sk2-pdl
 # prefill: the 16-warp -gu tiles at 20b EP1 / EP2 T = 4096 (goal 4; EP2: the one shape where ours trails)
-ab 20b-ep2-t4096 gpt-oss-20b 2 4096 $(left 420) m128n128k64w16s4-ps-gu-g2n256
-ab 20b-ep1-t4096 gpt-oss-20b 1 4096 $(left 540) m128n128k64w16s3-ps-gu-g2n256-t64
+ablate 20b-ep2-t4096 gpt-oss-20b 2 4096 $(left 420) m128n128k64w16s4-ps-gu-g2n256
+ablate 20b-ep1-t4096 gpt-oss-20b 1 4096 $(left 540) m128n128k64w16s3-ps-gu-g2n256-t64
 plan_finish

@@ -3,6 +3,9 @@
 #                    sweep, /tmp/r, and a snapshot of /tmp/r into $OUT/partial.tgz every 30 s (a call cut off at its
 #                    time limit still brings back its finished cases)
 #   plan_finish      stops the snapshot and packs /tmp/r into $OUT/runs.tgz
+#   ablate NAME MODEL EP TOKENS SECONDS [--repeats N] TACTIC...
+#                    profiling.ablate of the tactics into /tmp/r/ablate-NAME.csv, cut off after SECONDS
+#   ncu_env          ncu on PATH and its extras/python on PYTHONPATH (Nsight Compute through nsight-python)
 #   SWEEP_ARGS       the one timing method of every plan (CUDA graphs, L2 flushed, CUPTI kernel time, screened);
 #                    a plan adds its own --screen-top
 plan_start() {
@@ -25,3 +28,16 @@ plan_finish() {
 }
 SWEEP_ARGS="--cuda-graph --kernel-time --device cuda --warmup 3 --repeats 10 --screen 2 --max-seconds-per-tactic 0.3"
 SWEEP_ARGS="$SWEEP_ARGS --no-progress"
+ablate() {
+  local name=$1 model=$2 ep=$3 tokens=$4 secs=$5; shift 5
+  local args=(); while [ $# -gt 0 ]; do
+    if [ "$1" = --repeats ]; then args+=(--repeats "$2"); shift 2; else args+=(--tactic "$1"); shift; fi
+  done
+  timeout "$secs" python3 -m fp4moe_diag.profiling.ablate --model "$model" --ep "$ep" --tokens "$tokens" "${args[@]}" \
+    --out /tmp/r/ablate-$name.csv 2>&1 | grep -v -i "warn" | tail -12
+  say "ablate $name done"
+}
+ncu_env() {
+  export PATH=$PATH:$(dirname "$(ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)")
+  export PYTHONPATH=$PYTHONPATH:$(ls -d /opt/nvidia/nsight-compute/*/extras/python 2>/dev/null | head -1)
+}

@@ -16,9 +16,7 @@ case "$PART" in decode|prefill) ;; *) echo "PART: expected decode or prefill, go
 . "$(dirname "$0")/plan_lib.sh"
 export TRITON_CACHE_DIR=/tmp/tc
 plan_start "warps-$PART"
-NCU_PY=$(ls -d /opt/nvidia/nsight-compute/*/extras/python 2>/dev/null | head -1)
-export PATH=$PATH:$(dirname "$(ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)")
-export PYTHONPATH=$PYTHONPATH:$NCU_PY
+ncu_env
 mkdir -p /tmp/p
 A="$SWEEP_ARGS --screen-top 8"
 MODELS=gpt-oss-20b:1,gpt-oss-20b:2,gpt-oss-120b:4:4096

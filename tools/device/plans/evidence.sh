@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The measured reasons behind the goals still missed (issue #25, "Done means": per shape how far and why), one call:
+#   1. a wider sweep at T=256 (20b EP1, 120b EP4: where ours and triton_kernels are level): every ps tactic with
+#      16, 32 or 64 rows a tile (the headline ran 3 of them there), and every triton_kernels flag set;
+#   2. ablations (profiling.ablate) at 120b EP4 T=64 with 100 repeats (30 gave a spread of 11 % there), at 20b EP1
+#      T=4 (goal 3) and at 120b EP4 T=4096 (goal 4's farthest shape);
+#   3. Nsight Compute per kernel, warp stalls included, of the best tactic at 20b EP1 T=1 (goal 3), 20b EP1 T=16
+#      (goal 2) and 120b EP4 T=4096 (goal 4).
+# Run from the repository root on the device with .carry/triton_kernels, .whl and .git_commit carried:
+#   run(command="bash tools/device/plans/evidence.sh", carry=[".carry/triton_kernels", ".whl", ".git_commit"])
+# About 7 minutes. $OUT/runs.tgz: the sweep's run folder and the ablation CSVs (one run: import_gpu_bundle.py);
+# $OUT/profiles.tgz: the profiles (beside the run, kernels.csv as ncu_<name>.csv: what goals reads).
+set -u
+. "$(dirname "$0")/plan_lib.sh"
+export TRITON_CACHE_DIR=/tmp/tc
+plan_start evidence
+ncu_env
+mkdir -p /tmp/p
+timeout $(left 170) python3 -m fp4moe_diag sweep --backends triton,triton_kernels \
+  --models gpt-oss-20b:1,gpt-oss-120b:4:4096 --tokens 256 $SWEEP_ARGS --screen-top 8 \
+  --tactics 'triton=^m(16|32|64)n[0-9]+k[0-9]+w[0-9]+s[0-9]-ps' --tactics 'triton_kernels=^tk-' \
+  --out /tmp/r/wide-t256 2>&1 | grep -v "^ *gpt-oss" | tail -3
+say "sweep done"
+ablate 120b-ep4-t64-r100 gpt-oss-120b 4 64 $(left 230) --repeats 100 m16n128k128w4s3-ps-g2sk2-pdl
+ablate 20b-ep1-t4 gpt-oss-20b 1 4 $(left 270) m16n64k256w4s3-ps-sk2-pdl m16n128k128w4s3-ps-g2sk2-pdl
+ablate 120b-ep4-t4096 gpt-oss-120b 4 4096 $(left 320) m128n128k64w16s3-ps-gu-g2n256-t64
+n=0
+for p in "gpt-oss-20b|1|1|m16n64k256w4s3-ps-sk2-pdl" "gpt-oss-20b|1|16|m16n128k128w4s3-ps-g2sk2-pdl" \
+         "gpt-oss-120b|4|4096|m128n128k64w16s3-ps-gu-g2n256-t64"; do
+  IFS='|' read -r pm pep pt ptac <<< "$p"; n=$((n + 1))
+  L=$(left 560); [ "$L" -gt 45 ] || { say "no time left for the profile of $ptac"; continue; }
+  timeout $L python3 -m fp4moe_diag profile --backend triton --model "$pm" --ep "$pep" --tokens "$pt" \
+    --tactics "$ptac" --stalls --out /tmp/p/$n-triton-$pm-ep$pep-t$pt 2>&1 | tail -4 | cut -c1-240
+  tar -czf $OUT/profiles.tgz -C /tmp p; say "profile $n done"
+done
+plan_finish
