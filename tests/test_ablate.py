@@ -208,7 +208,7 @@ def test_the_device_plans_ablate_tactics_offered_at_their_shapes(monkeypatch):
     monkeypatch.setattr(backend, "kernels_interpreted", lambda: False)
     monkeypatch.setattr(backend, "device_capability", lambda _: (9, 0))
     plans = sorted((Path(__file__).resolve().parents[1] / "tools" / "device" / "plans").glob("*.sh"))
-    pattern = r"^ablate (\S+) (\S+) (\d+) ([\d,]+) \$\(left \d+\) (?:--repeats \d+ )?((?:[^\n\\]|\\\n)+)"
+    pattern = r"^(?:has ablate && )?ablate (\S+) (\S+) (\d+) ([\d,]+) \$\(left \d+\) (?:--repeats \d+ )?((?:[^\n\\]|\\\n)+)"
     calls = {p.name: re.findall(pattern, p.read_text(), flags=re.M) for p in plans}
     assert {k: len(v) for k, v in calls.items() if v} == {"ablate.sh": 4, "evidence.sh": 3}
     b = TritonMXFP4Backend()

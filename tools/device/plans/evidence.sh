@@ -8,24 +8,28 @@
 #      (goal 2) and 120b EP4 T=4096 (goal 4).
 # Run from the repository root on the device with .carry/triton_kernels, .whl and .git_commit carried:
 #   run(command="bash tools/device/plans/evidence.sh", carry=[".carry/triton_kernels", ".whl", ".git_commit"])
-# About 7 minutes. $OUT/runs.tgz: the sweep's run folder and the ablation CSVs (one run: import_gpu_bundle.py);
+# PARTS (default "sweep ablate profile") picks the steps. About 7 minutes. $OUT/runs.tgz: the sweep's run folder and the ablation CSVs (one run: import_gpu_bundle.py);
 # $OUT/profiles.tgz: the profiles (beside the run, kernels.csv as ncu_<name>.csv: what goals reads).
 set -u
+PARTS=${PARTS:-sweep ablate profile}
+for p in $PARTS; do case $p in sweep|ablate|profile) ;; *) echo "PARTS: expected sweep, ablate or profile, got $p" >&2
+  exit 2 ;; esac; done
+has() { case " $PARTS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 . "$(dirname "$0")/plan_lib.sh"
 export TRITON_CACHE_DIR=/tmp/tc
 plan_start evidence
 ncu_env
 mkdir -p /tmp/p
-timeout $(left 170) python3 -m fp4moe_diag sweep --backends triton,triton_kernels \
+has sweep && timeout $(left 170) python3 -m fp4moe_diag sweep --backends triton,triton_kernels \
   --models gpt-oss-20b:1,gpt-oss-120b:4:4096 --tokens 256 $SWEEP_ARGS --screen-top 8 \
   --tactics 'triton=^m(16|32|64)n[0-9]+k[0-9]+w[0-9]+s[0-9]-ps' --tactics 'triton_kernels=^tk-' \
   --out /tmp/r/wide-t256 2>&1 | grep -v "^ *gpt-oss" | tail -3
-say "sweep done"
-ablate 120b-ep4-t64-r100 gpt-oss-120b 4 64 $(left 230) --repeats 100 m16n128k128w4s3-ps-g2sk2-pdl
-ablate 20b-ep1-t4 gpt-oss-20b 1 4 $(left 270) m16n64k256w4s3-ps-sk2-pdl m16n128k128w4s3-ps-g2sk2-pdl
-ablate 120b-ep4-t4096 gpt-oss-120b 4 4096 $(left 320) m128n128k64w16s3-ps-gu-g2n256-t64
+has sweep && say "sweep done"
+has ablate && ablate 120b-ep4-t64-r100 gpt-oss-120b 4 64 $(left 230) --repeats 100 m16n128k128w4s3-ps-g2sk2-pdl
+has ablate && ablate 20b-ep1-t4 gpt-oss-20b 1 4 $(left 270) m16n64k256w4s3-ps-sk2-pdl m16n128k128w4s3-ps-g2sk2-pdl
+has ablate && ablate 120b-ep4-t4096 gpt-oss-120b 4 4096 $(left 320) m128n128k64w16s3-ps-gu-g2n256-t64
 n=0
-for p in "gpt-oss-20b|1|1|m16n64k256w4s3-ps-sk2-pdl" "gpt-oss-20b|1|16|m16n128k128w4s3-ps-g2sk2-pdl" \
+has profile && for p in "gpt-oss-20b|1|1|m16n64k256w4s3-ps-sk2-pdl" "gpt-oss-20b|1|16|m16n128k128w4s3-ps-g2sk2-pdl" \
          "gpt-oss-120b|4|4096|m128n128k64w16s3-ps-gu-g2n256-t64"; do
   IFS='|' read -r pm pep pt ptac <<< "$p"; n=$((n + 1))
   L=$(left 560); [ "$L" -gt 45 ] || { say "no time left for the profile of $ptac"; continue; }

@@ -11,7 +11,7 @@
 plan_start() {
   PLAN=$1
   export OUT=${OUT:-/tmp/out}
-  T0=$(date +%s)
+  T0=${PLAN_T0:-$(date +%s)}  # PLAN_T0: one clock for plans chained in one call
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1
   export PYTHONPATH=$PWD:/tmp/site FP4MOE_TRITON_KERNELS_DIR=$PWD/.carry/triton_kernels
   FP4MOE_GIT_COMMIT=$(cat .git_commit); export FP4MOE_GIT_COMMIT
