@@ -89,3 +89,35 @@ def test_a_runs_tgz_of_finished_sweeps_is_complete_not_partial_and_names_its_cei
     assert "- gpu_name: NVIDIA H200\n" in prov  # one value: as before
     assert "by:\n\n```\nbash call.sh\n```" in prov and "gpu_session.sh" not in prov
     assert "Files: results.parquet, results.csv (results" in prov and "env.txt" not in prov
+
+
+def test_only_takes_the_named_sweeps_and_ablations_and_names_an_unknown_one(tmp_path):
+    """A call on a warm machine packs the earlier calls' r/ too: --only keeps this call's folders; the ablate CSVs
+    it keeps are copied beside the results and named in PROVENANCE.md; an unknown name is exit 2, no folder made."""
+    snap = tmp_path / "snap"
+    for name, t in (("headline-decode", 1), ("wide-t256", 256)):
+        with RunFolder(snap / "r" / name, CFG) as rf:
+            rf.append_case(f"T{t}", rows(t))
+            rf.merge()
+    (snap / "r" / "ablate-a.csv").write_text("model,variant\ngpt-oss-20b,tactic\n")
+    (snap / "r" / "ablate-b.csv").write_text("model,variant\ngpt-oss-20b,load\n")
+    tgz = tmp_path / "runs.tgz"
+    with tarfile.open(tgz, "w:gz") as tf:
+        tf.add(snap / "r", "r")
+    runs = tmp_path / "runs"
+    bad = importer(str(tgz), "x", "--runs-root", str(runs), "--only", "headline-decode,headline-prefill")
+    assert bad.returncode == 2 and "only: not under r/" in bad.stderr and "headline-prefill" in bad.stderr
+    assert not (runs / "x").exists()
+    cp = importer(str(tgz), "x", "--runs-root", str(runs), "--only", "headline-decode,ablate-b.csv")
+    assert cp.returncode == 0, cp.stderr
+    assert sorted(pd.read_parquet(runs / "x" / "results.parquet")["num_tokens"]) == [1, 1]
+    assert sorted(p.name for p in (runs / "x").glob("ablate-*")) == ["ablate-b.csv"]
+    assert (runs / "x" / "ablate-b.csv").read_text().endswith("load\n")
+    prov = (runs / "x" / "PROVENANCE.md").read_text()
+    assert "ablate-b.csv" in prov and "ablate-a.csv" not in prov and "wide-t256" not in prov
+    again = importer(str(tgz), "x", "--runs-root", str(runs), "--overwrite", "--only", "wide-t256")
+    assert again.returncode == 0 and not list((runs / "x").glob("ablate-*"))  # replaced whole
+    assert sorted(pd.read_parquet(runs / "x" / "results.parquet")["num_tokens"]) == [256, 256]
+    everything = importer(str(tgz), "y", "--runs-root", str(runs))
+    assert everything.returncode == 0 and len(pd.read_parquet(runs / "y" / "results.parquet")) == 4
+    assert sorted(p.name for p in (runs / "y").glob("ablate-*")) == ["ablate-a.csv", "ablate-b.csv"]

@@ -8,7 +8,9 @@ notebooks/HTML, and writes PROVENANCE.md (GPU, driver, torch, flashinfer, triton
 
 A ``partial.tgz`` (``SNAPSHOT_S`` in gpu_session.sh: what a call that ran past its time limit left) holds the
 run folders as they were (``r/<name>/parts/*.parquet``, one atomic file per finished case) beside the bundle so
-far; their finished cases are imported and PROVENANCE.md says the run is partial.  An existing
+far; their finished cases are imported and PROVENANCE.md says the run is partial.  ``r/ablate-*.csv``
+(``profiling.ablate``'s tables) are copied beside the results.  ``--only`` takes some of what ``r/`` holds (a call on a
+warm machine finds the earlier calls' folders there too).  An existing
 ``data/runs/<run_id>`` is never written over: that is an error unless ``--overwrite``.
 """
 
@@ -34,7 +36,10 @@ def main() -> None:
     ap.add_argument("run_id")
     ap.add_argument("--command", default="")
     ap.add_argument("--note", default="")
-    ap.add_argument("--overwrite", action="store_true", help="replace an existing data/runs/<run_id>")
+    ap.add_argument("--overwrite", action="store_true", help="replace an existing data/runs/<run_id> "
+                    "(its whole folder)")
+    ap.add_argument("--only", default="", help="comma list of the run folders and ablate CSVs under r/ to import "
+                    "(default: all of them)")
     ap.add_argument("--runs-root", type=Path, default=Path(__file__).resolve().parents[2] / "data" / "runs")
     args = ap.parse_args()
     dst = args.runs_root / args.run_id
@@ -42,12 +47,18 @@ def main() -> None:
         ap.error(f"run_id: {dst} exists; pick a new run id or pass --overwrite")
     if not Path(args.bundle).is_file():
         ap.error(f"bundle: {args.bundle} is not a file")
-    dst.mkdir(parents=True, exist_ok=True)
+    only = {x for x in args.only.split(",") if x}
     partial: list[str] = []
     df = None
     with tempfile.TemporaryDirectory() as tmp:
         with tarfile.open(args.bundle) as tf:
             tf.extractall(tmp, filter="data")
+        taken = sorted(p for p in (Path(tmp) / "r").glob("*") if not only or p.name in only)
+        if only - {p.name for p in taken}:
+            ap.error(f"only: not under r/ in {args.bundle}: {', '.join(sorted(only - {p.name for p in taken}))}")
+        if dst.exists():  # --overwrite: replaced whole, nothing of the old import left beside the new one
+            shutil.rmtree(dst)
+        dst.mkdir(parents=True)
         b = Path(tmp) / "bundle"
         for name in KEEP:
             if (b / name).exists():
@@ -57,7 +68,7 @@ def main() -> None:
         frames = [pd.read_parquet(p) for p in parts if p.exists()]
         merged = {p.parent.name for p in parts if p.exists()}
         complete: list[str] = []
-        for run in sorted(p for p in (Path(tmp) / "r").glob("*") if p.is_dir() and p.name not in merged):
+        for run in (p for p in taken if p.is_dir() and p.name not in merged):
             n_parts = len(part_files(run))
             if not n_parts:
                 continue
@@ -72,7 +83,7 @@ def main() -> None:
             save_run(df, dst)  # parquet + CSV atomically, with the manifest that load_run checks
         if (b / "reports").exists():
             shutil.copytree(b / "reports", dst / "reports", dirs_exist_ok=True)
-        ablations = sorted((Path(tmp) / "r").glob("ablate-*.csv"))  # profiling.ablate's tables (ablate.sh)
+        ablations = [p for p in taken if p.is_file() and p.name.startswith("ablate-") and p.suffix == ".csv"]
         for f in ablations:
             shutil.copy2(f, dst / f.name)
     lines = [f"# Run {args.run_id}", ""]

@@ -24,10 +24,10 @@ from ...problem.case import ActivationFormat, GatedActivation, MoECase, WeightFo
 from ...problem.inputs import MoEInputs
 from ..base import Backend, Support, Tactic, device_capability, launch_sequence
 from . import ps_layout
-from .configs import (ABLATIONS, CONFIGS, DECODE_CONFIGS, DECODE_MAX_PAIRS, DOT_SCALED_CONFIGS, PS_CONFIGS,
+from .configs import (ABLATIONS, CONFIGS, DECODE_CONFIGS, DOT_SCALED_CONFIGS, PS_CONFIGS,
                       PS_DECODE_CONFIGS, PS_PDL_CONFIGS,
-                      SW_CONFIGS, SW_DECODE_CONFIGS, X2_CONFIGS, X2_DECODE_CONFIGS, KernelConfig, parse_config,
-                      split_k_fits)
+                      SW_CONFIGS, SW_DECODE_CONFIGS, X2_CONFIGS, X2_DECODE_CONFIGS, KernelConfig, decode_sized,
+                      parse_config, split_k_fits)
 from .configs_gu import (PS_GU_CONFIGS, PS_GU_DECODE_CONFIGS, PS_GU_DECODE_PDL_CONFIGS, PS_GU_PDL_CONFIGS,
                          PS_GU_WIDE_CONFIGS)
 from .configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS
@@ -121,12 +121,12 @@ class TritonMXFP4Backend(Backend):
         multiples of 64; with the ``-gu`` gemm1 variants of PS_GU_CONFIGS, above the decode sizes also
         PS_GU_WIDE_CONFIGS, the 16-warp PS_GU16_CONFIGS and the tail-block ones of PS_TAIL_CONFIGS, compiled also
         PS_TAIL_PDL_CONFIGS; at decode the PS_DECODE_CONFIGS, 8-warp PS_DECODE8_CONFIGS and k64 -gu
-        PS_GU_DECODE_CONFIGS that fit); the ``tl.dot_scaled`` ones only when compiled (GPU); for ``T * top_k <=
-        DECODE_MAX_PAIRS`` the split-K decode configs (x2 / sw / ps ones everywhere, ds ones on GPU); at decode on GPU
+        PS_GU_DECODE_CONFIGS that fit); the ``tl.dot_scaled`` ones only when compiled (GPU); where
+        :func:`.tiling.decode_sized` (a rank expects <= DECODE_MAX_PAIRS pairs) the split-K decode configs (x2 / sw / ps ones everywhere, ds ones on GPU); at decode on GPU
         the ps tactics with programmatic dependent launch (``-pdl``, PS_GU_PDL_CONFIGS, PS_DECODE8_PDL_CONFIGS and
         PS_GU_DECODE_PDL_CONFIGS), with and without the fused ends (``-fs``); the ``-tm`` twins of the winners
         (:mod:`.configs_tm`) where their tiles are whole.  The default: :mod:`.defaults`."""
-        decode = case.num_tokens * case.top_k <= DECODE_MAX_PAIRS
+        decode = decode_sized(case)
         configs: tuple[KernelConfig, ...] = CONFIGS + X2_CONFIGS + SW_CONFIGS
         if decode:
             configs += tuple(c for c in X2_DECODE_CONFIGS + SW_DECODE_CONFIGS if _split_fits(case, c))

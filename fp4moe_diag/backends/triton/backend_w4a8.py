@@ -42,7 +42,7 @@ from ...problem.reference_w4a8 import reference_w4a8_moe, row_emax
 from ..base import Support, Tactic, device_capability, launch_sequence
 from . import p8_layout
 from .backend import TritonMXFP4Backend, TritonPrepared, load_kernels, ps_refusal
-from .configs import DECODE_MAX_PAIRS, parse_config
+from .configs import DECODE_MAX_PAIRS, decode_sized, parse_config
 from .configs_f8 import F8_CONFIGS, F8_DEFAULTS
 from .configs_p8 import P8_CONFIGS, P8_DEFAULT
 
@@ -100,7 +100,7 @@ class TritonW4A8Backend(TritonMXFP4Backend):
         """:data:`.configs_f8.F8_CONFIGS`, then :data:`.configs_p8.P8_CONFIGS` where the case's weights have the p8
         layout; the default an f8 decode tile up to ``DECODE_MAX_PAIRS`` pairs, above it :data:`.configs_p8.P8_DEFAULT`
         (an f8 64-token tile where the case has no p8 layout)."""
-        decode = case.num_tokens * case.top_k <= DECODE_MAX_PAIRS
+        decode = decode_sized(case)
         p8 = p8_refusal(case) is None
         default = parse_config(F8_DEFAULTS[0] if decode else P8_DEFAULT if p8 else F8_DEFAULTS[1])
         kcs = F8_CONFIGS + (P8_CONFIGS if p8 else ())

@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .tiling import even_k, k_split, ps_n_fastest, ps_scale_words, ps_tiles_first, split_k_fits  # noqa: F401
+from .tiling import (DECODE_MAX_PAIRS, decode_sized, even_k, expected_local_pairs, k_split,  # noqa: F401
+                     ps_n_fastest, ps_scale_words, ps_tiles_first, split_k_fits)
 
 #: KernelConfig.pdl -> label suffix: the three kernels of a call launched with programmatic dependent launch (each
 #: waits on the grid before it at its top and lets the next one launch right after: the next grid's programs take the
@@ -222,7 +223,7 @@ DOT_SCALED_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
 ))
 
 
-#: decode-only tactics (offered when ``T * top_k <= DECODE_MAX_PAIRS``, GPU only), with split-K.  ``split_k`` > 1 spreads
+#: decode-only tactics (offered where :func:`decode_sized`, GPU only), with split-K.  ``split_k`` > 1 spreads
 #: the K loop over that many programs (more bytes in flight when only a few experts are active)
 #: and sums the fp32 partial planes in a fixed order (deterministic).  All of them: <= 160
 #: registers, no spills on sm_90a, cp.async-pipelined operands (Triton's num_stages).
@@ -239,14 +240,13 @@ DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
 # copy roofline), -sk4 at T<=2; BLOCK_N=16 tiles are 2x slower.  A register-prefetch variant of
 # the dot_scaled loop (tiles of step k+1 loaded before the MMAs of step k) was 10-15% slower than
 # Triton's own cp.async pipeline and was dropped (data/runs/2026-12-03-nvidia-h200-s3-*: "-dsp").
-DECODE_MAX_PAIRS = 256
 
 #: the bit-arithmetic kernels with the packed bf16x2 upcast (mode ``"x2"``, label suffix ``-x2``; issue #16):
 #: a 4-bit code becomes the bf16 bit pattern of its value times 2**-126 by shifts and masks (two codes
 #: per 32-bit register: prmt, shl, lop3), and one ``mul.bf16x2`` applies the scale and the 2**126 together;
 #: about 2 instructions per weight against about 12 for "bits" (fp32 decode, select, cvt) and 7 for
 #: dot_scaled's upcast.  Interpreted on CPU through the same bit patterns in fp32 (no inline asm there).
-#: Decode rows (T * top_k <= DECODE_MAX_PAIRS) add the split-K variants.
+#: Decode rows (:func:`decode_sized`) add the split-K variants.
 X2_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
     (16, 64, 128, 4, 3, "x2"),
     (16, 128, 128, 4, 3, "x2"),
@@ -332,8 +332,8 @@ PS_DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
 # planes are summed by the top-k reduction that runs anyway; m16n128k128w4s3 puts gemm2's 768 programs (20b EP1
 # T=64) on 528 slots (4 per SM by registers): 1.45 waves, 2.9 with -g2sk2.
 
-#: mode ps with programmatic dependent launch (``pdl``; GPU only, sm_90+; offered at decode, T * top_k <=
-#: DECODE_MAX_PAIRS): the best decode ps tactics of s7c with -pdl.  At decode a call is three short kernels (20b EP1
+#: mode ps with programmatic dependent launch (``pdl``; GPU only, sm_90+; offered at decode, :func:`decode_sized`):
+#: the best decode ps tactics of s7c with -pdl.  At decode a call is three short kernels (20b EP1
 #: T=64: gemm1 104 us, gemm2 55 us, top-k sum 3.5 us and ~2 us of gaps, Nsight Compute s7-profile); PDL takes back
 #: the launch gaps.  H200, data/runs/2026-12-04-nvidia-h200-s8-triton (CUDA graphs, L2 flushed, the same tactic
 #: without PDL in the same run): 20b EP1 T=1 38.4 -> 37.1 us (m16n64k256w4s3-ps-sk2), T=16 159.2 -> 157.6, T=64

@@ -23,4 +23,4 @@ F8_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
 # weight (bf16 mode sw at m16n64k128: 6.45).  Not offered: m64n128k128w4 and
 # m128n128k128w8 (gemm1 spills 312 / 120 bytes: two fp32 accumulators of 128 x BLOCK_M), m128n64 with 8 warps (the
 # two warpgroups split the tokens, so each folds the same 64 weight rows: twice the fold work per weight).
-F8_DEFAULTS = ("m16n64k128w4s3-f8", "m64n64k128w4s4-f8")  # decode (T * top_k <= DECODE_MAX_PAIRS), above
+F8_DEFAULTS = ("m16n64k128w4s3-f8", "m64n64k128w4s4-f8")  # decode (tiling.decode_sized), above

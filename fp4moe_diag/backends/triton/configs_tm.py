@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from .configs import KernelConfig, parse_config
 
-#: decode (T * top_k <= 256): the s15 winners at T = 1..64 (each with its plain twin); the -pdl ones on a GPU only
+#: decode (tiling.decode_sized): the s15 winners at T = 1..64 (each with its plain twin); the -pdl ones on a GPU only
 PS_TM_DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(dataclasses.replace(parse_config(lab), tile_major=True)
                                                        for lab in ("m16n64k256w4s3-ps-sk2", "m16n128k128w4s3-ps",
                                                                    "m16n128k128w4s3-ps-g2sk2"))

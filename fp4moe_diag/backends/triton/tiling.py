@@ -1,8 +1,26 @@
 """Tile arithmetic of our Triton kernels that needs no tactic object: the ps kernels' grid order, scale-load width and
-gemm1 order, and the split-K arithmetic (``EVEN_K``, K per split, whether a split is empty).  Imports nothing;
-:mod:`.configs` re-exports it."""
+gemm1 order, the split-K arithmetic (``EVEN_K``, K per split, whether a split is empty) and which cases are
+decode-sized.  Imports nothing; :mod:`.configs` re-exports it."""
 
 from __future__ import annotations
+
+from typing import Any
+
+#: the most (token, expert) pairs a rank expects for the decode-only tactics to be offered (:func:`decode_sized`)
+DECODE_MAX_PAIRS = 256
+
+
+def expected_local_pairs(case: Any) -> float:
+    """The (token, expert) pairs a rank of ``case`` (a MoECase) expects under even routing: ``T * top_k`` times the
+    share of the experts it holds (all of them at EP 1)."""
+    return case.num_tokens * case.top_k * case.local_num_experts / case.num_experts
+
+
+def decode_sized(case: Any) -> bool:
+    """Whether the decode-only tactics are offered: a rank expects at most DECODE_MAX_PAIRS pairs.  The pairs of this
+    rank, not of the whole call: 120b EP4 T=256 (1024 pairs, 256 on a rank) streams its weights like 20b EP1 T=64
+    (256 pairs), where the decode tiles win."""
+    return expected_local_pairs(case) <= DECODE_MAX_PAIRS
 
 
 def ps_n_fastest(block_m: int) -> bool:
