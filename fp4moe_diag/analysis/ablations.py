@@ -14,18 +14,26 @@ COLUMNS = ("model", "ep_size", "num_tokens", "tactic", "variant", "label", "time
            "time_p90_us", "time_spread", "time_method", "time_kernel_median_us", "time_kernel_breakdown",
            "weight_bytes", "weight_TBps", "frac_read_ceiling", "ceiling_read_GBps", "gpu_name", "triton_version",
            "git_commit")
-KEYS = ["model", "ep_size", "num_tokens", "tactic"]
+KEYS = ["gpu_name", "model", "ep_size", "num_tokens", "tactic"]
 VARIANTS = ("tactic", "nodeq", "load", "seq")  #: the ``variant`` column's values
+#: a case whose four timings spread more than this (p90 - p10 over the median, the largest of the four) is flagged:
+#: its shares may be noise (120b EP4 T=64 on the H100 spread 11 % over 30 replays, 1 % over 100)
+NOISY_SPREAD = 0.05
 
 
 def ablation_table(df: pd.DataFrame) -> pd.DataFrame:
     """One row per case and tactic of rows of :data:`COLUMNS`: the four times, the shares of the tactic's time, and
-    the weight stream of each over the read ceiling.  A ValueError where a variant is missing."""
+    the weight stream of each over the read ceiling, and the largest spread of the four (``max_spread``).  Rows of
+    several files (``source``, :func:`read_ablations`) stay apart.  A ValueError where a variant is missing."""
     missing = set(VARIANTS) - set(df["variant"])
     if missing:
         raise ValueError(f"rows: every case needs the variants {', '.join(VARIANTS)}; missing {sorted(missing)}")
-    t = df.pivot_table(index=KEYS, columns="variant", values="time_median_us", aggfunc="last")
-    f = df.pivot_table(index=KEYS, columns="variant", values="frac_read_ceiling", aggfunc="last")
+    df = df.assign(gpu_name=df["gpu_name"].fillna("") if "gpu_name" in df else "",
+                   time_spread=df["time_spread"] if "time_spread" in df else float("nan"))
+    keys = KEYS + (["source"] if "source" in df else [])
+    t = df.pivot_table(index=keys, columns="variant", values="time_median_us", aggfunc="last")
+    f = df.pivot_table(index=keys, columns="variant", values="frac_read_ceiling", aggfunc="last")
+    spread = df.groupby(keys)["time_spread"].max()
     if t[list(VARIANTS)].isna().any().any():
         raise ValueError(f"rows: a case lacks one of the variants {', '.join(VARIANTS)}")
     out = pd.DataFrame({
@@ -34,6 +42,7 @@ def ablation_table(df: pd.DataFrame) -> pd.DataFrame:
         "loop_rest_share": (t["nodeq"] - t["load"]) / t["tactic"],
         "load_share": t["load"] / t["tactic"], "seq_us": t["seq"], "seq_over_load": t["seq"] / t["load"],
         "tactic_read_frac": f["tactic"], "load_read_frac": f["load"], "seq_read_frac": f["seq"],
+        "max_spread": spread.reindex(t.index),
     })
     return out.reset_index()
 
@@ -45,14 +54,17 @@ def markdown(table: pd.DataFrame) -> str:
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     body = [f"| {r.model} | {r.ep_size} | {r.num_tokens} | `{r.tactic}` | {r.tactic_us:.1f} ({r.tactic_read_frac:.0%}) "
             f"| {r.nodeq_us:.1f} | {r.load_us:.1f} ({r.load_read_frac:.0%}) | {r.seq_us:.1f} ({r.seq_read_frac:.0%}) "
-            f"| {r.dequant_share:.0%} | {r.loop_rest_share:.0%} | {r.load_share:.0%} | {r.seq_over_load:.2f} |"
+            f"| {r.dequant_share:.0%} | {r.loop_rest_share:.0%} | {r.load_share:.0%} | {r.seq_over_load:.2f}"
+            + (f" (noisy: spread {r.max_spread:.0%})" if r.max_spread > NOISY_SPREAD else "") + " |"
             for r in table.itertuples()]
     return "\n".join([head, *body])
 
 
 def read_ablations(folders: Iterable[Path]) -> pd.DataFrame:
-    """Every ``ablate*.csv`` of ``folders`` as one frame of :data:`COLUMNS` (empty when there is none)."""
-    frames = [pd.read_csv(f) for d in folders for f in sorted(Path(d).glob("ablate*.csv"))]
+    """Every ``ablate*.csv`` of ``folders`` as one frame of :data:`COLUMNS` and ``source`` (folder/file; empty when
+    there is none)."""
+    frames = [pd.read_csv(f).assign(source=f"{Path(d).name}/{f.name}") for d in folders
+              for f in sorted(Path(d).glob("ablate*.csv"))]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(COLUMNS))
 
 
@@ -70,15 +82,24 @@ def committed_ablations(root: Path | None = None) -> pd.DataFrame:
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
 
 
-def ablation_note(table: pd.DataFrame, model: str, ep_size: int, num_tokens: int, tactic: str) -> str:
-    """The shares of :func:`ablation_table` for this shape and tactic as a phrase ('' when it was not ablated)."""
+def ablation_note(table: pd.DataFrame, model: str, ep_size: int, num_tokens: int, tactic: str,
+                  gpu_name: str = "") -> str:
+    """The shares of :func:`ablation_table` for this shape and tactic as a phrase ('' when it was not ablated).  A
+    ``-tm`` tactic (its loop reads a tile-major copy; its ``~load`` / ``~seq`` are refused) takes its ps twin's, named;
+    of several ablations the least noisy; ``gpu_name`` (when given) must match the rows' where they record one."""
     if table.empty:
         return ""
+    twin = tactic.replace("-tm", "")
     m = table[(table["model"] == model) & (table["ep_size"] == ep_size) & (table["num_tokens"] == num_tokens)
-              & (table["tactic"] == tactic)]
+              & table["tactic"].isin([tactic, twin])]
+    if gpu_name:
+        m = m[m["gpu_name"].isin(["", gpu_name])]
     if m.empty:
         return ""
-    r = m.iloc[-1]
-    return (f"ablation: dequant {r.dequant_share:.0%}, rest of the loop {r.loop_rest_share:.0%}, weight stream "
+    m = m.assign(_twin=m["tactic"] != tactic, _spread=m["max_spread"].fillna(0.0))
+    r = m.sort_values(["_twin", "_spread"]).iloc[0]
+    of = f" [of the ps twin {r.tactic}]" if r.tactic != tactic else ""
+    noisy = f" (spread up to {r.max_spread:.0%}: noisy)" if r.max_spread > NOISY_SPREAD else ""
+    return (f"ablation{of}: dequant {r.dequant_share:.0%}, rest of the loop {r.loop_rest_share:.0%}, weight stream "
             f"{r.load_share:.0%} of {r.tactic_us:.1f} us (~load at {r.load_read_frac:.0%} of the read ceiling, ~seq "
-            f"at {r.seq_read_frac:.0%})")
+            f"at {r.seq_read_frac:.0%}){noisy}")

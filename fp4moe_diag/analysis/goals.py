@@ -6,8 +6,9 @@ also at :data:`W4A8_ONLY_CASES`):
 
 1. never slower than any bf16-activation peer: each peer backend's best tactic (:func:`.tables.x_of_best`, like for
    like: ``kernel_precision`` w4a16; FlashInfer told apart by version, ``cutlass@0.7.4``);
-2. decode: weight bytes / time >= :data:`DECODE_GOAL_GBPS` at :data:`DECODE_GOAL_TOKENS` (20b EP1 T = 16..64,
-   120b EP4 T = 64);
+2. decode: weight bytes / time >= :func:`decode_goal_gbps` at :data:`DECODE_GOAL_TOKENS` (20b EP1 T = 16..64,
+   120b EP4 T = 64): the issue's 3.4 TB/s on the H200, on another GPU :data:`DECODE_GOAL_FRAC` of the read ceiling
+   measured in the run (the fraction the issue took of the H200's);
 3. T <= :data:`SMALL_T_MAX`: time <= :data:`SMALL_T_FACTOR` x (weight bytes / measured read ceiling + one launch,
    ``launch_us``, by default :data:`LAUNCH_US`);
 4. prefill, T >= :data:`PREFILL_MIN_TOKENS`: achieved TFLOP/s >= :data:`PREFILL_GOAL_FRAC` of the measured bf16
@@ -18,7 +19,7 @@ also at :data:`W4A8_ONLY_CASES`):
 
 :func:`goal_table` gives one row per goal x shape (:data:`GOAL_COLUMNS`); ``x_goal`` is the one "how far" of every
 goal: the speed-up ours needs to meet it (ours' time over the time the goal allows: goal 1 ours / peer, goal 2
-3.4 TB/s / achieved, goal 3 time / allowed, goal 4 0.70 / achieved share, goal 5 w4a8 / cutlass_humming); met when
+target / achieved, goal 3 time / allowed, goal 4 0.70 / achieved share, goal 5 w4a8 / cutlass_humming); met when
 <= 1.  The reasons come from Nsight Compute profiles (:mod:`.goal_profiles`); :mod:`.goals_markdown` renders both.
 Pure pandas.
 """
@@ -39,7 +40,8 @@ from .tables import with_run_ceilings, x_of_best
 #: one kernel launch (us): the fixed cost in goal 3's bound, weight bytes / read ceiling + LAUNCH_US.  3 us is an
 #: H200 launch of a CUDA-graph node with its ramp-up and tail (ours at 120b EP4 T=1, no weights to read: ~4 us)
 LAUNCH_US = 3.0
-DECODE_GOAL_GBPS = 3400.0
+DECODE_GOAL_GBPS = 3400.0  #: goal 2 on the H200 (the issue's number)
+DECODE_GOAL_FRAC = 0.80  #: goal 2 elsewhere: this share of the read ceiling measured in the run
 SMALL_T_MAX = 4
 SMALL_T_FACTOR = 1.3
 PREFILL_MIN_TOKENS = 4096
@@ -54,11 +56,18 @@ W4A8_ONLY_CASES = {("gpt-oss-120b", 1): 16384}
 #: (model, ep_size) -> the T range (inclusive) of goal 2
 DECODE_GOAL_TOKENS = {("gpt-oss-20b", 1): (16, 64), ("gpt-oss-120b", 4): (64, 64)}
 GOAL_NAMES = {1: "never slower than any bf16-activation peer",
-              2: f"decode >= {DECODE_GOAL_GBPS / 1e3:.1f} TB/s (weight bytes / time)",
+              2: f"decode >= {DECODE_GOAL_GBPS / 1e3:.1f} TB/s on the H200, elsewhere {100 * DECODE_GOAL_FRAC:.0f} % of "
+                 "the read ceiling (weight bytes / time)",
               3: f"T <= {SMALL_T_MAX} within {SMALL_T_FACTOR}x of weight bytes / read ceiling + one launch",
               4: f"prefill (T >= {PREFILL_MIN_TOKENS}) >= {100 * PREFILL_GOAL_FRAC:.0f} % of the bf16 ceiling",
               5: f"W4A8 (T >= {PREFILL_MIN_TOKENS}) at least as fast as {W4A8_PEER}"}
 SHAPE = ["gpu_name", "model", "ep_size", "has_bias", "num_tokens"]
+
+
+def decode_goal_gbps(gpu_name: str, read_ceiling_gbps: float) -> float:
+    """Goal 2's target (GB/s): :data:`DECODE_GOAL_GBPS` on an H200, else :data:`DECODE_GOAL_FRAC` x the read ceiling
+    measured in the run (NaN where it was not: then the goal is not compared)."""
+    return DECODE_GOAL_GBPS if "H200" in gpu_name else DECODE_GOAL_FRAC * read_ceiling_gbps
 #: the columns of :func:`goal_table`
 GOAL_COLUMNS = {
     "goal": "1..5 (:data:`GOAL_NAMES`)", **{c: "the shape" for c in SHAPE},
@@ -156,7 +165,8 @@ def _bf16_goals(key: tuple, o: pd.Series, p: Optional[pd.Series], launch_us: flo
     gbps = wb / (o["best_us"] * 1e3)
     missing = "" if gbps == gbps and ceil == ceil else "not compared: the row lacks weight_bytes or ceiling_read_GBps"
     if 2 in goals:
-        out.append(_row(2, key, gbps / 1e3, DECODE_GOAL_GBPS / 1e3, "TB/s", DECODE_GOAL_GBPS / gbps, o, p, missing or
+        target = decode_goal_gbps(str(key[0]), ceil)
+        out.append(_row(2, key, gbps / 1e3, target / 1e3, "TB/s", target / gbps, o, p, missing or
                         f"{wb / 1e6:.1f} MB in {o['best_us']:.1f} us; {100 * gbps / ceil:.0f} % of the read "
                         f"ceiling {ceil / 1e3:.2f} TB/s"))
     if 3 in goals:
@@ -295,7 +305,8 @@ def goal_report(df: pd.DataFrame, profiles: Optional[pd.DataFrame] = None, ours:
     for _, r in t.iterrows():
         mo, mp = _profile(profiles, r, "ours", cache), _profile(profiles, r, "peer", cache)
         why = reason_text(mo, mp if r["goal"] in (1, 5) else None) if mo is not None else "no profile"
-        note = ablation_note(shares, r["model"], int(r["ep_size"]), int(r["num_tokens"]), str(r["ours_tactic"]))
+        note = ablation_note(shares, r["model"], int(r["ep_size"]), int(r["num_tokens"]), str(r["ours_tactic"]),
+                             str(r["gpu_name"]))
         reasons.append(f"{why}; {note}" if note else why)
         ours_p.append(None if mo is None else mo.label())
         peer_p.append(None if mp is None else mp.label())
