@@ -81,6 +81,28 @@ def test_table_shares_and_markdown():
         ablate.ablation_table(pd.DataFrame(partial))
 
 
+def test_notes_pick_the_least_noisy_file_take_a_tm_tactics_twin_and_match_the_gpu(tmp_path):
+    """Two files of one case stay apart (never one's tactic time beside the other's ~load); the note takes the least
+    noisy and flags a spread above NOISY_SPREAD; a -tm tactic takes its ps twin's shares, named; another GPU's not."""
+    from fp4moe_diag.analysis.ablations import NOISY_SPREAD, ablation_note, read_ablations
+
+    for name, us, spread in (("a", 200.0, 0.11), ("b", 180.0, 0.02)):
+        (tmp_path / name).mkdir()
+        rows = pd.DataFrame(_rows({"tactic": us, "nodeq": 160.0, "load": 110.0, "seq": 88.0}, tactic="m16n128k128w4s3-ps"))
+        rows.assign(time_spread=spread, gpu_name="NVIDIA H100 80GB HBM3").to_csv(tmp_path / name / "ablate-x.csv")
+    t = ablate.ablation_table(read_ablations([tmp_path / "a", tmp_path / "b"]))
+    assert sorted(t["source"]) == ["a/ablate-x.csv", "b/ablate-x.csv"]
+    assert sorted(t["tactic_us"]) == [180.0, 200.0] and sorted(t["max_spread"]) == [0.02, 0.11] and NOISY_SPREAD == 0.05
+    note = ablation_note(t, "gpt-oss-20b", 1, 64, "m16n128k128w4s3-ps", "NVIDIA H100 80GB HBM3")
+    assert note.startswith("ablation: dequant 11%, rest of the loop 28%, weight stream 61% of 180.0 us") and "noisy" not in note
+    twin = ablation_note(t, "gpt-oss-20b", 1, 64, "m16n128k128w4s3-ps-tm")
+    assert twin.startswith("ablation [of the ps twin m16n128k128w4s3-ps]: dequant 11%")
+    assert ablation_note(t, "gpt-oss-20b", 1, 64, "m16n128k128w4s3-ps", "NVIDIA H200") == ""
+    noisy = ablation_note(t[t["source"] == "a/ablate-x.csv"], "gpt-oss-20b", 1, 64, "m16n128k128w4s3-ps")
+    assert noisy.endswith("(spread up to 11%: noisy)")
+    assert "(noisy: spread 11%) |" in ablate.markdown(t) and ablate.markdown(t).count("noisy") == 1
+
+
 def test_committed_ablations_per_run_folder(tmp_path):
     from fp4moe_diag.analysis.ablations import committed_ablations
 

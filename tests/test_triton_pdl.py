@@ -42,6 +42,28 @@ def test_pdl_labels_round_trip_and_checks():
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+def test_decode_tiles_are_offered_by_the_pairs_a_rank_expects(monkeypatch):
+    """tiling.decode_sized: T * top_k * local / num experts <= 256, the pairs of a rank, not the call's: 120b EP4
+    T=256 (1024 pairs, 256 a rank) gets the decode tiles (-pdl, -g2sk2, -tm) as 20b EP1 T=64 does; 20b EP1 T=256 and
+    120b EP4 T=1024 do not."""
+    from fp4moe_diag.backends.triton import backend
+    from fp4moe_diag.backends.triton.tiling import expected_local_pairs
+    from fp4moe_diag.problem.shapes import default_case
+
+    monkeypatch.setattr(backend, "interpret_enabled", lambda: False)
+    monkeypatch.setattr(backend, "kernels_interpreted", lambda: False)
+    monkeypatch.setattr(backend, "device_capability", lambda _: (9, 0))
+    b = backend.TritonMXFP4Backend()
+    decode = {"m16n128k128w4s3-ps-g2sk2-pdl", "m16n128k128w4s3-ps-tm-g2sk2-pdl", "m16n64k256w4s3-ps-sk2"}
+    for (model, ep, t), pairs, offered in ((("gpt-oss-120b", 4, 256), 256, True), (("gpt-oss-20b", 1, 64), 256, True),
+                                           (("gpt-oss-20b", 2, 128), 256, True), (("gpt-oss-20b", 1, 256), 1024, False),
+                                           (("gpt-oss-120b", 4, 1024), 1024, False)):
+        case = default_case(model, ep, t)
+        labels = {x.label for x in b.tactics(case)}
+        assert expected_local_pairs(case) == pairs
+        assert (decode <= labels) == offered and bool(decode & labels) == offered
+
+
 def test_pdl_launch_switches():
     from fp4moe_diag.backends.triton import launch
 
