@@ -55,6 +55,7 @@ def test_an_implausible_read_ceiling_is_refused():
 
 def test_datasheet_bandwidth_by_name():
     assert datasheet_bandwidth("NVIDIA H200") == 4.8e12
+    assert datasheet_bandwidth("NVIDIA H100 80GB HBM3") == 3.35e12 and datasheet_bandwidth("NVIDIA H100 PCIe") == 2.0e12
     assert math.isnan(datasheet_bandwidth("cpu"))
 
 

@@ -67,9 +67,11 @@ class Ceilings:
         return self.read_bytes_per_s if math.isfinite(self.read_bytes_per_s) else self.copy_bytes_per_s
 
 
-#: HBM bandwidth from the vendor's datasheet, by ``torch.cuda.get_device_name`` substring (bytes/s)
-DATASHEET_BYTES_PER_S: dict[str, float] = {"H200": 4.8e12, "H100 SXM": 3.35e12, "H100 PCIe": 2.0e12,
-                                           "H100 NVL": 3.9e12, "B200": 8.0e12, "GB200": 8.0e12}
+#: HBM bandwidth from the vendor's datasheet, by ``torch.cuda.get_device_name`` substring (bytes/s); the first key
+#: found wins.  The SXM H100 names itself "NVIDIA H100 80GB HBM3" (the lent one of session 17), the PCIe one
+#: "NVIDIA H100 PCIe"
+DATASHEET_BYTES_PER_S: dict[str, float] = {"H200": 4.8e12, "H100 SXM": 3.35e12, "H100 80GB HBM3": 3.35e12,
+                                           "H100 PCIe": 2.0e12, "H100 NVL": 3.9e12, "GB200": 8.0e12, "B200": 8.0e12}
 
 
 def datasheet_bandwidth(device_name: str) -> float:
