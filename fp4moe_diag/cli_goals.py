@@ -46,7 +46,7 @@ def check_goal_args(args: argparse.Namespace) -> list[Path]:
 
 def cmd_goals(args: argparse.Namespace) -> int:
     from .analysis.ablations import read_ablations
-    from .analysis.goal_profiles import read_profiles, with_folder_releases
+    from .analysis.goal_profiles import read_profiles, with_folder_gpus, with_folder_releases
     from .analysis.goals import goal_report
     from .analysis.goals_markdown import goals_markdown
     from .run_folder import load_run
@@ -61,7 +61,8 @@ def cmd_goals(args: argparse.Namespace) -> int:
         raise ValueError(f"argument --ours: no rows of backend {args.ours!r} in these runs; they have {have}")
     releases = {d.name: set(f["triton_version"].dropna().astype(str)) - {""} for d, f in zip(timed, frames)
                 if "triton_version" in f}
-    profiles = with_folder_releases(read_profiles(args.runs), releases)
+    gpus = {d.name: set(f["gpu_name"].dropna().astype(str)) - {""} for d, f in zip(timed, frames) if "gpu_name" in f}
+    profiles = with_folder_gpus(with_folder_releases(read_profiles(args.runs), releases), gpus)
     report = goal_report(df, profiles, ours=args.ours, w4a8=args.w4a8, launch_us=args.launch_us,
                          ablations=read_ablations(args.runs))
     if args.csv:

@@ -195,6 +195,33 @@ def test_profiles_match_the_timed_tactic_and_give_the_measured_reason(tmp_path):
 
 
 
+def test_a_report_over_two_gpus_names_the_gpu_of_each_shape():
+    """Runs of an H200 and an H100 together: each goal per GPU x shape, the label naming the GPU (one GPU: no name)."""
+    both = pd.concat([frame(), frame().assign(gpu_name="NVIDIA H100 80GB HBM3")], ignore_index=True)
+    md = goals_markdown(goal_report(both, None))
+    assert "| H200 20b EP1 T=64 | 3.00 TB/s | 3.40 TB/s | **not met** |" in md
+    assert "| H100 80GB HBM3 20b EP1 T=64 | 3.00 TB/s | 3.20 TB/s | **not met** |" in md  # 80 % of its 4.0 TB/s
+    assert "| 20b EP1 T=64 |" in goals_markdown(goal_report(frame(), None))
+
+
+def test_a_gpus_timing_is_never_explained_by_another_gpus_profile(tmp_path):
+    """with_folder_gpus: a profile takes the GPU of its folder's timings; the H100's shape takes the H100 profile (or one
+    of no known GPU), never the H200's, even where that one matches the tactic better."""
+    from fp4moe_diag.analysis.goal_profiles import with_folder_gpus
+
+    write_profile(tmp_path / "h200", "ncu_1-triton-gpt-oss-20b-ep1-t64.csv", "p", [("_moe_mxfp4_gemm1_ps_kernel", 90, 1)])
+    write_profile(tmp_path / "h100", "ncu_1-triton-gpt-oss-20b-ep1-t64.csv", "q", [("_moe_mxfp4_gemm1_ps_kernel", 99, 1)])
+    p = with_folder_gpus(read_profiles([tmp_path / "h200", tmp_path / "h100"]),
+                         {"h200": {"NVIDIA H200"}, "h100": {"NVIDIA H100 80GB HBM3"}, "x": {"A", "B"}})
+    assert dict(zip(p["source"], p["gpu_name"])) == {"h200": "NVIDIA H200", "h100": "NVIDIA H100 80GB HBM3"}
+    m = match_profile(p, "triton", "gpt-oss-20b", 1, 64, "p", gpu_name="NVIDIA H100 80GB HBM3")
+    assert (m.source, m.match) == ("h100", "other tactic")
+    assert match_profile(p, "triton", "gpt-oss-20b", 1, 64, "p", gpu_name="NVIDIA H200").source == "h200"
+    assert match_profile(p, "triton", "gpt-oss-20b", 1, 64, "p").source == "h200"  # no GPU asked: the best match
+    unknown = with_folder_gpus(read_profiles([tmp_path / "h200"]), {})
+    assert match_profile(unknown, "triton", "gpt-oss-20b", 1, 64, "p", gpu_name="NVIDIA H100 80GB HBM3").source == "h200"
+
+
 def test_a_triton_release_takes_only_profiles_that_release_built(tmp_path):
     """triton@3.7.1's timing is never explained by a profile of kernels 3.6.0 built; a profile that records no release
     (made before the driver wrote it) still matches, with a note."""

@@ -59,6 +59,24 @@ def test_headline_table_is_one_row_per_shape_with_a_column_group_per_backend():
     assert "| 1,000 (1.11x, 0 %) | **900** (1.00x, 0 %) | - | - |" in md[3]
 
 
+def test_two_gpus_are_two_lines_a_shape_each_named_in_a_gpu_column():
+    """The same shapes measured on an H200 and an H100: each GPU's own best and x of best, and a GPU column (one GPU:
+    none, as above)."""
+    h100 = frame()
+    h100["gpu_name"] = "NVIDIA H100 80GB HBM3"
+    h100["time_median_us"] = h100["time_median_us"] * 2
+    h100.loc[h100["backend"] == "triton", "time_median_us"] /= 4  # triton the fastest on the H100
+    both = pd.concat([frame().assign(gpu_name="NVIDIA H200"), h100], ignore_index=True)
+    t = headline_table(both, backends=["triton_kernels", "triton"])
+    got = {(r.gpu_name, r.num_tokens): (r.best_backend, r.best_us) for r in t.itertuples()}
+    assert got == {("NVIDIA H100 80GB HBM3", 64): ("triton", 80.0), ("NVIDIA H100 80GB HBM3", 4096): ("triton", 450.0),
+                   ("NVIDIA H200", 64): ("triton_kernels", 80.0), ("NVIDIA H200", 4096): ("triton", 900.0)}
+    md = headline_markdown(t).splitlines()
+    assert md[0].startswith("| GPU | model | EP | T | triton_kernels us") and len(md) == 6
+    assert md[2].startswith("| H100 80GB HBM3 | gpt-oss-20b | 1 | 64 | 160 (2.00x, 1 %) | **80.0** (1.00x,")
+    assert md[4].startswith("| H200 | gpt-oss-20b | 1 | 64 | **80.0** (1.00x, 1 %) | 160 (2.00x")
+
+
 def test_headline_refuses_a_backend_that_is_not_there():
     with pytest.raises(ValueError, match=r"backends: \['trtllm'\] not measured.*'triton_kernels'"):
         headline_table(frame(), backends=["trtllm"])

@@ -44,6 +44,18 @@ def test_each_shape_gets_its_medians_its_ratio_spread_and_a_verdict():
     assert md.endswith("ahead at 1, level at 1, behind at 1 of 3 shapes (level: the runs straddle 1).")
 
 
+def test_runs_of_two_gpus_are_compared_per_gpu_with_a_gpu_column():
+    """H200 runs r1-r3 and H100 runs h1-h2 (ours 20 % slower there): each GPU's shapes on their own lines, named."""
+    h100 = frame({"h1": {64: (120.0, 100.0)}, "h2": {64: (118.0, 100.0)}}).assign(gpu_name="NVIDIA H100 80GB HBM3")
+    t = sample_ratios(pd.concat([frame(), h100], ignore_index=True), "triton", "triton_kernels")
+    got = {(g, n): (r, v) for g, n, r, v in zip(t["gpu_name"], t["num_tokens"], t["runs"], t["verdict"])}
+    assert got[("NVIDIA H100 80GB HBM3", 64)] == (2, "behind") and got[("NVIDIA H200", 64)] == (3, "level")
+    md = samples_markdown(t, "triton", "triton_kernels")
+    assert md.startswith("| GPU | model | EP | T | runs |")
+    assert "| H100 80GB HBM3 | gpt-oss-20b | 1 | 64 | 2 | 119.0 | 100.0 | 1.190 | 1.180 | 1.200 | **behind** |" in md
+    assert "| H200 | gpt-oss-20b | 1 | 4096 | 3 |" in md and "of 4 shapes" in md
+
+
 def test_a_shape_in_one_run_only_has_no_line_and_bad_input_is_refused():
     partial = {**TIMES, "r4": {16: (10.0, 20.0)}}
     assert 16 not in set(sample_ratios(frame(partial), "triton", "triton_kernels")["num_tokens"])

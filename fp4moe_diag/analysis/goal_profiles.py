@@ -93,11 +93,20 @@ def read_profiles(folders: Iterable[Path]) -> pd.DataFrame:
 def with_folder_releases(profiles: pd.DataFrame, releases: dict[str, set[str]]) -> pd.DataFrame:
     """``profiles`` with ``triton_version`` filled where a file records none and its folder's timings ran under one
     Triton release (``releases``: folder name -> the releases of its rows); a folder of several keeps it unknown."""
+    return _from_folder(profiles, "triton_version", releases)
+
+
+def with_folder_gpus(profiles: pd.DataFrame, gpus: dict[str, set[str]]) -> pd.DataFrame:
+    """``profiles`` with ``gpu_name``: the GPU of its folder's timings where they ran on one (``gpus``: folder name ->
+    the GPUs of its rows), else unknown (a folder of profiles only)."""
+    return _from_folder(profiles, "gpu_name", gpus)
+
+
+def _from_folder(profiles: pd.DataFrame, column: str, values: dict[str, set[str]]) -> pd.DataFrame:
     p = profiles.copy()
-    rec = p["triton_version"].astype("string") if "triton_version" in p else pd.Series(pd.NA, index=p.index,
-                                                                                      dtype="string")
-    one = {k: next(iter(v)) for k, v in releases.items() if len(v) == 1}
-    p["triton_version"] = rec.fillna(p["source"].map(one).astype("string"))
+    rec = p[column].astype("string") if column in p else pd.Series(pd.NA, index=p.index, dtype="string")
+    one = {k: next(iter(v)) for k, v in values.items() if len(v) == 1}
+    p[column] = rec.fillna(p["source"].map(one).astype("string"))
     return p
 
 
@@ -111,16 +120,20 @@ def tactic_match(profiled: str, timed: str) -> str:
 
 
 def match_profile(profiles: pd.DataFrame, backend: str, model: str, ep_size: int, num_tokens: int, tactic: str,
-                  timed_in: str = "") -> Optional[ProfileMatch]:
+                  timed_in: str = "", gpu_name: str = "") -> Optional[ProfileMatch]:
     """The profile of ``backend`` (a FlashInfer label ``cutlass@0.7.4`` matches files of ``cutlass``) at this shape
     that best fits ``tactic``; ``timed_in`` (the timing's run folder) wins ties.  None when the shape has none.  A
     Triton-built backend under one release (``triton@3.7.1``) takes only profiles of that release (``triton_version``
-    of the file) or of none recorded (older files: the match's note says so)."""
+    of the file) or of none recorded (older files: the match's note says so).  ``gpu_name``: only profiles of that GPU
+    (:func:`with_folder_gpus`) or of an unknown one: never an H200's kernels as the reason on an H100."""
     if profiles is None or profiles.empty:
         return None
     base, _, release = str(backend).partition("@")
     c = profiles[(profiles["backend"] == base) & (profiles["model"] == model) & (profiles["ep_size"] == int(ep_size))
                  & (profiles["num_tokens"] == int(num_tokens))]
+    if gpu_name and "gpu_name" in c:
+        gpu = c["gpu_name"].astype("string")
+        c = c[gpu.isna() | (gpu == gpu_name)]
     tagged = bool(release) and base in TRITON_BACKENDS  # triton@3.7.1: only profiles of kernels that release built
     if tagged and "triton_version" in c:
         rec = c["triton_version"].astype("string")

@@ -272,18 +272,19 @@ def _profile(profiles: pd.DataFrame, r: pd.Series, side: str, cache: dict) -> Op
     backend, tactic = r[f"{side}_backend"], r[f"{side}_tactic"]
     if not isinstance(backend, str):
         return None
-    k = (backend, r["model"], int(r["ep_size"]), int(r["num_tokens"]), str(tactic), str(r[f"{side}_run"]))
+    k = (backend, r["model"], int(r["ep_size"]), int(r["num_tokens"]), str(tactic), str(r[f"{side}_run"]),
+         str(r["gpu_name"]))
     if k not in cache:
-        cache[k] = match_profile(profiles, *k[:5], timed_in=k[5])
+        cache[k] = match_profile(profiles, *k[:5], timed_in=k[5], gpu_name=k[6])
     return cache[k]
 
 
 def _kernels_of(r: pd.Series, side: str, m: ProfileMatch) -> pd.DataFrame:
     k = m.kernels[[c for c in KERNEL_COLUMNS if c in m.kernels]].copy()
-    for c in reversed(["model", "ep_size", "num_tokens"]):
+    for c in reversed(["gpu_name", "model", "ep_size", "num_tokens"]):
         k.insert(0, c, r[c])
-    k.insert(3, "side", side)
-    k.insert(4, "backend", r[f"{side}_backend"])
+    k.insert(4, "side", side)
+    k.insert(5, "backend", r[f"{side}_backend"])
     k.insert(5, "tactic", m.tactic)
     k.insert(6, "match", m.match)
     k.insert(7, "source", m.source)

@@ -10,16 +10,19 @@ import math
 import pandas as pd
 
 from .goals import GOAL_NAMES, LAUNCH_US, GoalReport
+from .headline import gpu_label, several_gpus
 
 
 def _model(model: str) -> str:
     return str(model).replace("gpt-oss-", "")
 
 
-def shape_label(r: pd.Series) -> str:
-    """``"20b EP1 T=64"`` (``" (no bias)"`` for a shape without biases)."""
+def shape_label(r: pd.Series, gpu: bool = False) -> str:
+    """``"20b EP1 T=64"`` (``" (no bias)"`` for a shape without biases; ``gpu``: ``"H100 80GB HBM3 20b EP1 T=64"``,
+    for a report over the runs of several GPUs)."""
     bias = "" if "has_bias" not in r or pd.isna(r["has_bias"]) or bool(r["has_bias"]) else " (no bias)"
-    return f"{_model(r['model'])} EP{r['ep_size']} T={r['num_tokens']}{bias}"
+    prefix = f"{gpu_label(r['gpu_name'])} " if gpu else ""
+    return f"{prefix}{_model(r['model'])} EP{r['ep_size']} T={r['num_tokens']}{bias}"
 
 
 def value(v: object, unit: str) -> str:
@@ -49,6 +52,7 @@ def goal_section(t: pd.DataFrame, goal: int) -> list[str]:
     g = t[t["goal"] == goal]
     if g.empty:
         return []
+    per_gpu = several_gpus(t)
     met = (g["status"] == "met").sum()
     lines = [f"### Goal {goal}: {GOAL_NAMES[goal]} -- met at {met} of {len(g)} shapes", "",
              "| shape | measured | goal | status | x needed | ours | peer | note | measured reason |",
@@ -63,7 +67,7 @@ def goal_section(t: pd.DataFrame, goal: int) -> list[str]:
         sides = ("ours", "peer") if goal in (1, 5) else ("ours",)  # goals 2-4: the reason is ours' alone
         reason = _cell(r["reason"]) + "".join(f" [{s}: {r[f'{s}_profile']}]" for s in sides
                                               if isinstance(r[f"{s}_profile"], str))
-        lines.append(f"| {shape_label(r)} | {value(r['measured'], r['unit'])} | {value(r['target'], r['unit'])} | "
+        lines.append(f"| {shape_label(r, per_gpu)} | {value(r['measured'], r['unit'])} | {value(r['target'], r['unit'])} | "
                      f"{status} | {x} | {_who(r, 'ours')} | {_who(r, 'peer')} | {note} | {reason} |")
     return lines + [""]
 
@@ -80,9 +84,9 @@ def kernel_sections(k: pd.DataFrame) -> list[str]:
     """Per shape: a table of the profiled kernels of ours and the peer."""
     if k.empty:
         return ["No Nsight Compute profile matches a goal shape.", ""]
-    lines = []
-    for _, g in k.groupby(["model", "ep_size", "num_tokens"], sort=False):
-        lines += [f"#### {shape_label(g.iloc[0])}", "",
+    lines, per_gpu = [], several_gpus(k)
+    for _, g in k.groupby(["gpu_name", "model", "ep_size", "num_tokens"], sort=False):
+        lines += [f"#### {shape_label(g.iloc[0], per_gpu)}", "",
                   "| side | backend | tactic (match) | from | kernel | us | DRAM GB/s | SM % | issue % | occ % | regs "
                   "| top stall |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
         for _, r in g.iterrows():

@@ -55,6 +55,16 @@ def headline_table(df: pd.DataFrame, backends: Optional[Sequence[str]] = None) -
     return out.sort_values(SHAPE).reset_index(drop=True)
 
 
+def several_gpus(table: pd.DataFrame) -> bool:
+    """Whether ``table``'s rows come from more than one GPU (then a Markdown table of it needs a GPU column)."""
+    return "gpu_name" in table and table["gpu_name"].dropna().astype(str).nunique() > 1
+
+
+def gpu_label(name: object) -> str:
+    """A GPU column's cell: the device name without its vendor prefix."""
+    return str(name).removeprefix("NVIDIA ")
+
+
 def _num(v: float) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
@@ -63,21 +73,23 @@ def _num(v: float) -> str:
 
 def headline_markdown(table: pd.DataFrame, backends: Optional[Sequence[str]] = None) -> str:
     """The table of :func:`headline_table` as Markdown: per backend ``time us (x of best, % of read ceiling)``,
-    the fastest in bold; then the fastest backend's TFLOP/s and share of the bf16 ceiling."""
+    the fastest in bold; then the fastest backend's TFLOP/s and share of the bf16 ceiling.  Rows of more than one GPU
+    (an H200 and an H100 run, say) start with a GPU column: the same shape on two cards is two lines."""
     if table is None or table.empty:
         raise ValueError("table: headline_markdown needs the rows of headline_table, got none")
     if backends is None:
         backends = [c[:-3] for c in table.columns if c.endswith(":us")]
     other = {b for b in backends if f"{b}:precision" in table
              and (table[f"{b}:precision"].dropna().astype(str) != "w4a16").any()}
-    head = ["model", "EP", "T", *[f"{b} us (x best, % read)" if b not in other else
+    per_gpu = several_gpus(table)
+    head = (["GPU"] if per_gpu else []) + ["model", "EP", "T", *[f"{b} us (x best, % read)" if b not in other else
                                   f"{b} us (x best bf16: other precision, % read)" for b in backends],
             "fastest: TFLOP/s (% bf16)"]
     lines = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
     for _, r in table.iterrows():
         model = str(r["model"]) + ("" if r.get("has_bias", True) in (True, None) or pd.isna(r.get("has_bias")) else
                                    " (no bias)")
-        cells = [model, str(r["ep_size"]), str(r["num_tokens"])]
+        cells = ([gpu_label(r["gpu_name"])] if per_gpu else []) + [model, str(r["ep_size"]), str(r["num_tokens"])]
         for b in backends:
             us = r.get(f"{b}:us", math.nan)
             if pd.isna(us):

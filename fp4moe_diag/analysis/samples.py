@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .headline import headline_table
+from .headline import gpu_label, headline_table, several_gpus
 
 SHAPE = ["gpu_name", "model", "ep_size", "has_bias", "num_tokens"]
 COLUMNS = [*SHAPE, "runs", "a_us", "b_us", "ratio_median", "ratio_min", "ratio_max", "verdict"]
@@ -54,13 +54,16 @@ def sample_ratios(df: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
 
 
 def samples_markdown(table: pd.DataFrame, a: str, b: str) -> str:
-    """:func:`sample_ratios` as Markdown, one line per shape, then how many shapes are ahead / level / behind."""
-    head = ["model", "EP", "T", "runs", f"{a} us (median)", f"{b} us (median)", f"{a} / {b}: median", "min", "max",
+    """:func:`sample_ratios` as Markdown, one line per shape (per GPU x shape, with a GPU column, where the runs come
+    from several), then how many shapes are ahead / level / behind."""
+    per_gpu = several_gpus(table)
+    head = (["GPU"] if per_gpu else []) + ["model", "EP", "T", "runs", f"{a} us (median)", f"{b} us (median)", f"{a} / {b}: median", "min", "max",
             f"{a} is"]
     lines = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
     for r in table.itertuples(index=False):
         bias = "" if r.has_bias in (True, None) or pd.isna(r.has_bias) else " (no bias)"
-        lines.append(f"| {r.model}{bias} | {r.ep_size} | {r.num_tokens} | {r.runs} | {r.a_us:,.1f} | {r.b_us:,.1f} | "
+        gpu = f"| {gpu_label(r.gpu_name)} " if per_gpu else ""
+        lines.append(f"{gpu}| {r.model}{bias} | {r.ep_size} | {r.num_tokens} | {r.runs} | {r.a_us:,.1f} | {r.b_us:,.1f} | "
                      f"{r.ratio_median:.3f} | {r.ratio_min:.3f} | {r.ratio_max:.3f} | "
                      + (f"**{r.verdict}**" if r.verdict == "behind" else r.verdict) + " |")
     counts = table["verdict"].value_counts()
