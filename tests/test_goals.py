@@ -209,17 +209,19 @@ def test_a_gpus_timing_is_never_explained_by_another_gpus_profile(tmp_path):
     of no known GPU), never the H200's, even where that one matches the tactic better."""
     from fp4moe_diag.analysis.goal_profiles import with_folder_gpus
 
-    write_profile(tmp_path / "h200", "ncu_1-triton-gpt-oss-20b-ep1-t64.csv", "p", [("_moe_mxfp4_gemm1_ps_kernel", 90, 1)])
-    write_profile(tmp_path / "h100", "ncu_1-triton-gpt-oss-20b-ep1-t64.csv", "q", [("_moe_mxfp4_gemm1_ps_kernel", 99, 1)])
+    for folder, tactic, us in (("h200", "p", 90), ("h100", "q", 99)):
+        write_profile(tmp_path / folder, "ncu_1-triton-gpt-oss-20b-ep1-t64.csv", tactic,
+                      [("_moe_mxfp4_gemm1_ps_kernel", us, 1)])
     p = with_folder_gpus(read_profiles([tmp_path / "h200", tmp_path / "h100"]),
                          {"h200": {"NVIDIA H200"}, "h100": {"NVIDIA H100 80GB HBM3"}, "x": {"A", "B"}})
     assert dict(zip(p["source"], p["gpu_name"])) == {"h200": "NVIDIA H200", "h100": "NVIDIA H100 80GB HBM3"}
-    m = match_profile(p, "triton", "gpt-oss-20b", 1, 64, "p", gpu_name="NVIDIA H100 80GB HBM3")
+    h100 = "NVIDIA H100 80GB HBM3"
+    m = match_profile(p, "triton", "gpt-oss-20b", 1, 64, "p", gpu_name=h100)
     assert (m.source, m.match) == ("h100", "other tactic")
     assert match_profile(p, "triton", "gpt-oss-20b", 1, 64, "p", gpu_name="NVIDIA H200").source == "h200"
     assert match_profile(p, "triton", "gpt-oss-20b", 1, 64, "p").source == "h200"  # no GPU asked: the best match
     unknown = with_folder_gpus(read_profiles([tmp_path / "h200"]), {})
-    assert match_profile(unknown, "triton", "gpt-oss-20b", 1, 64, "p", gpu_name="NVIDIA H100 80GB HBM3").source == "h200"
+    assert match_profile(unknown, "triton", "gpt-oss-20b", 1, 64, "p", gpu_name=h100).source == "h200"
 
 
 def test_a_triton_release_takes_only_profiles_that_release_built(tmp_path):

@@ -67,7 +67,8 @@ def goal_section(t: pd.DataFrame, goal: int) -> list[str]:
         sides = ("ours", "peer") if goal in (1, 5) else ("ours",)  # goals 2-4: the reason is ours' alone
         reason = _cell(r["reason"]) + "".join(f" [{s}: {r[f'{s}_profile']}]" for s in sides
                                               if isinstance(r[f"{s}_profile"], str))
-        lines.append(f"| {shape_label(r, per_gpu)} | {value(r['measured'], r['unit'])} | {value(r['target'], r['unit'])} | "
+        lines.append(f"| {shape_label(r, per_gpu)} | {value(r['measured'], r['unit'])} | "
+                     f"{value(r['target'], r['unit'])} | "
                      f"{status} | {x} | {_who(r, 'ours')} | {_who(r, 'peer')} | {note} | {reason} |")
     return lines + [""]
 
