@@ -47,7 +47,7 @@ def check_goal_args(args: argparse.Namespace) -> list[Path]:
 def cmd_goals(args: argparse.Namespace) -> int:
     from .analysis.ablations import read_ablations
     from .analysis.goal_profiles import read_profiles, with_folder_gpus, with_folder_releases
-    from .analysis.goals import goal_report
+    from .analysis.goals import goal_report, unprofiled
     from .analysis.goals_markdown import goals_markdown
     from .run_folder import load_run
 
@@ -67,6 +67,10 @@ def cmd_goals(args: argparse.Namespace) -> int:
                          ablations=read_ablations(args.runs))
     if args.csv:
         report.table.to_csv(args.csv, index=False)
+    if args.unprofiled:  # the lines evidence.sh takes in PROFILES
+        lines = [f"{r.model}|{r.ep_size}|{r.num_tokens}|{r.tactic}" for r in unprofiled(report.table).itertuples()]
+        print("\n".join(dict.fromkeys(lines)))  # one line per shape and tactic, whatever GPU missed it
+        return 0
     print(goals_markdown(report, launch_us=args.launch_us), end="")
     return 0
 
@@ -86,4 +90,7 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--launch-us", type=A.positive_float, default=LAUNCH_US,
                    help=f"one launch in goal 3's bound, us (default {LAUNCH_US:g})")
     g.add_argument("--csv", type=Path, default=None, help="also write the goal table here")
+    g.add_argument("--unprofiled", action="store_true", help="print instead, one per line as MODEL|EP|T|TACTIC, "
+                   "ours' best tactic at each missed shape that no Nsight Compute profile of that tactic explains "
+                   "(what tools/device/plans/evidence.sh takes in PROFILES)")
     g.set_defaults(func=cmd_goals)

@@ -12,6 +12,7 @@ from fp4moe_diag.analysis.goal_profiles import kernel_role, match_profile, read_
 from fp4moe_diag.analysis.goals import LAUNCH_US, goal_report, goal_rows
 from fp4moe_diag.analysis.goals_markdown import goals_markdown
 from fp4moe_diag.results import to_frame
+from fp4moe_diag.run_folder import save_run
 from frames import _row
 
 REPO = Path(__file__).resolve().parent.parent
@@ -193,6 +194,25 @@ def test_profiles_match_the_timed_tactic_and_give_the_measured_reason(tmp_path):
     assert "| 20b EP1 T=64 | 3.00 TB/s | 3.40 TB/s | **not met** | 1.13x |" in md
     assert "| ours | triton | `p` | run-a | _moe_mxfp4_gemm1_ps_kernel | 700.0 | 300 | 50 | 40 | 12 | 255 |" in md
 
+
+
+def test_unprofiled_lists_the_missed_shapes_no_profile_of_ours_tactic_explains(tmp_path, capsys):
+    """goals --unprofiled: the missed shapes (T=64: goals 1 and 2; T=4096: goal 4) less the one a profile of ours'
+    timed tactic itself explains; a profile of another tactic does not count. The lines evidence.sh takes."""
+    from fp4moe_diag.analysis.goals import unprofiled
+    from fp4moe_diag.cli import main
+
+    got = unprofiled(goal_report(frame(), None).table)
+    assert [(r.num_tokens, r.tactic, r.goals) for r in got.itertuples()] == [(64, "a", "1,2"), (4096, "p", "4")]
+    write_profile(tmp_path / "prof", "ncu_1-triton-gpt-oss-20b-ep1-t4096.csv", "p", [("_moe_gemm1", 1.0, 1.0)])
+    write_profile(tmp_path / "prof", "ncu_2-triton-gpt-oss-20b-ep1-t64.csv", "b", [("_moe_gemm1", 1.0, 1.0)])
+    rep = goal_report(frame(), read_profiles([tmp_path / "prof"]))
+    assert [(r.num_tokens, r.tactic) for r in unprofiled(rep.table).itertuples()] == [(64, "a")]
+    assert set(rep.table["ours_profile_match"].dropna()) == {"exact", "other tactic"}
+    runs = tmp_path / "runs"
+    save_run(frame(), runs)
+    assert main(["goals", str(runs), str(tmp_path / "prof"), "--unprofiled"]) == 0
+    assert capsys.readouterr().out == "gpt-oss-20b|1|64|a\n"
 
 
 def test_a_report_over_two_gpus_names_the_gpu_of_each_shape():

@@ -5,7 +5,9 @@
 #   2. ablations (profiling.ablate) at 120b EP4 T=64 with 100 repeats (30 gave a spread of 11 % there), at 20b EP1
 #      T=4 (goal 3) and at 120b EP4 T=4096 (goal 4's farthest shape);
 #   3. Nsight Compute per kernel, warp stalls included, of the best tactic at 20b EP1 T=1 (goal 3), 20b EP1 T=16
-#      (goal 2) and 120b EP4 T=4096 (goal 4).
+#      (goal 2) and 120b EP4 T=4096 (goal 4); PROFILES (space-separated MODEL|EP|T|TACTIC) names others: what
+#      `python -m fp4moe_diag goals RUNS --unprofiled` prints (each missed shape no profile of its tactic explains),
+#      e.g. PROFILES="$(python -m fp4moe_diag goals data/runs/<run> --unprofiled | tr '\n' ' ')".
 # Run from the repository root on the device with .carry/triton_kernels, .whl and .git_commit carried:
 #   run(command="bash tools/device/plans/evidence.sh", carry=[".carry/triton_kernels", ".whl", ".git_commit"])
 # PARTS (default "sweep ablate profile") picks the steps. About 7 minutes. $OUT/runs.tgz: the sweep's run folder and the ablation CSVs (one run: import_gpu_bundle.py);
@@ -29,8 +31,9 @@ has ablate && ablate 120b-ep4-t64-r100 gpt-oss-120b 4 64 $(left 230) --repeats 1
 has ablate && ablate 20b-ep1-t4 gpt-oss-20b 1 4 $(left 270) m16n64k256w4s3-ps-sk2-pdl m16n128k128w4s3-ps-g2sk2-pdl
 has ablate && ablate 120b-ep4-t4096 gpt-oss-120b 4 4096 $(left 320) m128n128k64w16s3-ps-gu-g2n256-t64
 n=0
-has profile && for p in "gpt-oss-20b|1|1|m16n64k256w4s3-ps-sk2-pdl" "gpt-oss-20b|1|16|m16n128k128w4s3-ps-g2sk2-pdl" \
-         "gpt-oss-120b|4|4096|m128n128k64w16s3-ps-gu-g2n256-t64"; do
+PROFILES=${PROFILES:-"gpt-oss-20b|1|1|m16n64k256w4s3-ps-sk2-pdl gpt-oss-20b|1|16|m16n128k128w4s3-ps-g2sk2-pdl \
+gpt-oss-120b|4|4096|m128n128k64w16s3-ps-gu-g2n256-t64"}
+has profile && for p in $PROFILES; do
   IFS='|' read -r pm pep pt ptac <<< "$p"; n=$((n + 1))
   L=$(left 560); [ "$L" -gt 45 ] || { say "no time left for the profile of $ptac"; continue; }
   timeout $L python3 -m fp4moe_diag profile --backend triton --model "$pm" --ep "$pep" --tokens "$pt" \
