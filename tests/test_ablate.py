@@ -115,6 +115,11 @@ def test_committed_ablations_per_run_folder(tmp_path):
     t = committed_ablations(tmp_path)
     assert t["run"].tolist() == ["2026-12-06-nvidia-h200-a", "2026-12-06-nvidia-h200-b"]
     assert t["tactic_us"].tolist() == [200.0, 100.0] and t["dequant_share"].tolist() == pytest.approx([0.2, 0.2])
+    md = ablate.markdown(t).splitlines()  # the run folder last; one GPU (none recorded): no GPU column
+    assert md[0].startswith("| model |") and md[0].endswith("| ~seq / ~load | run |")
+    assert md[2].endswith("| 20% | 30% | 50% | 0.80 | 2026-12-06-nvidia-h200-a |")
+    two = t.assign(gpu_name=["NVIDIA H200", "NVIDIA H100 80GB HBM3"])
+    assert [ln.split(" | ")[0] for ln in ablate.markdown(two).splitlines()[2:]] == ["| H200", "| H100 80GB HBM3"]
 
 
 def test_cli_refuses_before_any_gpu_work(tmp_path, capsys):

@@ -48,16 +48,23 @@ def ablation_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def markdown(table: pd.DataFrame) -> str:
-    """:func:`ablation_table` as Markdown: times with their read-ceiling fractions, then the shares."""
-    head = ("| model | EP | T | tactic | tactic us (read) | ~nodeq us | ~load us (read) | ~seq us (read) | dequant "
-            "| rest of the loop | weight stream | ~seq / ~load |\n"
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    body = [f"| {r.model} | {r.ep_size} | {r.num_tokens} | `{r.tactic}` | {r.tactic_us:.1f} ({r.tactic_read_frac:.0%}) "
-            f"| {r.nodeq_us:.1f} | {r.load_us:.1f} ({r.load_read_frac:.0%}) | {r.seq_us:.1f} ({r.seq_read_frac:.0%}) "
-            f"| {r.dequant_share:.0%} | {r.loop_rest_share:.0%} | {r.load_share:.0%} | {r.seq_over_load:.2f}"
-            + (f" (noisy: spread {r.max_spread:.0%})" if r.max_spread > NOISY_SPREAD else "") + " |"
-            for r in table.itertuples()]
-    return "\n".join([head, *body])
+    """:func:`ablation_table` as Markdown: times with their read-ceiling fractions, then the shares; a GPU column first
+    where the rows come from several GPUs, the run folder last where the table has one (:func:`committed_ablations`)."""
+    from .headline import gpu_label, several_gpus
+
+    gpu, run = several_gpus(table), "run" in table
+    cols = ((["GPU"] if gpu else []) + ["model", "EP", "T", "tactic", "tactic us (read)", "~nodeq us", "~load us (read)",
+                                        "~seq us (read)", "dequant", "rest of the loop", "weight stream", "~seq / ~load"]
+            + (["run"] if run else []))
+    lines = ["| " + " | ".join(cols) + " |", "| " + " | ".join("---" for _ in cols) + " |"]
+    for r in table.itertuples():
+        noisy = f" (noisy: spread {r.max_spread:.0%})" if r.max_spread > NOISY_SPREAD else ""
+        lines.append(("| " + gpu_label(r.gpu_name) + " " if gpu else "")
+                     + f"| {r.model} | {r.ep_size} | {r.num_tokens} | `{r.tactic}` | {r.tactic_us:.1f} "
+                     f"({r.tactic_read_frac:.0%}) | {r.nodeq_us:.1f} | {r.load_us:.1f} ({r.load_read_frac:.0%}) "
+                     f"| {r.seq_us:.1f} ({r.seq_read_frac:.0%}) | {r.dequant_share:.0%} | {r.loop_rest_share:.0%} "
+                     f"| {r.load_share:.0%} | {r.seq_over_load:.2f}{noisy} |" + (f" {r.run} |" if run else ""))
+    return "\n".join(lines)
 
 
 def read_ablations(folders: Iterable[Path]) -> pd.DataFrame:
