@@ -59,10 +59,11 @@ def cmd_goals(args: argparse.Namespace) -> int:
     if not mine.any():
         have = sorted(set(df["backend"].dropna().astype(str)))
         raise ValueError(f"argument --ours: no rows of backend {args.ours!r} in these runs; they have {have}")
-    releases = {d.name: set(f["triton_version"].dropna().astype(str)) - {""} for d, f in zip(timed, frames)
-                if "triton_version" in f}
-    gpus = {d.name: set(f["gpu_name"].dropna().astype(str)) - {""} for d, f in zip(timed, frames) if "gpu_name" in f}
-    profiles = with_folder_gpus(with_folder_releases(read_profiles(args.runs), releases), gpus)
+    def per_folder(column: str) -> dict[str, set[str]]:  # folder name -> the values of its rows
+        return {d.name: set(f[column].dropna().astype(str)) - {""} for d, f in zip(timed, frames) if column in f}
+
+    profiles = with_folder_gpus(with_folder_releases(read_profiles(args.runs), per_folder("triton_version")),
+                                per_folder("gpu_name"))
     report = goal_report(df, profiles, ours=args.ours, w4a8=args.w4a8, launch_us=args.launch_us,
                          ablations=read_ablations(args.runs))
     if args.csv:

@@ -190,6 +190,8 @@ def test_profiles_match_the_timed_tactic_and_give_the_measured_reason(tmp_path):
     assert g1["reason"] == text and g1["ours_profile"] == "run-a" and g1["peer_profile"] == "run-b"
     k = rep.kernels[rep.kernels["num_tokens"] == 4096]
     assert list(k["side"]) == ["ours"] * 3 + ["peer"] * 3 and set(k["source"]) == {"run-a", "run-b"}
+    assert list(k.columns[:9]) == ["gpu_name", "model", "ep_size", "num_tokens", "side", "backend", "tactic", "match",
+                                   "source"]
     md = goals_markdown(rep)
     assert "| 20b EP1 T=64 | 3.00 TB/s | 3.40 TB/s | **not met** | 1.13x |" in md
     assert "| ours | triton | `p` | run-a | _moe_mxfp4_gemm1_ps_kernel | 700.0 | 300 | 50 | 40 | 12 | 255 |" in md

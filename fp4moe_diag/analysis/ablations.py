@@ -9,6 +9,8 @@ from typing import Iterable
 
 import pandas as pd
 
+from .headline import gpu_label, several_gpus
+
 #: the rows :func:`..profiling.ablate.ablate_case` writes, one per case x tactic x variant (:data:`VARIANTS`)
 COLUMNS = ("model", "ep_size", "num_tokens", "tactic", "variant", "label", "time_median_us", "time_p10_us",
            "time_p90_us", "time_spread", "time_method", "time_kernel_median_us", "time_kernel_breakdown",
@@ -50,12 +52,10 @@ def ablation_table(df: pd.DataFrame) -> pd.DataFrame:
 def markdown(table: pd.DataFrame) -> str:
     """:func:`ablation_table` as Markdown: times with their read-ceiling fractions, then the shares; a GPU column first
     where the rows come from several GPUs, the run folder last where the table has one (:func:`committed_ablations`)."""
-    from .headline import gpu_label, several_gpus
-
     gpu, run = several_gpus(table), "run" in table
-    cols = ((["GPU"] if gpu else []) + ["model", "EP", "T", "tactic", "tactic us (read)", "~nodeq us", "~load us (read)",
-                                        "~seq us (read)", "dequant", "rest of the loop", "weight stream", "~seq / ~load"]
-            + (["run"] if run else []))
+    head = ["model", "EP", "T", "tactic", "tactic us (read)", "~nodeq us", "~load us (read)", "~seq us (read)",
+            "dequant", "rest of the loop", "weight stream", "~seq / ~load"]
+    cols = (["GPU"] if gpu else []) + head + (["run"] if run else [])
     lines = ["| " + " | ".join(cols) + " |", "| " + " | ".join("---" for _ in cols) + " |"]
     for r in table.itertuples():
         noisy = f" (noisy: spread {r.max_spread:.0%})" if r.max_spread > NOISY_SPREAD else ""

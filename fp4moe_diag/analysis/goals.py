@@ -56,8 +56,8 @@ W4A8_ONLY_CASES = {("gpt-oss-120b", 1): 16384}
 #: (model, ep_size) -> the T range (inclusive) of goal 2
 DECODE_GOAL_TOKENS = {("gpt-oss-20b", 1): (16, 64), ("gpt-oss-120b", 4): (64, 64)}
 GOAL_NAMES = {1: "never slower than any bf16-activation peer",
-              2: f"decode >= {DECODE_GOAL_GBPS / 1e3:.1f} TB/s on the H200, elsewhere {100 * DECODE_GOAL_FRAC:.0f} % of "
-                 "the read ceiling (weight bytes / time)",
+              2: f"decode >= {DECODE_GOAL_GBPS / 1e3:.1f} TB/s on the H200, elsewhere "
+                 f"{100 * DECODE_GOAL_FRAC:.0f} % of the read ceiling (weight bytes / time)",
               3: f"T <= {SMALL_T_MAX} within {SMALL_T_FACTOR}x of weight bytes / read ceiling + one launch",
               4: f"prefill (T >= {PREFILL_MIN_TOKENS}) >= {100 * PREFILL_GOAL_FRAC:.0f} % of the bf16 ceiling",
               5: f"W4A8 (T >= {PREFILL_MIN_TOKENS}) at least as fast as {W4A8_PEER}"}
@@ -68,6 +68,8 @@ def decode_goal_gbps(gpu_name: str, read_ceiling_gbps: float) -> float:
     """Goal 2's target (GB/s): :data:`DECODE_GOAL_GBPS` on an H200, else :data:`DECODE_GOAL_FRAC` x the read ceiling
     measured in the run (NaN where it was not: then the goal is not compared)."""
     return DECODE_GOAL_GBPS if "H200" in gpu_name else DECODE_GOAL_FRAC * read_ceiling_gbps
+
+
 #: the columns of :func:`goal_table`
 GOAL_COLUMNS = {
     "goal": "1..5 (:data:`GOAL_NAMES`)", **{c: "the shape" for c in SHAPE},
@@ -280,15 +282,16 @@ def _profile(profiles: pd.DataFrame, r: pd.Series, side: str, cache: dict) -> Op
     return cache[k]
 
 
+#: the columns of :attr:`GoalReport.kernels` before the profile's own (:data:`.goal_profiles.KERNEL_COLUMNS`)
+KERNEL_KEYS = ["gpu_name", "model", "ep_size", "num_tokens", "side", "backend", "tactic", "match", "source"]
+
+
 def _kernels_of(r: pd.Series, side: str, m: ProfileMatch) -> pd.DataFrame:
     k = m.kernels[[c for c in KERNEL_COLUMNS if c in m.kernels]].copy()
-    for c in reversed(["gpu_name", "model", "ep_size", "num_tokens"]):
-        k.insert(0, c, r[c])
-    k.insert(4, "side", side)
-    k.insert(5, "backend", r[f"{side}_backend"])
-    k.insert(5, "tactic", m.tactic)
-    k.insert(6, "match", m.match)
-    k.insert(7, "source", m.source)
+    keys = {**{c: r[c] for c in KERNEL_KEYS[:4]}, "side": side, "backend": r[f"{side}_backend"], "tactic": m.tactic,
+            "match": m.match, "source": m.source}
+    for i, (c, v) in enumerate(keys.items()):
+        k.insert(i, c, v)
     return k
 
 
@@ -318,9 +321,8 @@ def goal_report(df: pd.DataFrame, profiles: Optional[pd.DataFrame] = None, ours:
                 seen.add((m.source, m.file, m.tactic, side))
                 kernels.append(_kernels_of(r, side, m))
     t = t.assign(reason=reasons, ours_profile=ours_p, peer_profile=peer_p, ours_profile_match=matches)
-    k = pd.concat(kernels, ignore_index=True) if kernels else pd.DataFrame(
-        columns=["gpu_name", "model", "ep_size", "num_tokens", "side", "backend", "tactic", "match", "source", *KERNEL_COLUMNS])
-    k = k.sort_values(["model", "ep_size", "num_tokens"], kind="stable").reset_index(drop=True)
+    k = pd.concat(kernels, ignore_index=True) if kernels else pd.DataFrame(columns=[*KERNEL_KEYS, *KERNEL_COLUMNS])
+    k = k.sort_values(KERNEL_KEYS[:4], kind="stable").reset_index(drop=True)
     return GoalReport(t, k)
 
 
