@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import pandas as pd
 
+from . import cli_ablations as AB
 from . import cli_args as A
 from . import cli_capture as C
 from . import cli_goals as G
@@ -328,6 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_headline(sub)
     G.add_parser(sub)
     S.add_parser(sub)
+    AB.add_parser(sub)
     C.add_parsers(sub)
     return p
 

@@ -122,6 +122,32 @@ def test_committed_ablations_per_run_folder(tmp_path):
     assert [ln.split(" | ")[0] for ln in ablate.markdown(two).splitlines()[2:]] == ["| H200", "| H100 80GB HBM3"]
 
 
+def test_the_ablations_command_prints_repeats_side_by_side_and_refuses_a_folder_without_any(tmp_path, capsys):
+    from fp4moe_diag.cli import main
+
+    runs = []
+    for run, us in (("2026-12-06-nvidia-h100-b", 190.0), ("2026-12-06-nvidia-h100-a", 200.0)):
+        (tmp_path / run).mkdir()
+        rows = _rows({"tactic": us, "nodeq": 160.0, "load": 110.0, "seq": 88.0}) + _rows(
+            {"tactic": 40.0, "nodeq": 38.0, "load": 30.0, "seq": 30.0}, case=("gpt-oss-20b", 1, 1))
+        pd.DataFrame(rows).to_csv(tmp_path / run / "ablate-x.csv")
+        runs.append(str(tmp_path / run))
+    assert main(["ablations", *runs, "--csv", str(tmp_path / "t.csv")]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].endswith("| ~seq / ~load | run |") and len(lines) == 6
+    # sorted by shape, then run: T=1 of both runs, then T=64 of both (the repeats of one case together)
+    assert [ln.split(" | ")[2] for ln in lines[2:]] == ["1", "1", "64", "64"]
+    assert lines[4].startswith("| gpt-oss-20b | 1 | 64 | `m16n128k128w4s3-ps` | 200.0 (")
+    assert lines[4].endswith("| 20% | 25% | 55% | 0.80 | 2026-12-06-nvidia-h100-a |")
+    assert lines[5].endswith("| 2026-12-06-nvidia-h100-b |") and "| 190.0 (" in lines[5]
+    assert pd.read_csv(tmp_path / "t.csv")["tactic_us"].tolist() == [40.0, 40.0, 200.0, 190.0]
+    (tmp_path / "empty").mkdir()
+    assert main(["ablations", runs[0], str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"fp4moe-diag ablations: error: argument runs: {tmp_path / 'empty'} holds no ablate*.csv "
+                   "(python -m fp4moe_diag.profiling.ablate)")
+
+
 def test_cli_refuses_before_any_gpu_work(tmp_path, capsys):
     out = tmp_path / "a.csv"
 
