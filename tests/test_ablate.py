@@ -159,6 +159,7 @@ def test_cli_refuses_before_any_gpu_work(tmp_path, capsys):
 
     assert "expected a -ps tactic" in refused("--tactic", "m16n64k128w4s3-x2", "--device", "cpu")
     assert "argument --tokens" in refused("--tactic", "m16n128k128w4s3-ps", "--tokens", "0")
+    assert "argument --warmup" in refused("--tactic", "m16n128k128w4s3-ps", "--warmup", "-1")
     assert "argument --device: ablations are timed on a CUDA GPU" in refused("--tactic", "m16n128k128w4s3-ps",
                                                                              "--device", "cpu")
     out.write_text("kept")
