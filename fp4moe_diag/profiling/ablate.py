@@ -37,10 +37,9 @@ from ..analysis.ablations import COLUMNS, ablation_table, markdown
 
 #: the calls of one ablation, in order: the tactic, then its ablations (backends/triton/configs.ABLATIONS)
 VARIANTS = ("", "nodeq", "load", "seq")
-#: untimed replays of each call before its timing.  Five left the H100's 120b EP4 T=64 tactic bimodal in its first
+#: untimed replays of each call before its timing.  With five, the H100's 120b EP4 T=64 tactic was bimodal over its
 #: 30 timed replays (s17a, s18a: median 197.6 us, p10 178.3; over 100 replays, s17b: median 178.8, p90 197) while
-#: every sweep, its calls warmed by the screening pass, timed it at 178.0-178.6: the tactic is timed first, straight
-#: after its build
+#: every sweep, whose tactics are warm from the screening pass, timed it at 178.0-178.6 with the same kernel sums
 WARMUP = 30
 
 
