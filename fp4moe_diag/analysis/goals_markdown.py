@@ -61,8 +61,9 @@ def goal_section(t: pd.DataFrame, goal: int) -> list[str]:
         x = "-" if pd.isna(r["x_goal"]) else f"{r['x_goal']:.2f}x"
         note = _cell(r["note"])
         if goal == 5 and not pd.isna(r.get("ours_rel_l2_bf16_ref")):
-            note = (note + "; " if note else "") + (f"rel_l2 vs bf16 ref: w4a8 {r['ours_rel_l2_bf16_ref']:.2e}, "
-                                                    f"bf16 path {r['bf16_rel_l2_bf16_ref']:.2e}")
+            bf16 = r["bf16_rel_l2_bf16_ref"]
+            note = (note + "; " if note else "") + (f"rel_l2 vs bf16 ref: w4a8 {r['ours_rel_l2_bf16_ref']:.2e}, bf16 path "
+                                                    + ("not run" if pd.isna(bf16) else f"{bf16:.2e}"))
         status = f"**{r['status']}**" if r["status"] == "not met" else r["status"]
         sides = ("ours", "peer") if goal in (1, 5) else ("ours",)  # goals 2-4: the reason is ours' alone
         reason = _cell(r["reason"]) + "".join(f" [{s}: {r[f'{s}_profile']}]" for s in sides
