@@ -151,6 +151,33 @@ def test_goal_5_alone_on_the_120b_shape_humming_takes_and_nothing_below_prefill(
     assert "rel_l2 vs bf16 ref: w4a8 4.00e-02, bf16 path 3.00e-03" in goals_markdown(goal_report(frame("ok"), None))
 
 
+def test_without_a_profile_the_reason_is_the_runs_own_cupti_kernel_times():
+    """A shape no Nsight Compute profile explains: the reason gives the kernel times CUPTI measured in the timing's own
+    run, per kernel role and longest first (ours; goals 1 and 5 the peer's too), or says there are none."""
+    from fp4moe_diag.analysis.goal_profiles import cupti_text
+
+    d = frame()
+    mine = (d["backend"] == "triton") & (d["num_tokens"] == 4096)
+    peer = (d["backend"] == "triton_kernels") & (d["num_tokens"] == 4096)
+    d["time_kernel_breakdown"] = pd.Series(pd.NA, index=d.index, dtype="object")
+    d.loc[mine, "time_kernel_breakdown"] = ('{"_moe_mxfp4_gemm1_ps_gu_kernel": 560.0, "_moe_mxfp4_gemm2_ps_kernel": '
+                                            '308.0, "_topk_sum_kernel": 24.25}')
+    d.loc[peer, "time_kernel_breakdown"] = ('{"_matmul_ogs_NNT_bf16xbf16xmxfp4_128x256x128x1_swiglu": 560.5, '
+                                            '"_matmul_ogs_NNT_bf16xbf16xmxfp4_128x256x128x1": 301.6, '
+                                            '"_reduce_grouped": 23.8}')
+    d.loc[mine, ["time_kernel_median_us", "time_kernel_span_median_us"]] = [892.25, 892.8]
+    t = goal_report(d, None).table
+    assert goal(t, 1, 4096)["reason"] == (
+        "no profile; CUPTI in the run: ours gemm1 560.0, gemm2 308.0, topk_sum 24.2 us (sum 892.2, span 892.8); "
+        "peer gemm1 560.5, gemm2 301.6, topk_sum 23.8 us")
+    assert goal(t, 4, 4096)["reason"] == ("no profile; CUPTI in the run: ours gemm1 560.0, gemm2 308.0, topk_sum "
+                                          "24.2 us (sum 892.2, span 892.8)")
+    assert goal(t, 2, 64)["reason"] == "no profile"  # that run row has no breakdown
+    # kernels of one role are summed; a row without a breakdown, or with a broken one, has none
+    assert cupti_text('{"a_gemm2_x": 3.0, "b_gemm2_y": 4.5, "gemm1": 1.0}') == "gemm2 7.5, gemm1 1.0 us"
+    assert cupti_text(None) is None and cupti_text("{not json") is None and cupti_text("{}") is None
+
+
 PROFILE = ("annotation,launch,kernel,duration_us,dram_throughput_pct,sm_throughput_pct,achieved_occupancy_pct,"
            "issue_slots_busy_pct,dram_read_bytes,registers_per_thread,stall_wait_pct,stall_selected_pct,"
            "dram_read_GBps,runs,role,tactic_label\n")

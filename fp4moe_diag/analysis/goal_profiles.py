@@ -15,6 +15,7 @@ Pure pandas.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -196,6 +197,28 @@ def describe_kernel(k: pd.Series) -> str:
     if isinstance(stall, str) and stall:
         parts.append(f"stall {stall}")
     return f"{bound_of(k)}: " + ", ".join(parts)
+
+
+def cupti_text(breakdown: object, kernel_sum_us: object = None, span_us: object = None) -> Optional[str]:
+    """A run row's CUPTI kernel times (``time_kernel_breakdown``: JSON of kernel name -> us per call) as one phrase,
+    summed per kernel role (:func:`kernel_role`), longest first: ``gemm1 118.2, gemm2 105.0, topk_sum 17.2 us (sum
+    240.4, span 176.2)`` (the span: first kernel start to last kernel end; below the sum where kernels overlap).
+    None where the row has no breakdown (a screened-only row, or a run without ``--kernel-time``)."""
+    if not isinstance(breakdown, str) or not breakdown.strip():
+        return None
+    try:
+        per_kernel = json.loads(breakdown)
+    except ValueError:
+        return None
+    if not isinstance(per_kernel, dict) or not per_kernel:
+        return None
+    roles: dict[str, float] = {}
+    for name, us in per_kernel.items():
+        roles[kernel_role(name)] = roles.get(kernel_role(name), 0.0) + float(us)
+    text = ", ".join(f"{r} {us:.1f}" for r, us in sorted(roles.items(), key=lambda kv: -kv[1])) + " us"
+    extra = [f"{w} {v:.1f}" for w, v in (("sum", as_float(kernel_sum_us)), ("span", as_float(span_us)))
+             if not math.isnan(v)]
+    return text + (f" ({', '.join(extra)})" if extra else "")
 
 
 def reason_text(ours: Optional[ProfileMatch], peer: Optional[ProfileMatch] = None) -> str:

@@ -34,7 +34,7 @@ import pandas as pd
 
 from .ablations import ablation_note, ablation_table
 from .builds import TRITON_BACKENDS, backend_label
-from .goal_profiles import KERNEL_COLUMNS, ProfileMatch, as_float, match_profile, reason_text
+from .goal_profiles import KERNEL_COLUMNS, ProfileMatch, as_float, cupti_text, match_profile, reason_text
 from .tables import with_run_ceilings, x_of_best
 
 #: one kernel launch (us): the fixed cost in goal 3's bound, weight bytes / read ceiling + LAUNCH_US.  3 us is an
@@ -84,7 +84,11 @@ GOAL_COLUMNS = {
     "ours_profile": "the folder of ours' profile (and the profiled tactic where not the timed one)",
     "peer_profile": "the peer's",
     "ours_profile_match": "how ours' profile matches its timed tactic: exact, variant, other tactic (NA: none)",
+    "ours_cupti": "ours' kernels in the timing's own run (CUPTI, per kernel role, us a call; sum and span)",
+    "peer_cupti": "the peer's",
 }
+#: the run columns :func:`.goal_profiles.cupti_text` reads, in its argument order
+CUPTI_COLUMNS = ("time_kernel_breakdown", "time_kernel_median_us", "time_kernel_span_median_us")
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,7 @@ def _facts(df: pd.DataFrame) -> pd.DataFrame:
     ok = ok.assign(rel_l2_bf16_ref=acc, run_id=ok["run_id"].astype("string"))
     keys = ["run_id", "backend", *SHAPE, "tactic_label"]
     cols = ["weight_bytes", "ceiling_read_GBps", "ceiling_bf16_TFLOPs", "rel_l2_bf16_ref"]
+    cols += [c for c in CUPTI_COLUMNS if c in ok]
     return ok[keys + cols].groupby(keys, dropna=False, sort=False).first().reset_index().rename(
         columns={"tactic_label": "best_tactic"})
 
@@ -144,6 +149,8 @@ def _row(goal: int, key: tuple, measured: float, target: float, unit: str, x: fl
                   f"{side}_us": math.nan if s is None else s["best_us"],
                   f"{side}_run": None if s is None else s["run_id"]})
     r["ours_rel_l2_bf16_ref"] = math.nan if ours is None else as_float(ours.get("rel_l2_bf16_ref"))
+    for side, s in (("ours", ours), ("peer", peer)):
+        r[f"{side}_cupti"] = None if s is None else cupti_text(*(s.get(c) for c in CUPTI_COLUMNS))
     return r
 
 
@@ -309,7 +316,7 @@ def goal_report(df: pd.DataFrame, profiles: Optional[pd.DataFrame] = None, ours:
     reasons, ours_p, peer_p, matches, kernels, seen = [], [], [], [], [], set()
     for _, r in t.iterrows():
         mo, mp = _profile(profiles, r, "ours", cache), _profile(profiles, r, "peer", cache)
-        why = reason_text(mo, mp if r["goal"] in (1, 5) else None) if mo is not None else "no profile"
+        why = reason_text(mo, mp if r["goal"] in (1, 5) else None) if mo is not None else _cupti_reason(r)
         note = ablation_note(shares, r["model"], int(r["ep_size"]), int(r["num_tokens"]), str(r["ours_tactic"]),
                              str(r["gpu_name"]))
         reasons.append(f"{why}; {note}" if note else why)
@@ -324,6 +331,14 @@ def goal_report(df: pd.DataFrame, profiles: Optional[pd.DataFrame] = None, ours:
     k = pd.concat(kernels, ignore_index=True) if kernels else pd.DataFrame(columns=[*KERNEL_KEYS, *KERNEL_COLUMNS])
     k = k.sort_values(KERNEL_KEYS[:4], kind="stable").reset_index(drop=True)
     return GoalReport(t, k)
+
+
+def _cupti_reason(r: pd.Series) -> str:
+    """Without a Nsight Compute profile: the kernel times CUPTI measured in the timing's own run (ours', and the
+    peer's for goals 1 and 5), or ``no profile`` where the run has none."""
+    sides = ("ours", "peer") if r["goal"] in (1, 5) else ("ours",)
+    parts = [f"{s} {r[f'{s}_cupti']}" for s in sides if isinstance(r.get(f"{s}_cupti"), str)]
+    return "no profile" + (f"; CUPTI in the run: {'; '.join(parts)}" if parts else "")
 
 
 def unprofiled(table: pd.DataFrame) -> pd.DataFrame:
