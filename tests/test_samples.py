@@ -44,6 +44,32 @@ def test_each_shape_gets_its_medians_its_ratio_spread_and_a_verdict():
     assert md.endswith("ahead at 1, level at 1, behind at 1 of 3 shapes (level: the runs straddle 1).")
 
 
+def test_the_kernel_time_verdict_stands_beside_the_replay_one_and_their_differences_are_named():
+    """CUPTI spans per run: T=4096 behind by replay but level by kernel time (named under the table); T=1 ahead both
+    ways, its fastest tactic by span (a1) not its fastest by replay (a0); T=64 has no span in one run: no verdict."""
+    d = frame()
+    span = {("r1", 4096): 990.0, ("r2", 4096): 1005.0, ("r3", 4096): 1001.0}  # ours' a0; the peer's span = its time
+    def s(r):
+        if r["backend"] == "triton_kernels":
+            return r["time_median_us"]
+        if r["num_tokens"] == 1:  # a1 (10 % slower by replay) is the faster by span
+            return 40.0 if r["tactic_label"] == "a1" else 45.0
+        if r["num_tokens"] == 64:
+            return None if r["run_id"] == "r2" else r["time_median_us"]
+        return span[(r["run_id"], 4096)] if r["tactic_label"] == "a0" else 2000.0
+    d["time_kernel_span_median_us"] = [s(r) for _, r in d.iterrows()]
+    t = sample_ratios(d, "triton", "triton_kernels").set_index("num_tokens")
+    assert (t.loc[4096, "verdict"], t.loc[4096, "kernel_verdict"]) == ("behind", "level")
+    assert (t.loc[4096, "kratio_min"], t.loc[4096, "kratio_max"]) == (pytest.approx(0.99), pytest.approx(1.005))
+    assert t.loc[1, "kratio_max"] == pytest.approx(40 / 60) and t.loc[1, "kernel_verdict"] == "ahead"
+    assert t.loc[64, "kernel_verdict"] == "" and pd.isna(t.loc[64, "kratio_min"])
+    md = samples_markdown(t.reset_index(), "triton", "triton_kernels").splitlines()
+    assert md[0].endswith("| triton is | by kernel time (CUPTI) |")
+    assert md[4].endswith("| **behind** | level (0.990-1.005) |") and md[3].endswith("| level | - |")
+    assert md[-1] == "By kernel time the verdict differs at 1: gpt-oss-20b EP1 T=4096 (behind / level)."
+    assert (sample_ratios(frame(), "triton", "triton_kernels")["kernel_verdict"] == "").all()  # no spans at all
+
+
 def test_runs_of_two_gpus_are_compared_per_gpu_with_a_gpu_column():
     """H200 runs r1-r3 and H100 runs h1-h2 (ours 20 % slower there): each GPU's shapes on their own lines, named."""
     h100 = frame({"h1": {64: (120.0, 100.0)}, "h2": {64: (118.0, 100.0)}}).assign(gpu_name="NVIDIA H100 80GB HBM3")

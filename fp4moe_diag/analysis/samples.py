@@ -6,7 +6,13 @@ runs of the same shapes (the same call repeated: ``-s15b`` .. ``-s15d``), comput
 (:func:`.headline.headline_table`: each backend's best tactic, the same labels), and per shape gives each backend's
 median time over the runs and the ratio ``a / b`` per run: its median, min and max, and the verdict ``ahead`` (every
 run below 1), ``behind`` (every run above 1) or ``level`` (the runs straddle 1).  A shape not measured by both in at
-least two runs gets no line.  Pure pandas; ``python -m fp4moe_diag samples RUN RUN ... --a triton --b triton_kernels``
+least two runs gets no line.
+
+The same per run by CUPTI kernel time (``time_kernel_span_median_us``, first kernel start to last kernel end, of
+each backend's fastest fully timed tactic by that measure): ``kratio_min`` / ``kratio_max`` and ``kernel_verdict``
+(empty where a run has no kernel time for one of them).  Where the two verdicts differ, the call-to-call drift of
+the timing pass is the size of the gap (20b EP1 T=16384 on the H100: the passes of one tactic 4-10 % apart, both
+ways), and neither verdict alone settles it.  Pure pandas; ``python -m fp4moe_diag samples RUN RUN ... --a triton --b triton_kernels``
 prints it.
 """
 
@@ -17,7 +23,31 @@ import pandas as pd
 from .headline import gpu_label, headline_table, several_gpus
 
 SHAPE = ["gpu_name", "model", "ep_size", "has_bias", "num_tokens"]
-COLUMNS = [*SHAPE, "runs", "a_us", "b_us", "ratio_median", "ratio_min", "ratio_max", "verdict"]
+COLUMNS = [*SHAPE, "runs", "a_us", "b_us", "ratio_median", "ratio_min", "ratio_max", "verdict", "kratio_min",
+           "kratio_max", "kernel_verdict"]
+SPAN = "time_kernel_span_median_us"
+
+
+def _verdict(lo: float, hi: float) -> str:
+    if pd.isna(lo) or pd.isna(hi):
+        return ""
+    return "ahead" if hi < 1 else "behind" if lo > 1 else "level"
+
+
+def _kernel_ratios(df: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
+    """Per run and shape: ``a``'s and ``b``'s fastest CUPTI span (ok, correct rows) and their ratio ``kratio``."""
+    from .builds import backend_label
+
+    if SPAN not in df:
+        return pd.DataFrame(columns=[*SHAPE, "run_id", "kratio"])
+    d = df[(df["status"] == "ok") & (df["correct"].fillna(True).astype(bool) if "correct" in df else True)]
+    d = d[pd.to_numeric(d[SPAN], errors="coerce") > 0]
+    d = d.assign(label=backend_label(d).astype(str), run_id=d["run_id"].astype(str))
+    d = d[d["label"].isin([a, b])]
+    best = d.groupby(["run_id", *SHAPE, "label"], dropna=False)[SPAN].min().unstack("label")
+    if a not in best or b not in best:
+        return pd.DataFrame(columns=[*SHAPE, "run_id", "kratio"])
+    return (best[a] / best[b]).rename("kratio").dropna().reset_index()
 
 
 def sample_ratios(df: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
@@ -48,8 +78,13 @@ def sample_ratios(df: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
                         "ratio_median": g["ratio"].median(), "ratio_min": g["ratio"].min(),
                         "ratio_max": g["ratio"].max()}).reset_index()
     out = out[out["runs"] >= 2].copy()
-    out["verdict"] = ["ahead" if hi < 1 else "behind" if lo > 1 else "level"
-                      for lo, hi in zip(out["ratio_min"], out["ratio_max"])]
+    out["verdict"] = [_verdict(lo, hi) for lo, hi in zip(out["ratio_min"], out["ratio_max"])]
+    k = _kernel_ratios(df, a, b)
+    k = k[k["run_id"].isin(set(x["run_id"]))].groupby(SHAPE, dropna=False)["kratio"].agg(["min", "max", "size"])
+    out = out.merge(k.reset_index(), on=SHAPE, how="left")
+    full = out["size"] == out["runs"]  # a kernel verdict only where every run has both kernel times
+    out["kratio_min"], out["kratio_max"] = out["min"].where(full), out["max"].where(full)
+    out["kernel_verdict"] = [_verdict(lo, hi) for lo, hi in zip(out["kratio_min"], out["kratio_max"])]
     return out[COLUMNS].reset_index(drop=True)
 
 
@@ -57,17 +92,29 @@ def samples_markdown(table: pd.DataFrame, a: str, b: str) -> str:
     """:func:`sample_ratios` as Markdown, one line per shape (per GPU x shape, with a GPU column, where the runs come
     from several), then how many shapes are ahead / level / behind."""
     per_gpu = several_gpus(table)
-    head = (["GPU"] if per_gpu else []) + ["model", "EP", "T", "runs", f"{a} us (median)", f"{b} us (median)", f"{a} / {b}: median", "min", "max",
-            f"{a} is"]
+    head = (["GPU"] if per_gpu else []) + ["model", "EP", "T", "runs", f"{a} us (median)", f"{b} us (median)",
+                                           f"{a} / {b}: median", "min", "max", f"{a} is", "by kernel time (CUPTI)"]
     lines = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
     for r in table.itertuples(index=False):
         bias = "" if r.has_bias in (True, None) or pd.isna(r.has_bias) else " (no bias)"
         gpu = f"| {gpu_label(r.gpu_name)} " if per_gpu else ""
         lines.append(f"{gpu}| {r.model}{bias} | {r.ep_size} | {r.num_tokens} | {r.runs} | {r.a_us:,.1f} | {r.b_us:,.1f} | "
                      f"{r.ratio_median:.3f} | {r.ratio_min:.3f} | {r.ratio_max:.3f} | "
-                     + (f"**{r.verdict}**" if r.verdict == "behind" else r.verdict) + " |")
+                     + (f"**{r.verdict}**" if r.verdict == "behind" else r.verdict) + f" | {_kernel_cell(r)} |")
     counts = table["verdict"].value_counts()
     lines += ["", f"{a} against {b}: " + ", ".join(f"{v} at {int(counts.get(v, 0))}" for v in ("ahead", "level",
                                                                                                "behind"))
               + f" of {len(table)} shapes (level: the runs straddle 1)."]
+    differ = table[(table["kernel_verdict"] != "") & (table["kernel_verdict"] != table["verdict"])]
+    if len(differ):
+        lines.append(f"By kernel time the verdict differs at {len(differ)}: "
+                     + ", ".join(f"{r.model} EP{r.ep_size} T={r.num_tokens} ({r.verdict} / {r.kernel_verdict})"
+                                 for r in differ.itertuples(index=False)) + ".")
     return "\n".join(lines)
+
+
+def _kernel_cell(r: object) -> str:
+    v = getattr(r, "kernel_verdict")
+    if not v:
+        return "-"
+    return f"{v} ({getattr(r, 'kratio_min'):.3f}-{getattr(r, 'kratio_max'):.3f})"
