@@ -1,0 +1,97 @@
+"""Two calls timed in alternation (a paired comparison): round ``r`` replays each call once, L2 flushed before each,
+in an order that alternates from round to round, so that a drift of the GPU's clocks over the timing (power, heat)
+falls on both alike and each round gives one ratio ``a / b`` of two calls made a few hundred microseconds apart.
+
+Why: at 20b EP1 T=16384 on the H100 (6.2-6.9 ms a call) the timing pass and the CUPTI pass of one tactic disagree by
+-4 to +10 % (``docs/goals-h100-s17.md``), both backends and both ways, so two medians taken one after the other
+cannot tell a 1 % difference.  The per-round ratio can: :func:`paired_summary` gives its median and p10 / p90 and the
+verdict ``ahead`` (a is faster in at least 9 rounds of 10: p90 below 1), ``behind`` (p10 above 1) or ``level``.
+
+:func:`round_orders` and :func:`paired_summary` are pure (tested on CPU); :func:`time_paired` needs a CUDA GPU."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from .timing import TimingStats, _quantile, summarize
+
+
+def round_orders(names: Sequence[str], rounds: int) -> list[list[str]]:
+    """The order of the calls in each round: rotated by one each round (a, b / b, a / ... for two), so that each call
+    goes first in as many rounds as the others (to within one)."""
+    if len(set(names)) != len(names) or len(names) < 2:
+        raise ValueError(f"names: expected two or more distinct calls, got {list(names)}")
+    if rounds < 1:
+        raise ValueError(f"rounds: expected a positive count, got {rounds}")
+    n = len(names)
+    return [[names[(i + r) % n] for i in range(n)] for r in range(rounds)]
+
+
+@dataclass(frozen=True)
+class PairedSummary:
+    """``a`` against ``b`` over the same rounds: each one's timing statistics and the per-round ratio ``a / b``."""
+
+    a: TimingStats
+    b: TimingStats
+    ratio_median: float
+    ratio_p10: float
+    ratio_p90: float
+    a_faster_share: float  # the share of rounds where a's call took less time than b's
+    verdict: str  # ahead | behind | level (a against b)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"a_median_us": self.a.median_us, "a_p10_us": self.a.p10_us, "a_p90_us": self.a.p90_us,
+                "b_median_us": self.b.median_us, "b_p10_us": self.b.p10_us, "b_p90_us": self.b.p90_us,
+                "rounds": self.a.repeats, "ratio_median": self.ratio_median, "ratio_p10": self.ratio_p10,
+                "ratio_p90": self.ratio_p90, "a_faster_share": self.a_faster_share, "verdict": self.verdict}
+
+
+def paired_summary(a_us: Sequence[float], b_us: Sequence[float]) -> PairedSummary:
+    """The paired comparison of two series of the same rounds (``a_us[i]`` and ``b_us[i]`` from round ``i``)."""
+    if len(a_us) != len(b_us) or not a_us:
+        raise ValueError(f"a_us, b_us: expected two series of the same rounds, got {len(a_us)} and {len(b_us)} times")
+    if min(*a_us, *b_us) <= 0:
+        raise ValueError("a_us, b_us: every time must be positive")
+    ratios = sorted(x / y for x, y in zip(a_us, b_us))
+    p10, p90 = _quantile(ratios, 0.1), _quantile(ratios, 0.9)
+    verdict = "ahead" if p90 < 1 else "behind" if p10 > 1 else "level"
+    return PairedSummary(a=summarize(list(a_us), "cuda-graph"), b=summarize(list(b_us), "cuda-graph"),
+                         ratio_median=statistics.median(ratios), ratio_p10=p10, ratio_p90=p90,
+                         a_faster_share=sum(x < y for x, y in zip(a_us, b_us)) / len(a_us), verdict=verdict)
+
+
+def time_paired(launches: dict[str, Callable[[], Any]], device: Any, rounds: int = 30,
+                warmup: int = 30) -> dict[str, list[float]]:
+    """Per call name, its time (us) in each round: every call captured in a CUDA graph, replayed ``warmup`` times
+    untimed, then ``rounds`` rounds of one replay each (:func:`round_orders`), the L2 flushed before each replay and
+    CUDA events around it.  A call that cannot be captured is a ValueError (a paired time is a graph replay's)."""
+    import torch
+
+    from .timing import L2Flusher, _capture
+
+    dev = torch.device(device)
+    stream = torch.cuda.current_stream(dev)
+    graphs = {}
+    for name, fn in launches.items():
+        g, why = _capture(fn, dev, stream)
+        if g is None:
+            raise ValueError(f"launches: {name} cannot be captured in a CUDA graph ({why})")
+        graphs[name] = g
+    for g in graphs.values():
+        for _ in range(warmup):
+            g.replay()
+    torch.cuda.synchronize(dev)
+    flush = L2Flusher(dev)
+    events = {name: [] for name in graphs}
+    for order in round_orders(list(graphs), rounds):
+        for name in order:
+            flush()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record(stream)
+            graphs[name].replay()
+            end.record(stream)
+            events[name].append((start, end))
+    torch.cuda.synchronize(dev)
+    return {name: [s.elapsed_time(e) * 1e3 for s, e in pairs] for name, pairs in events.items()}

@@ -1,0 +1,117 @@
+"""Two tactics, of one backend or two, timed in alternation on the same case: is one faster, call for call?
+
+``python -m fp4moe_diag.profiling.duel --model gpt-oss-20b --ep 1 --tokens 16384
+--a triton=m128n128k64w16s3-ps-gu-tm-g2n256 --b triton_kernels=tk-mautokautow8 --out data/runs/RUN/duel.csv``
+
+Per case (the shape table's model and EP at each token count, inputs built as the sweep builds them) both calls are
+prepared and captured in CUDA graphs, then timed by :func:`..measure.paired.time_paired`: ``--warmup`` untimed
+replays each, then ``--rounds`` rounds of one replay each in alternating order, the L2 flushed before every replay.
+One row per case: each call's median / p10 / p90, the per-round ratio a / b (median, p10, p90), the share of rounds a
+was faster, and the verdict (``ahead``: a faster in at least 9 rounds of 10, ``behind``, ``level``).  This settles
+what a sweep's two medians, taken minutes apart, cannot at the sizes where the GPU's clocks drift over a timing
+(20b EP1 T=16384 on the H100, ``docs/goals-h100-s17.md``).  Timing only: the tactics' outputs are checked by the
+sweeps that chose them, not here."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import pandas as pd
+
+#: the columns of a duel CSV, in order (then the environment's: gpu_name, triton_version, flashinfer_version, git_commit)
+COLUMNS = ("model", "ep_size", "num_tokens", "a_backend", "a_tactic", "b_backend", "b_tactic", "a_median_us",
+           "a_p10_us", "a_p90_us", "b_median_us", "b_p10_us", "b_p90_us", "rounds", "ratio_median", "ratio_p10",
+           "ratio_p90", "a_faster_share", "verdict")
+ENV = ("gpu_name", "triton_version", "flashinfer_version", "git_commit")
+
+
+def contestant(text: str) -> tuple[str, str]:
+    """``BACKEND=TACTIC`` -> (backend, tactic label); the backend must be one this install has."""
+    from ..cli_args import backend_name
+
+    backend, sep, tactic = str(text).partition("=")
+    if not sep or not backend.strip() or not tactic.strip():
+        raise argparse.ArgumentTypeError(f"expected BACKEND=TACTIC (e.g. triton=m16n128k128w4s3-ps), got {text!r}")
+    return backend_name(backend.strip()), tactic.strip()
+
+
+def duel_case(case: Any, a: tuple[str, str], b: tuple[str, str], device: Any, rounds: int, warmup: int) -> dict:
+    """One row of :data:`COLUMNS` (but the environment's): ``a`` against ``b`` on ``case``."""
+    from ..measure.paired import paired_summary, time_paired
+    from .call_setup import prepare_call
+
+    calls = {side: prepare_call(backend, case, {side: tactic}, device) for side, (backend, tactic) in
+             (("a", a), ("b", b))}
+    launches = {side: call.bind(call.tactics[side]) for side, call in calls.items()}
+    times = time_paired(launches, device, rounds=rounds, warmup=warmup)
+    s = paired_summary(times["a"], times["b"])
+    return dict(model=case.model, ep_size=case.ep_size, num_tokens=case.num_tokens, a_backend=a[0], a_tactic=a[1],
+                b_backend=b[0], b_tactic=b[1], **s.as_dict())
+
+
+def _parser() -> argparse.ArgumentParser:
+    from .. import cli_args as A
+
+    ap = argparse.ArgumentParser(prog="python -m fp4moe_diag.profiling.duel", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", type=A.model_name, default="gpt-oss-20b")
+    ap.add_argument("--ep", type=A.positive_int, default=1)
+    ap.add_argument("--tokens", type=A.int_list, required=True, help="token counts, comma separated")
+    ap.add_argument("--a", type=contestant, required=True, help="BACKEND=TACTIC: the call compared")
+    ap.add_argument("--b", type=contestant, required=True, help="BACKEND=TACTIC: the call it is compared with")
+    ap.add_argument("--rounds", type=A.positive_int, default=30, help="timed rounds (default 30)")
+    ap.add_argument("--warmup", type=A.non_negative_int, default=30, help="untimed replays of each call (default 30)")
+    ap.add_argument("--device", type=A.device, default="cuda")
+    ap.add_argument("--out", type=A.out_file, required=True, help="the rows as CSV (never overwritten)")
+    ap.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    return ap
+
+
+def _checked(ap: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> tuple[argparse.Namespace, list]:
+    """The arguments and cases, every check done before any GPU work (one-line errors, exit 2)."""
+    import torch
+
+    from ..problem.shapes import default_case
+
+    args = ap.parse_args(argv)
+    if args.a == args.b:
+        ap.error(f"argument --b: the same call as --a ({args.a[0]}={args.a[1]}); a duel needs two")
+    try:
+        cases = [default_case(args.model, args.ep, n) for n in args.tokens]
+    except ValueError as e:
+        ap.error(str(e))
+    if args.out.exists() and not args.overwrite:
+        ap.error(f"argument --out: {args.out} exists; pass --overwrite to replace it")
+    if not str(args.device).startswith("cuda") or not torch.cuda.is_available():
+        ap.error(f"argument --device: a duel is timed on a CUDA GPU (graph replays), got {args.device!r} "
+                 f"(CUDA available: {torch.cuda.is_available()})")
+    return args, cases
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    from ..atomic_io import atomic_write
+    from ..environment import environment_info
+
+    ap = _parser()
+    args, cases = _checked(ap, argv)
+    env = environment_info(args.device)
+    rows: list[dict] = []
+    for case in cases:
+        rows.append(duel_case(case, args.a, args.b, args.device, args.rounds, args.warmup)
+                    | {k: env.get(k, "") for k in ENV})
+        frame = pd.DataFrame(rows, columns=[*COLUMNS, *ENV])
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(args.out, lambda f: f.write(frame.to_csv(index=False).encode()))  # after every case
+    for r in rows:
+        print(f"{r['model']} EP{r['ep_size']} T={r['num_tokens']}: a {r['a_median_us']:.1f} us, b "
+              f"{r['b_median_us']:.1f} us; a / b per round {r['ratio_median']:.3f} (p10 {r['ratio_p10']:.3f}, p90 "
+              f"{r['ratio_p90']:.3f}), a faster in {r['a_faster_share']:.0%} of {r['rounds']} rounds: {r['verdict']}")
+    print(json.dumps({"out": str(args.out), "rows": len(rows)}))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

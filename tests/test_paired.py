@@ -1,0 +1,60 @@
+"""Paired timing (measure.paired) and the duel that uses it (profiling.duel): the round orders, the per-round ratio and
+its verdict on series whose answers are known, and the command line's refusals before any GPU work."""
+
+from __future__ import annotations
+
+import pytest
+
+from fp4moe_diag.measure.paired import paired_summary, round_orders
+from fp4moe_diag.profiling import duel
+
+
+def test_each_call_goes_first_in_turn():
+    assert round_orders(["a", "b"], 4) == [["a", "b"], ["b", "a"], ["a", "b"], ["b", "a"]]
+    assert round_orders(["a", "b", "c"], 3) == [["a", "b", "c"], ["b", "c", "a"], ["c", "a", "b"]]
+    with pytest.raises(ValueError, match="two or more distinct"):
+        round_orders(["a", "a"], 3)
+    with pytest.raises(ValueError, match="rounds"):
+        round_orders(["a", "b"], 0)
+
+
+def test_a_drift_that_two_medians_would_read_as_a_gap_is_level_or_a_lead_round_by_round():
+    # the clocks sag over the timing: b's rounds all later in a serial timing would look 10 % slower; paired, a is 1 %
+    # faster in every round
+    drift = [100.0 * (1 + 0.01 * i) for i in range(20)]
+    s = paired_summary([0.99 * t for t in drift], drift)
+    assert s.ratio_median == pytest.approx(0.99) and s.ratio_p90 == pytest.approx(0.99)
+    assert (s.verdict, s.a_faster_share) == ("ahead", 1.0)
+    assert s.a.median_us == pytest.approx(0.99 * 109.5) and s.b.repeats == 20
+    # a faster in 17 of 20 rounds, 3 slower: p90 of the ratio above 1 -> level; reversed -> level too
+    a = [99.0] * 17 + [101.0] * 3
+    s = paired_summary(a, [100.0] * 20)
+    assert (s.verdict, s.a_faster_share) == ("level", 0.85)
+    assert paired_summary([101.0] * 20, [100.0] * 20).verdict == "behind"
+    d = paired_summary([99.0, 100.0], [100.0, 100.0]).as_dict()
+    assert d["rounds"] == 2 and d["a_faster_share"] == 0.5 and d["ratio_p10"] == pytest.approx(0.991)  # 0.99 + 0.1 x (1.0 - 0.99)
+    with pytest.raises(ValueError, match="same rounds"):
+        paired_summary([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="positive"):
+        paired_summary([0.0], [1.0])
+
+
+def test_the_duel_refuses_bad_input_before_any_gpu_work(tmp_path, capsys):
+    out = tmp_path / "d.csv"
+    a = ["--a", "triton=m16n128k128w4s3-ps"]
+
+    def refused(*argv: str) -> str:
+        with pytest.raises(SystemExit) as e:
+            duel.main(["--tokens", "64", "--out", str(out), "--device", "cpu", *argv])
+        assert e.value.code == 2
+        return capsys.readouterr().err.strip().splitlines()[-1]
+
+    assert "argument --b: expected BACKEND=TACTIC" in refused(*a, "--b", "tk-m16k128w4")
+    assert "argument --b: unknown backend 'nope'" in refused(*a, "--b", "nope=x")
+    assert "argument --b: the same call as --a (triton=m16n128k128w4s3-ps)" in refused(*a, "--b",
+                                                                                     "triton=m16n128k128w4s3-ps")
+    assert "argument --rounds" in refused(*a, "--b", "triton_kernels=tk-m16k128w4", "--rounds", "0")
+    assert "argument --device: a duel is timed on a CUDA GPU" in refused(*a, "--b", "triton_kernels=tk-m16k128w4")
+    out.write_text("kept")
+    assert f"argument --out: {out} exists" in refused(*a, "--b", "triton_kernels=tk-m16k128w4")
+    assert out.read_text() == "kept"
