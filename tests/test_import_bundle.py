@@ -121,3 +121,24 @@ def test_only_takes_the_named_sweeps_and_ablations_and_names_an_unknown_one(tmp_
     everything = importer(str(tgz), "y", "--runs-root", str(runs))
     assert everything.returncode == 0 and len(pd.read_parquet(runs / "y" / "results.parquet")) == 4
     assert sorted(p.name for p in (runs / "y").glob("ablate-*")) == ["ablate-a.csv", "ablate-b.csv"]
+
+
+def test_a_call_without_a_sweep_keeps_its_duels_and_ablations_with_the_environment_they_recorded(tmp_path):
+    """Only CSVs under r/ (a profile / duel call): copied, named in PROVENANCE.md, their GPU and versions listed."""
+    snap = tmp_path / "snap"
+    (snap / "r").mkdir(parents=True)
+    (snap / "r" / "duel-20b-t16384.csv").write_text("model,verdict,gpu_name,triton_version,git_commit\n"
+                                                     "gpt-oss-20b,level,NVIDIA H100 80GB HBM3,3.6.0,abc\n")
+    (snap / "r" / "ablate-x.csv").write_text("model,variant,gpu_name,triton_version,git_commit\n"
+                                             "gpt-oss-20b,tactic,NVIDIA H100 80GB HBM3,3.6.0,abc\n")
+    tgz = tmp_path / "runs.tgz"
+    with tarfile.open(tgz, "w:gz") as tf:
+        tf.add(snap / "r", "r")
+    runs = tmp_path / "runs"
+    cp = importer(str(tgz), "z", "--runs-root", str(runs))
+    assert cp.returncode == 0, cp.stderr
+    assert sorted(p.name for p in (runs / "z").iterdir()) == ["PROVENANCE.md", "ablate-x.csv", "duel-20b-t16384.csv"]
+    prov = (runs / "z" / "PROVENANCE.md").read_text()
+    assert "- gpu_name: NVIDIA H100 80GB HBM3\n- triton_version: 3.6.0\n- git_commit: abc\n" in prov
+    assert "Duels (`python -m fp4moe_diag.profiling.duel`: two tactics timed in alternating rounds): " \
+           "duel-20b-t16384.csv." in prov and "Ablations (" in prov

@@ -58,3 +58,27 @@ def test_the_duel_refuses_bad_input_before_any_gpu_work(tmp_path, capsys):
     out.write_text("kept")
     assert f"argument --out: {out} exists" in refused(*a, "--b", "triton_kernels=tk-m16k128w4")
     assert out.read_text() == "kept"
+
+
+def test_a_duel_prepares_both_calls_and_summarizes_their_rounds_into_one_row(monkeypatch):
+    """The wiring on a CPU (the reference backend twice; time_paired replaced by one launch each and known times):
+    both calls are prepared and launched, and the row carries both sides and the paired verdict."""
+    from fp4moe_diag import MoECase
+    from fp4moe_diag.measure import paired
+
+    launched = []
+
+    def fake_time_paired(launches, device, rounds, warmup):
+        for name, fn in launches.items():
+            fn()
+            launched.append(name)
+        return {"a": [99.0] * rounds, "b": [100.0] * rounds}
+
+    monkeypatch.setattr(paired, "time_paired", fake_time_paired)
+    case = MoECase(num_tokens=2, hidden_size=64, intermediate_size=64, num_experts=4, top_k=2, model="tiny")
+    row = duel.duel_case(case, ("reference", "torch fp32"), ("reference", "torch fp32"), "cpu", rounds=5, warmup=0)
+    assert launched == ["a", "b"]
+    assert {k: row[k] for k in ("model", "num_tokens", "a_backend", "b_tactic", "rounds", "verdict")} == {
+        "model": "tiny", "num_tokens": 2, "a_backend": "reference", "b_tactic": "torch fp32", "rounds": 5,
+        "verdict": "ahead"}
+    assert row["ratio_median"] == pytest.approx(0.99) and set(duel.COLUMNS) <= set(row)

@@ -9,7 +9,7 @@ notebooks/HTML, and writes PROVENANCE.md (GPU, driver, torch, flashinfer, triton
 A ``partial.tgz`` (``SNAPSHOT_S`` in gpu_session.sh: what a call that ran past its time limit left) holds the
 run folders as they were (``r/<name>/parts/*.parquet``, one atomic file per finished case) beside the bundle so
 far; their finished cases are imported and PROVENANCE.md says the run is partial.  ``r/ablate-*.csv``
-(``profiling.ablate``'s tables) are copied beside the results.  ``--only`` takes some of what ``r/`` holds (a call on a
+(``profiling.ablate``'s tables) and ``r/duel-*.csv`` (``profiling.duel``'s) are copied beside the results.  ``--only`` takes some of what ``r/`` holds (a call on a
 warm machine finds the earlier calls' folders there too).  An existing
 ``data/runs/<run_id>`` is never written over: that is an error unless ``--overwrite``.
 """
@@ -84,9 +84,17 @@ def main() -> None:
         if (b / "reports").exists():
             shutil.copytree(b / "reports", dst / "reports", dirs_exist_ok=True)
         ablations = [p for p in taken if p.is_file() and p.name.startswith("ablate-") and p.suffix == ".csv"]
-        for f in ablations:
+        duels = [p for p in taken if p.is_file() and p.name.startswith("duel-") and p.suffix == ".csv"]
+        for f in ablations + duels:
             shutil.copy2(f, dst / f.name)
     lines = [f"# Run {args.run_id}", ""]
+    if df is None:  # no sweep in the call: the environment the ablation / duel CSVs recorded
+        env = (pd.concat([pd.read_csv(dst / f.name) for f in ablations + duels], ignore_index=True)
+               if ablations + duels else None)
+        for k in ("gpu_name", "triton_version", "flashinfer_version", "git_commit"):
+            seen = [] if env is None or k not in env else sorted({str(v) for v in env[k].dropna() if str(v)})
+            if seen:
+                lines.append(f"- {k}: {', '.join(seen)}")
     if df is not None:
         r = df.iloc[0]
         measured = df.dropna(subset=[c for c in ("ceiling_read_GBps",) if c in df.columns])
@@ -113,6 +121,9 @@ def main() -> None:
     if ablations:
         lines += ["Ablations (`python -m fp4moe_diag.profiling.ablate`, read by `goals` and notebook 04): "
                   + ", ".join(f.name for f in ablations) + ".", ""]
+    if duels:
+        lines += ["Duels (`python -m fp4moe_diag.profiling.duel`: two tactics timed in alternating rounds): "
+                  + ", ".join(f.name for f in duels) + ".", ""]
     if args.note:
         lines += ["## Notes", "", args.note, ""]
     present = [n for n in ("results.parquet", "results.csv") + KEEP + ("reports",) if (dst / n).exists()]

@@ -10,11 +10,13 @@
 #      e.g. PROFILES="$(python -m fp4moe_diag goals data/runs/<run> --unprofiled | tr '\n' ' ')".
 # Run from the repository root on the device with .carry/triton_kernels, .whl and .git_commit carried:
 #   run(command="bash tools/device/plans/evidence.sh", carry=[".carry/triton_kernels", ".whl", ".git_commit"])
+#   4. (PARTS=duel) DUELS (space-separated MODEL|EP|T|BACKEND=TACTIC|BACKEND=TACTIC): each pair timed in alternating
+#      rounds (profiling.duel), for the shapes where two medians taken one after the other cannot tell them apart.
 # PARTS (default "sweep ablate profile") picks the steps. About 7 minutes. $OUT/runs.tgz: the sweep's run folder and the ablation CSVs (one run: import_gpu_bundle.py);
 # $OUT/profiles.tgz: the profiles (beside the run, kernels.csv as ncu_<name>.csv: what goals reads).
 set -u
 PARTS=${PARTS:-sweep ablate profile}
-for p in $PARTS; do case $p in sweep|ablate|profile) ;; *) echo "PARTS: expected sweep, ablate or profile, got $p" >&2
+for p in $PARTS; do case $p in sweep|ablate|profile|duel) ;; *) echo "PARTS: expected sweep, ablate, profile or duel, got $p" >&2
   exit 2 ;; esac; done
 has() { case " $PARTS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 . "$(dirname "$0")/plan_lib.sh"
@@ -30,6 +32,11 @@ has sweep && say "sweep done"
 has ablate && ablate 120b-ep4-t64-r100 gpt-oss-120b 4 64 $(left 230) --repeats 100 m16n128k128w4s3-ps-g2sk2-pdl
 has ablate && ablate 20b-ep1-t4 gpt-oss-20b 1 4 $(left 270) m16n64k256w4s3-ps-sk2-pdl m16n128k128w4s3-ps-g2sk2-pdl
 has ablate && ablate 120b-ep4-t4096 gpt-oss-120b 4 4096 $(left 320) m128n128k64w16s3-ps-gu-g2n256-t64
+has duel && for d in ${DUELS:-}; do
+  IFS='|' read -r dm dep dt da db <<< "$d"
+  L=$(left 560); [ "$L" -gt 40 ] || { say "no time left for the duel $d"; continue; }
+  duel "${dm#gpt-oss-}-ep$dep-t$dt" "$dm" "$dep" "$dt" "$L" "$da" "$db"
+done
 n=0
 PROFILES=${PROFILES:-"gpt-oss-20b|1|1|m16n64k256w4s3-ps-sk2-pdl gpt-oss-20b|1|16|m16n128k128w4s3-ps-g2sk2-pdl \
 gpt-oss-120b|4|4096|m128n128k64w16s3-ps-gu-g2n256-t64"}

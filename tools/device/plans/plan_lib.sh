@@ -5,6 +5,9 @@
 #   plan_finish      stops the snapshot and packs /tmp/r into $OUT/runs.tgz
 #   ablate NAME MODEL EP TOKENS SECONDS [--repeats N] TACTIC...
 #                    profiling.ablate of the tactics into /tmp/r/ablate-NAME.csv, cut off after SECONDS
+#   duel NAME MODEL EP TOKENS SECONDS A B
+#                    profiling.duel of A against B (BACKEND=TACTIC each) into /tmp/r/duel-NAME.csv, cut off after
+#                    SECONDS
 #   ncu_env          ncu on PATH and its extras/python on PYTHONPATH (Nsight Compute through nsight-python)
 #   SWEEP_ARGS       the one timing method of every plan (CUDA graphs, L2 flushed, CUPTI kernel time, screened);
 #                    a plan adds its own --screen-top
@@ -36,6 +39,12 @@ ablate() {
   timeout "$secs" python3 -m fp4moe_diag.profiling.ablate --model "$model" --ep "$ep" --tokens "$tokens" "${args[@]}" \
     --out /tmp/r/ablate-$name.csv 2>&1 | grep -v -i "warn" | tail -12
   say "ablate $name done"
+}
+duel() {
+  local name=$1 model=$2 ep=$3 tokens=$4 secs=$5 a=$6 b=$7
+  timeout "$secs" python3 -m fp4moe_diag.profiling.duel --model "$model" --ep "$ep" --tokens "$tokens" --a "$a" \
+    --b "$b" --out /tmp/r/duel-$name.csv 2>&1 | grep -v -i "warn" | tail -4
+  say "duel $name done"
 }
 ncu_env() {
   export PATH=$PATH:$(dirname "$(ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)")
