@@ -110,7 +110,9 @@ def goals_markdown(report: GoalReport, launch_us: float = LAUNCH_US) -> str:
     counts = t.groupby("goal")["status"].value_counts().unstack(fill_value=0)
     lines = ["## Issue #25 goals, per shape", "",
              f"x needed: the speed-up ours needs to meet the goal (<= 1: met). One launch = {launch_us:g} us. "
-             "Reasons from Nsight Compute (ncu timing, not the run's).", ""]
+             "Reasons from Nsight Compute (ncu timing, not the run's); where no profile exists, the kernel times "
+             "CUPTI measured in the run (per kernel role; under -pdl the kernels overlap, so their sum exceeds the "
+             "span).", ""]
     for goal, c in counts.iterrows():
         lines.append(f"- goal {goal} ({GOAL_NAMES[int(goal)]}): " +
                      ", ".join(f"{c.get(s, 0)} {s}" for s in ("met", "not met", "not compared") if c.get(s, 0)))
