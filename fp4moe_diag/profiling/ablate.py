@@ -90,40 +90,30 @@ def _write_csv(rows: list[dict], path: Path) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     from .. import cli_args as A
+    from .gpu_args import add_case_args, add_device_out_args
 
     ap = argparse.ArgumentParser(prog="python -m fp4moe_diag.profiling.ablate", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", type=A.model_name, default="gpt-oss-20b")
-    ap.add_argument("--ep", type=A.positive_int, default=1)
-    ap.add_argument("--tokens", type=A.int_list, required=True, help="token counts, comma separated")
+    add_case_args(ap)
     ap.add_argument("--tactic", action="append", required=True, help="a -ps tactic of backend triton; repeat")
     ap.add_argument("--repeats", type=A.positive_int, default=30)
     ap.add_argument("--warmup", type=A.non_negative_int, default=WARMUP,
                     help=f"untimed replays of each call before it is timed (default {WARMUP})")
-    ap.add_argument("--device", type=A.device, default="cuda")
-    ap.add_argument("--out", type=A.out_file, required=True, help="the rows as CSV (never overwritten)")
-    ap.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    add_device_out_args(ap)
     return ap
 
 
 def _checked(ap: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> tuple[argparse.Namespace, list]:
     """The arguments and cases, every check done before any GPU work (one-line errors, exit 2)."""
-    import torch
-
-    from ..problem.shapes import default_case
+    from .gpu_args import cases_out_device
 
     args = ap.parse_args(argv)
     try:
         for t in args.tactic:
             variant_labels(t)
-        cases = [default_case(args.model, args.ep, n) for n in args.tokens]
     except ValueError as e:
         ap.error(str(e))
-    if args.out.exists() and not args.overwrite:
-        ap.error(f"argument --out: {args.out} exists; pass --overwrite to replace it")
-    if not str(args.device).startswith("cuda") or not torch.cuda.is_available():
-        ap.error(f"argument --device: ablations are timed on a CUDA GPU, got {args.device!r} (CUDA available: "
-                 f"{torch.cuda.is_available()}); on a CPU, profiling.sass --tactic LABEL~nodeq / ~load builds them")
-    return args, cases
+    return args, cases_out_device(ap, args, "ablations are timed on a CUDA GPU (on a CPU, profiling.sass --tactic "
+                                            "LABEL~nodeq / ~load builds them)")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

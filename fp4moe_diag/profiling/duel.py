@@ -55,40 +55,26 @@ def duel_case(case: Any, a: tuple[str, str], b: tuple[str, str], device: Any, ro
 
 def _parser() -> argparse.ArgumentParser:
     from .. import cli_args as A
+    from .gpu_args import add_case_args, add_device_out_args
 
     ap = argparse.ArgumentParser(prog="python -m fp4moe_diag.profiling.duel", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", type=A.model_name, default="gpt-oss-20b")
-    ap.add_argument("--ep", type=A.positive_int, default=1)
-    ap.add_argument("--tokens", type=A.int_list, required=True, help="token counts, comma separated")
+    add_case_args(ap)
     ap.add_argument("--a", type=contestant, required=True, help="BACKEND=TACTIC: the call compared")
     ap.add_argument("--b", type=contestant, required=True, help="BACKEND=TACTIC: the call it is compared with")
     ap.add_argument("--rounds", type=A.positive_int, default=30, help="timed rounds (default 30)")
     ap.add_argument("--warmup", type=A.non_negative_int, default=30, help="untimed replays of each call (default 30)")
-    ap.add_argument("--device", type=A.device, default="cuda")
-    ap.add_argument("--out", type=A.out_file, required=True, help="the rows as CSV (never overwritten)")
-    ap.add_argument("--overwrite", action="store_true", help="replace an existing --out")
+    add_device_out_args(ap)
     return ap
 
 
 def _checked(ap: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> tuple[argparse.Namespace, list]:
     """The arguments and cases, every check done before any GPU work (one-line errors, exit 2)."""
-    import torch
-
-    from ..problem.shapes import default_case
+    from .gpu_args import cases_out_device
 
     args = ap.parse_args(argv)
     if args.a == args.b:
         ap.error(f"argument --b: the same call as --a ({args.a[0]}={args.a[1]}); a duel needs two")
-    try:
-        cases = [default_case(args.model, args.ep, n) for n in args.tokens]
-    except ValueError as e:
-        ap.error(str(e))
-    if args.out.exists() and not args.overwrite:
-        ap.error(f"argument --out: {args.out} exists; pass --overwrite to replace it")
-    if not str(args.device).startswith("cuda") or not torch.cuda.is_available():
-        ap.error(f"argument --device: a duel is timed on a CUDA GPU (graph replays), got {args.device!r} "
-                 f"(CUDA available: {torch.cuda.is_available()})")
-    return args, cases
+    return args, cases_out_device(ap, args, "a duel is timed on a CUDA GPU (graph replays)")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
