@@ -11,21 +11,18 @@ from typing import Any
 
 
 def cmd_ablations(args: argparse.Namespace) -> int:
-    from .analysis.ablations import ablation_table, markdown, read_ablations
+    from .analysis.ablations import ablations_per_run, markdown
 
     for d in args.runs:
         if not d.is_dir():
             raise ValueError(f"argument runs: {d} is not a folder")
         if not any(d.glob("ablate*.csv")):
             raise ValueError(f"argument runs: {d} holds no ablate*.csv (python -m fp4moe_diag.profiling.ablate)")
-    tables = [ablation_table(read_ablations([d])).assign(run=d.name) for d in args.runs]
-    import pandas as pd
-
-    table = pd.concat(tables, ignore_index=True).sort_values(
-        ["gpu_name", "model", "ep_size", "num_tokens", "tactic", "run"], kind="stable")
+    table = ablations_per_run(args.runs).sort_values(["gpu_name", "model", "ep_size", "num_tokens", "tactic", "run"],
+                                                     kind="stable").reset_index(drop=True)
     if args.csv:
         table.to_csv(args.csv, index=False)
-    print(markdown(table.reset_index(drop=True)))
+    print(markdown(table))
     return 0
 
 

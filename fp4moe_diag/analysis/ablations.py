@@ -80,12 +80,17 @@ def committed_ablations(root: Path | None = None) -> pd.DataFrame:
     each case's run folder in ``run``; empty when none is committed."""
     from ..paths import RUNS_ROOT
 
-    folders = sorted(p for p in Path(root if root is not None else RUNS_ROOT).glob("*") if p.is_dir())
+    return ablations_per_run(sorted(p for p in Path(root if root is not None else RUNS_ROOT).glob("*") if p.is_dir()))
+
+
+def ablations_per_run(folders: Iterable[Path]) -> pd.DataFrame:
+    """:func:`ablation_table` of each folder's ``ablate*.csv`` on its own, with the folder's name in ``run`` (a folder
+    without any adds nothing; none at all: an empty frame)."""
     tables = []
     for d in folders:
         rows = read_ablations([d])
         if not rows.empty:
-            tables.append(ablation_table(rows).assign(run=d.name))
+            tables.append(ablation_table(rows).assign(run=Path(d).name))
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
 
 

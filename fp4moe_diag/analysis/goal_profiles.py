@@ -214,7 +214,8 @@ def cupti_text(breakdown: object, kernel_sum_us: object = None, span_us: object 
         return None
     roles: dict[str, float] = {}
     for name, us in per_kernel.items():
-        roles[kernel_role(name)] = roles.get(kernel_role(name), 0.0) + float(us)
+        role = kernel_role(name)
+        roles[role] = roles.get(role, 0.0) + float(us)
     text = ", ".join(f"{r} {us:.1f}" for r, us in sorted(roles.items(), key=lambda kv: -kv[1])) + " us"
     extra = [f"{w} {v:.1f}" for w, v in (("sum", as_float(kernel_sum_us)), ("span", as_float(span_us)))
              if not math.isnan(v)]

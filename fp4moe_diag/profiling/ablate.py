@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import pandas as pd
@@ -81,13 +80,6 @@ def ablate_case(case: Any, tactic: str, device: Any, repeats: int, read_gbps: fl
     return rows
 
 
-def _write_csv(rows: list[dict], path: Path) -> None:
-    from ..atomic_io import atomic_write
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, lambda f: f.write(pd.DataFrame(rows, columns=list(COLUMNS)).to_csv(index=False).encode()))
-
-
 def _parser() -> argparse.ArgumentParser:
     from .. import cli_args as A
     from .gpu_args import add_case_args, add_device_out_args
@@ -119,6 +111,7 @@ def _checked(ap: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> tupl
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from ..environment import environment_info
     from ..measure.ceilings import measure_ceilings
+    from .gpu_args import write_rows
 
     ap = _parser()
     args, cases = _checked(ap, argv)
@@ -130,7 +123,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for t in args.tactic:
             rows += [r | {k: env.get(k, "") for k in ("gpu_name", "triton_version", "git_commit")}
                      for r in ablate_case(case, t, args.device, args.repeats, read_gbps, args.warmup)]
-            _write_csv(rows, args.out)  # after every case: a cut-off run keeps what it finished
+            write_rows(rows, COLUMNS, args.out)  # after every case: a cut-off run keeps what it finished
     print(markdown(ablation_table(pd.DataFrame(rows))))
     print(json.dumps({"out": str(args.out), "rows": len(rows), "read_GBps": round(read_gbps, 1)}))
     return 0

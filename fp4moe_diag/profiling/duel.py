@@ -17,10 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any, Optional, Sequence
-
-import pandas as pd
 
 #: the columns of a duel CSV, in order (then the environment's: gpu_name, triton_version, flashinfer_version, git_commit)
 COLUMNS = ("model", "ep_size", "num_tokens", "a_backend", "a_tactic", "b_backend", "b_tactic", "a_median_us",
@@ -78,8 +75,8 @@ def _checked(ap: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> tupl
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from ..atomic_io import atomic_write
     from ..environment import environment_info
+    from .gpu_args import write_rows
 
     ap = _parser()
     args, cases = _checked(ap, argv)
@@ -88,9 +85,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for case in cases:
         rows.append(duel_case(case, args.a, args.b, args.device, args.rounds, args.warmup)
                     | {k: env.get(k, "") for k in ENV})
-        frame = pd.DataFrame(rows, columns=[*COLUMNS, *ENV])
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(args.out, lambda f: f.write(frame.to_csv(index=False).encode()))  # after every case
+        write_rows(rows, [*COLUMNS, *ENV], args.out)  # after every case
     for r in rows:
         print(f"{r['model']} EP{r['ep_size']} T={r['num_tokens']}: a {r['a_median_us']:.1f} us, b "
               f"{r['b_median_us']:.1f} us; a / b per round {r['ratio_median']:.3f} (p10 {r['ratio_p10']:.3f}, p90 "

@@ -1,10 +1,13 @@
-"""What the GPU-only tools of this package (:mod:`.ablate`, :mod:`.duel`) check the same way before any GPU work:
+"""What the GPU-only tools of this package (:mod:`.ablate`, :mod:`.duel`) do the same way: check before any GPU work
 the cases of ``--model`` / ``--ep`` / ``--tokens``, an ``--out`` that is not overwritten by accident, and a CUDA
-``--device``.  Each failure is the parser's one-line error (exit 2) naming the argument."""
+``--device`` (each failure the parser's one-line error, exit 2, naming the argument); write their rows to ``--out``
+after every case, atomically."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Sequence
 
 
 def add_case_args(ap: argparse.ArgumentParser) -> None:
@@ -41,3 +44,14 @@ def cases_out_device(ap: argparse.ArgumentParser, args: argparse.Namespace, time
     if not str(args.device).startswith("cuda") or not torch.cuda.is_available():
         ap.error(f"argument --device: {timed}, got {args.device!r} (CUDA available: {torch.cuda.is_available()})")
     return cases
+
+
+def write_rows(rows: list[dict], columns: Sequence[str], path: Path) -> None:
+    """``rows`` as the CSV ``path`` (these ``columns``, in order), replaced atomically: a run cut off after a case
+    keeps every case it finished."""
+    import pandas as pd
+
+    from ..atomic_io import atomic_write
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda f: f.write(pd.DataFrame(rows, columns=list(columns)).to_csv(index=False).encode()))
