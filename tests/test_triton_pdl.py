@@ -28,17 +28,22 @@ def test_pdl_labels_round_trip_and_checks():
     assert parse_config("m16n128k128w4s3-ps-pdlpfe").label == "m16n128k128w4s3-ps-pdlpfe"
     assert parse_config("m16n128k128w4s3-ps").pdl == 0 and "pdl" not in parse_config("m16n128k128w4s3-ps").params()
     assert kc.params()["pdl"] == 1
-    assert PDL_LABELS == {0: "", 1: "-pdl", 2: "-pdlpf", 3: "-pdlpfe"}
+    assert PDL_LABELS == {0: "", 1: "-pdl", 2: "-pdlpf", 3: "-pdlpfe", 4: "-pdlw"}
+    assert parse_config("m16n64k256w4s3-ps-sk4-pdlw-fs") == KernelConfig(16, 64, 256, 4, 3, "ps", 4, pdl=4, fused=True)
+    assert parse_config("m16n128k128w4s3-ps-tm-g2sk2-pdlw").label == "m16n128k128w4s3-ps-tm-g2sk2-pdlw"
     assert all(c.pdl == 1 and c.ps and c.block_m == 16 for c in PS_PDL_CONFIGS)  # decode tiles only (s8, s9a runs)
     assert all(parse_config(c.label) == c for c in PS_PDL_CONFIGS)
     with pytest.raises(ValueError, match="pdl .* is a mode ps option"):
         KernelConfig(16, 64, 128, 4, 3, "x2", pdl=1)
     with pytest.raises(ValueError, match="pdl must be one of"):
-        KernelConfig(16, 64, 128, 4, 3, "ps", pdl=4)
+        KernelConfig(16, 64, 128, 4, 3, "ps", pdl=5)
     with pytest.raises(ValueError, match="pdl must be one of"):
         KernelConfig(16, 64, 128, 4, 3, "ps", pdl=True)
     with pytest.raises(ValueError, match="expected a label"):
         parse_config("m16n64k128w4s3-ps-pdl-sk2")  # the suffix comes last
+    with pytest.raises(ValueError, match="~load of a -pdlw tactic"):
+        parse_config("m16n64k128w4s3-ps-pdlw~load")
+    assert parse_config("m16n64k128w4s3-ps-pdlw~nodeq").pdl == 4
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
@@ -71,6 +76,9 @@ def test_pdl_launch_switches():
         launch._pdl_args(1, ps=False)
     with pytest.raises(ValueError, match="^pdl: expected 0"):
         launch._pdl_args(5, ps=True)
+    with pytest.raises(ValueError, match="^pdl: expected 0"):
+        launch._pdl_args(True, ps=True)
+    assert launch._w_first_args(4) == {"W_FIRST": True} and launch._w_first_args(1) == {}  # the interpreter's too
     assert launch._pdl_args(0, ps=True) == {}
     want = {} if launch.INTERPRETED else {"PDL": 2, "launch_pdl": True}
     assert launch._pdl_args(2, ps=True) == want
@@ -90,7 +98,8 @@ cases = {  # K = 192 / 320 in steps of 128: a half-empty last K tile; 8 experts,
 }
 labels = ("m16n64k128w4s1-ps", "m16n64k128w4s1-ps-pdl", "m16n64k128w4s1-ps-pdlpf",
           "m16n64k128w4s1-ps-sk2", "m16n64k128w4s1-ps-sk2-pdl", "m16n64k128w4s1-ps-sk2-pdlpfe",
-          "m32n128k64w4s1-ps-g2sk3", "m32n128k64w4s1-ps-g2sk3-pdl", "m32n128k64w4s1-ps-g2sk3-pdlpfe")
+          "m32n128k64w4s1-ps-g2sk3", "m32n128k64w4s1-ps-g2sk3-pdl", "m32n128k64w4s1-ps-g2sk3-pdlpfe",
+          "m16n64k128w4s1-ps-pdlw", "m16n64k128w4s1-ps-sk2-pdlw", "m32n128k64w4s1-ps-g2sk3-pdlw")
 out = {}
 for name, kw in cases.items():
     inp = build_inputs(MoECase(**{**base, **kw}))
@@ -114,7 +123,7 @@ interp_results = interpreter_fixture(_INTERP_SCRIPT)
 def test_pdl_tactics_match_the_reference_in_the_interpreter(interp_results: dict, name: str):
     assert interp_results["interpreted"] is True
     errs = {k: v for k, v in interp_results.items() if k.startswith(name + "/") and "same_bits" not in k}
-    assert len(errs) == 9 and sum("-pdl" in k for k in errs) == 6
+    assert len(errs) == 12 and sum("-pdl" in k for k in errs) == 9 and sum("-pdlw" in k for k in errs) == 3
     assert not {k: v for k, v in errs.items() if not v < TOL}, errs
     assert interp_results[f"{name}/same_bits"] is True
 
@@ -143,3 +152,26 @@ def test_pdl_instructions_in_the_sm90_build():
     assert ptx3.index(prefetch) < ptx3.index(wait) and reg3 <= reg0 + 8
     assert g1.count(wait) == g1.count(trigger) == 1
     assert reg1 <= reg0 + 8  # the wait costs no registers worth an occupancy step
+
+
+@pytest.mark.skipif(not bundled_tools("ptxas", "cuobjdump"), reason="triton with its bundled CUDA tools is not "
+                    "installed")
+def test_pdlw_loads_gemm2_weights_before_the_wait_at_the_pdl_registers():
+    """-pdlw: gemm2's routing tables and its first K step's weights (16-byte vector loads) are loaded before
+    ``griddepcontrol.wait``, none of them with -pdl; capped at the -pdl twin's registers (launch._bound), so that the
+    same programs fit an SM; gemm1 keeps -pdl's order (nothing loaded before its wait)."""
+    import re
+
+    wait = "griddepcontrol.wait"
+
+    def loads_before_wait(ptx: str) -> tuple[int, int]:
+        head = ptx[:ptx.index(wait)]
+        return len(re.findall(r"ld\.global\.[^\n]*v4", head)), len(re.findall(r"ld\.global", head))
+
+    ptx1, reg1 = _ptx_and_regs("m16n64k256w4s3-ps-sk2-pdl", "gemm2")
+    ptx4, reg4 = _ptx_and_regs("m16n64k256w4s3-ps-sk2-pdlw", "gemm2")
+    g1, _ = _ptx_and_regs("m16n64k256w4s3-ps-sk2-pdlw", "gemm1")
+    assert loads_before_wait(ptx1) == (0, 0) and loads_before_wait(g1) == (0, 0)
+    vec, total = loads_before_wait(ptx4)
+    assert vec >= 4 and total > vec  # 64 x 256 fp4 = 8 KB over 128 threads: 4 x 16 bytes each; then tables, scales
+    assert ptx4.count(wait) == 1 and reg4 <= reg1

@@ -217,6 +217,8 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
             const["CHUNK_DOTS"] = ps_gu_chunk_dots(kc.block_k, kc.num_warps)
         elif gemm == "gemm1":
             const["TILES_FIRST"] = ps_tiles_first(kc.block_m, bn, kc.block_k, kc.num_warps)
+        else:
+            const["W_FIRST"] = kc.pdl == 4  # -pdlw: gemm2's first weights before its wait (launch._w_first_args)
         args, fconst = _FUSED[gemm]  # typed even when unused (Triton 3.9 wants every argument in the signature)
         ptrs, types = ptrs + [a for a in args if args[a] != "i32"], types + [t for t in args.values() if t != "i32"]
         ints = ints + [a for a in args if args[a] == "i32"]
@@ -231,8 +233,9 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
     attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in aligned}
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(c),): v for c, v in const.items()},
                     attrs=attrs)
-    cap = {"maxnreg": resource_usage(_compile(replace(kc, ablate=""), gemm, k, arch))["reg"]} if (
-        kc.ablate == "nodeq") else {}  # as the launcher builds ~nodeq: at most its tactic's registers (launch._bound)
+    twin = replace(kc, ablate="") if kc.ablate == "nodeq" else replace(kc, pdl=1) if (
+        kc.pdl == 4 and gemm == "gemm2") else None  # as the launcher builds ~nodeq and -pdlw: at most the registers
+    cap = {} if twin is None else {"maxnreg": resource_usage(_compile(twin, gemm, k, arch))["reg"]}  # launch._bound
     return triton.compile(src, target=GPUTarget("cuda", arch, 32),
                           options=dict(num_warps=kc.num_warps, num_stages=kc.num_stages, **K.BUILD_OPTIONS, **cap))
 

@@ -65,6 +65,7 @@ from ._kernels import (X2_UNSCALE, _dot, _gemm1_store, _gemm2_store, _scale_word
                        _word_bytes, _x2_factor)
 from ._kernels_ablate import _nodeq_values, _sink_loop
 from ._kernels_fused import _gemm1_fused_finalize, _gemm2_fused_topk_sum
+from ._kernels_prefetch import _l2_prefetch, _l2_prefetch_slabs
 
 # $4: one word of the layout; $5 / $6: the bf16x2 factors of rows g / g+8.  Out: $0 a0a1 (row g), $1 a2a3 (g+8),
 # $2 a4a5 (g), $3 a6a7 (g+8): slots 0..3 of both halves decoded to bf16 patterns (value x 2**-126), times the factor.
@@ -81,33 +82,6 @@ _PS_ASM = tl.constexpr(r"""
 """)
 
 
-# $1 / $2: a 512-byte chunk of the ps weights and its 32 scale bytes; into L2, no registers or shared memory touched
-_PF_ASM = tl.constexpr("""
-{
-  cp.async.bulk.prefetch.L2.global [$1], 512;
-  cp.async.bulk.prefetch.L2.global [$2], 32;
-  mov.u32 $0, 0;
-}
-""")
-
-
-# -pdlpfe: one thread per slab ($3: the slab's index in the tile == %tid.x) prefetches its whole range ($4 weight
-# bytes at $1, $5 scale bytes at $2) with an L2 evict_last policy, so that gemm1's streaming reads do not evict it
-_PF1_ASM = tl.constexpr("""
-{
-  .reg .pred p;
-  .reg .b32 t;
-  .reg .b64 pol;
-  mov.u32 t, %tid.x;
-  setp.eq.u32 p, t, $3;
-  createpolicy.fractional.L2::evict_last.b64 pol, 1.0;
-  @p cp.async.bulk.prefetch.L2.global.L2::cache_hint [$1], $4, pol;
-  @p cp.async.bulk.prefetch.L2.global.L2::cache_hint [$2], $5, pol;
-  mov.u32 $0, 0;
-}
-""")
-
-
 @triton.jit
 def _pdl_enter(PDL: tl.constexpr):
     """Programmatic dependent launch (``PDL`` > 0, never under the interpreter: the launcher passes 0 there): wait
@@ -117,33 +91,6 @@ def _pdl_enter(PDL: tl.constexpr):
     if PDL > 0:
         gdc_wait()
         gdc_launch_dependents()
-
-
-@triton.jit
-def _l2_prefetch(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride_ss, S: tl.constexpr,
-                 PF_C: tl.constexpr):
-    """Prefetch into L2 the first ``PF_C`` chunks (512 weight bytes + 32 scale bytes each) of slabs ``slab0 ..
-    slab0 + S - 1`` from chunk ``chunk0`` of one expert's ps matrices; indices past the matrix are clamped to its
-    last slab / chunk (a repeated prefetch, never an address outside it)."""
-    sl = tl.minimum(slab0 + tl.arange(0, S), n_slabs - 1).to(tl.int64)[:, None]
-    ch = tl.minimum(chunk0 + tl.arange(0, PF_C), n_chunks - 1)[None, :]
-    tl.inline_asm_elementwise(_PF_ASM, constraints="=r,l,l", args=[w_base + sl * stride_ws + ch * 512,
-                                                                    s_base + sl * stride_ss + ch * 32],
-                              dtype=tl.int32, is_pure=False, pack=1)
-
-
-@triton.jit
-def _l2_prefetch_slabs(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride_ss, S: tl.constexpr,
-                       PF_C: tl.constexpr):
-    """As :func:`_l2_prefetch`, one bulk prefetch per slab (its chunks are contiguous) issued by thread ``i`` for
-    slab ``i`` of the tile (a slab whose holder is another thread is skipped: a hint, never a fault), evict_last."""
-    i = tl.arange(0, S)
-    sl = tl.minimum(slab0 + i, n_slabs - 1).to(tl.int64)
-    n = tl.minimum(n_chunks - chunk0, PF_C)
-    tl.inline_asm_elementwise(_PF1_ASM, constraints="=r,l,l,r,r,r",
-                              args=[w_base + sl * stride_ws + chunk0 * 512, s_base + sl * stride_ss + chunk0 * 32, i,
-                                    tl.full((S,), 512, tl.int32) * n, tl.full((S,), 32, tl.int32) * n],
-                              dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
@@ -213,13 +160,12 @@ def _tm_bytes(w_base, s_base, slab0, chunk0, stride_ws, stride_ss, S: tl.constex
 
 
 @triton.jit
-def _ps_tile(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride_ss, S: tl.constexpr,
-             C: tl.constexpr, INTERP: tl.constexpr, SCALE_WORDS: tl.constexpr = False, ABLATE: tl.constexpr = 0,
-             TILE_MAJOR: tl.constexpr = False, CT: tl.constexpr = 0):
-    """The upcast weight tile ``W [16 S, 64 C]`` (bf16, times 2**-X2_OFFSET) of slabs ``slab0..`` and chunks
+def _ps_bytes(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride_ss, S: tl.constexpr,
+              C: tl.constexpr, SCALE_WORDS: tl.constexpr = False, TILE_MAJOR: tl.constexpr = False,
+              CT: tl.constexpr = 0):
+    """The weight bytes ``[S, C, 512]`` and scale bytes ``[S, C, 32]`` of the tile at slabs ``slab0..`` and chunks
     ``chunk0..`` of one expert (``w_base`` / ``s_base``); slabs and chunks past the matrix read as zeros.
-    ``ABLATE`` 1 (``~nodeq``, :mod:`._kernels_ablate`): the same loads and shapes, no decode.  ``TILE_MAJOR``
-    (``-tm``): the copy stored tile by tile in tiles of ``CT`` chunks (0: ``C``), :func:`_tm_bytes`."""
+    ``TILE_MAJOR`` (``-tm``): the copy stored tile by tile in tiles of ``CT`` chunks (0: ``C``), :func:`_tm_bytes`."""
     if TILE_MAJOR:
         p, sc = _tm_bytes(w_base, s_base, slab0, chunk0, stride_ws, stride_ss, S, C, C if CT == 0 else CT,
                           SCALE_WORDS)
@@ -232,6 +178,13 @@ def _ps_tile(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride
         else:
             sc = tl.load(s_base + row * stride_ss + ch[None, :, None] * 32 + tl.arange(0, 32)[None, None, :],
                          mask=ok, other=0)
+    return p, sc
+
+
+@triton.jit
+def _ps_decode(p, sc, S: tl.constexpr, C: tl.constexpr, INTERP: tl.constexpr, ABLATE: tl.constexpr = 0):
+    """Bytes of :func:`_ps_bytes` -> the upcast weight tile ``W [16 S, 64 C]`` (bf16, times 2**-X2_OFFSET).
+    ``ABLATE`` 1 (``~nodeq``, :mod:`._kernels_ablate`): the same shapes, no decode."""
     f = tl.reshape(_x2_factor(sc, INTERP), (S, C, 8, 1, 2, 1, 2, 1))  # slab, chunk, g, -, sb, -, rh, -
     f = tl.reshape(tl.broadcast_to(f, (S, C, 8, 4, 2, 2, 2, 2)), (S, C, 8, 4, 4, 4))
     if ABLATE == 1:
@@ -241,6 +194,16 @@ def _ps_tile(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride
     y = tl.reshape(tl.join(r0, r1), (S, C, 8, 4, 4, 2, 2, 2))  # slab, chunk, g, t, s, rh, e, kh
     y = tl.permute(y, (0, 5, 2, 1, 4, 7, 3, 6))  # slab, rh, g, chunk, s, kh, t, e
     return tl.reshape(y, (S * 16, C * 64))
+
+
+@triton.jit
+def _ps_tile(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride_ss, S: tl.constexpr,
+             C: tl.constexpr, INTERP: tl.constexpr, SCALE_WORDS: tl.constexpr = False, ABLATE: tl.constexpr = 0,
+             TILE_MAJOR: tl.constexpr = False, CT: tl.constexpr = 0):
+    """The upcast weight tile ``W [16 S, 64 C]`` of :func:`_ps_bytes`' tile (:func:`_ps_decode`)."""
+    p, sc = _ps_bytes(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride_ss, S, C, SCALE_WORDS,
+                      TILE_MAJOR, CT)
+    return _ps_decode(p, sc, S, C, INTERP, ABLATE)
 
 
 @triton.jit
@@ -335,7 +298,7 @@ def _moe_mxfp4_gemm2_ps_kernel(
     SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr, PDL: tl.constexpr = 0,
     SCALE_WORDS: tl.constexpr = False, y_ptr=None, cnt_ptr=None, tok_pairs_ptr=None, orph_ptr=None, stride_ym=0,
     TOP_K: tl.constexpr = 1, ORPH: tl.constexpr = 0, FUSED: tl.constexpr = False, ABLATE: tl.constexpr = 0,
-    STAGES: tl.constexpr = 0, TILE_MAJOR: tl.constexpr = False,
+    STAGES: tl.constexpr = 0, TILE_MAJOR: tl.constexpr = False, W_FIRST: tl.constexpr = False,
 ):
     """gemm2 of :mod:`._kernels` (down, times the routing weight, N = H, K = I) on the ps layout.  ``FUSED``
     (``-fs``): the program completing a token's rows sums them into ``y`` [T, N] (bf16) in the top-k sum's order
@@ -345,8 +308,12 @@ def _moe_mxfp4_gemm2_ps_kernel(
     (2: every thread a share of the 512-byte chunks; 3: one bulk prefetch per slab, evict_last)
     (weights and routing tables are made before the call: no kernel of the call writes them), so that the DRAM
     time left idle in gemm1's tail streams gemm2's weights.  ``ABLATE``, ``STAGES``: :mod:`._kernels_ablate`.
-    ``TILE_MAJOR`` (``-tm``): the weights are the tile-major copy (:func:`_tm_bytes`)."""
-    if PDL >= 2:
+    ``TILE_MAJOR`` (``-tm``): the weights are the tile-major copy (:func:`_tm_bytes`).  ``W_FIRST`` (``-pdlw``, the
+    launcher's ``pdl`` 4; also under the interpreter, without the wait): the routing tables and the first K step's
+    weight and scale bytes are loaded before the wait (both are made before the call: only the activations come
+    from gemm1), so that a program made resident in gemm1's tail has its first weights in registers when gemm1
+    ends and starts with the activation load alone (two of its serial memory latencies taken out of the call)."""
+    if PDL >= 2 and PDL <= 3:
         pm, pn = _grid_ids(N_FASTEST)
         S_PF: tl.constexpr = BLOCK_N // 16
         PF_C: tl.constexpr = min(max(64 // S_PF, 1), K_SPLIT // 64)  # 32 KB of weights per program
@@ -358,7 +325,8 @@ def _moe_mxfp4_gemm2_ps_kernel(
         else:
             _l2_prefetch_slabs(w_ptr + e_pf * stride_we, ws_ptr + e_pf * stride_se, pn * S_PF, c_pf, N // 16,
                                K // 64, stride_ws, stride_ss, S_PF, PF_C)
-    _pdl_enter(PDL)
+    if not W_FIRST:
+        _pdl_enter(PDL)
     pid_m, pid_n = _grid_ids(N_FASTEST)
     pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(pid_m, pid_n, tl.program_id(2), block_expert_ptr,
                                                               sorted_pair_ptr, num_pairs, N, BLOCK_M, BLOCK_N)
@@ -371,11 +339,19 @@ def _moe_mxfp4_gemm2_ps_kernel(
     s_base = ws_ptr + e * stride_se
     slab0 = pid_n * S
     acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    k_first: tl.constexpr = BLOCK_K if W_FIRST else 0  # the K steps the loop leaves to the peeled first one
+    if W_FIRST:
+        p0, sc0 = _ps_bytes(w_base, s_base, slab0, kb // 64, N // 16, K // 64, stride_ws, stride_ss, S, C, SCALE_WORDS,
+                            TILE_MAJOR)
+        _pdl_enter(PDL)
+        at0 = tl.trans(_act_tile(a_ptrs, mask_m, kb, offs_k, K, EVEN_K))
+        acc_t = _dot(_ps_decode(p0, sc0, S, C, DOT_F32, ABLATE), at0, acc_t, DOT_F32)
+        a_ptrs += BLOCK_K
     if ABLATE >= 2:  # ~load / ~seq (_kernels_ablate): the loop's weight and scale loads only
         acc_t = _sink_loop(acc_t, w_base, s_base, w_base, s_base, slab0, kb // 64, N // 16, K // 64, stride_ws,
                            stride_ss, K_SPLIT, BLOCK_K, S, C, 1, STAGES, ABLATE == 3)
     else:
-        for kk in range(0, K_SPLIT, BLOCK_K):
+        for kk in range(k_first, K_SPLIT, BLOCK_K):
             at = tl.trans(_act_tile(a_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
             w = _ps_tile(w_base, s_base, slab0, (kb + kk) // 64, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32,
                          SCALE_WORDS, ABLATE, TILE_MAJOR)

@@ -14,7 +14,7 @@ from .tiling import (DECODE_MAX_PAIRS, decode_sized, even_k, expected_local_pair
 #: waits on the grid before it at its top and lets the next one launch right after: the next grid's programs take the
 #: SMs the tail of this one leaves idle, and no launch gap); ``-pdlpf`` / ``-pdlpfe`` add gemm2's L2 prefetch of its
 #: first weights (see PS_PDL_CONFIGS)
-PDL_LABELS = {0: "", 1: "-pdl", 2: "-pdlpf", 3: "-pdlpfe"}
+PDL_LABELS = {0: "", 1: "-pdl", 2: "-pdlpf", 3: "-pdlpfe", 4: "-pdlw"}  # -pdlw: configs_wfirst
 GATE_UP_LABEL = "-gu"  #: KernelConfig.gate_up's label suffix, right after -ps (group gu of _LABEL)
 #: KernelConfig.fused -> this label suffix (after the PDL one): the last program to arrive at a tile (an int32 arrival
 #: counter per tile, reset by that program) does the pass of the kernel that followed: gemm2 the top-k sum of a
@@ -45,7 +45,7 @@ class KernelConfig:
     split_k: int = 1
     split_k2: int = 0  # gemm2's split-K when it differs from gemm1's (0: the same as split_k)
     pdl: int = 0  # mode ps only: 0 off, 1 programmatic dependent launch (label -pdl), 2 / 3 that and gemm2's first
-    # weight chunks prefetched into L2 before its grid-dependency wait (-pdlpf / -pdlpfe); see PDL_LABELS
+    # weights prefetched into L2 (-pdlpf / -pdlpfe), 4 loaded (-pdlw) before its grid-dependency wait; PDL_LABELS
     block_n2: int = 0  # mode ps only: gemm2's BLOCK_N when it differs from gemm1's (0: the same; label -g2nN)
     gate_up: bool = False  # mode ps only: gemm1 on gate/up rows interleaved per slab, one dot (-gu; configs_gu.py)
     fused: bool = False  # mode ps only (label -fs, last): gemm2 sums each token's top-k rows (the top-k sum kernel
@@ -100,6 +100,9 @@ class KernelConfig:
         if self.ablate not in ABLATIONS or (self.ablate and self.mode != "ps"):
             raise ValueError(f"tactic: ablate is a mode ps option, one of {sorted(a for a in ABLATIONS if a)}; got "
                              f"{self.ablate!r} in mode {self.mode!r}")
+        if self.pdl == 4 and self.ablate in ("load", "seq"):  # their loop reads every K step, the first one too
+            raise ValueError(f"tactic: ~{self.ablate} of a -pdlw tactic would read its first K step twice; ablate the "
+                             f"-pdl twin")
         if self.tile_major and self.ablate in ("load", "seq"):  # their loads take the ps addresses, not -tm's
             raise ValueError(f"tactic: ~{self.ablate} reads the ps layout's tiles, not the tile-major copy; ablate the "
                              f"ps twin (its ~seq reads each program's bytes as -tm does)")
@@ -366,7 +369,7 @@ PS_PDL_CONFIGS += tuple(KernelConfig(*c, pdl=1, fused=True) for c in (
 _LABEL = re.compile(r"^m(?P<m>\d+)n(?P<n>\d+)k(?P<k>\d+)w(?P<w>\d+)s(?P<s>\d+)"
                     r"(?:-(?P<mode>ds|x2|sw|f8|p8)|-(?P<ps>ps)(?P<gu>-gu)?(?P<tm>-tm)?)?"
                     r"(?:-sk(?P<sk>\d+))?(?:-g2sk(?P<g2sk>\d+))?(?:-g2n(?P<g2n>\d+))?(?:-t(?P<t>\d+))?"
-                    r"(?P<pdl>-pdl|-pdlpfe|-pdlpf)?(?P<fs>-fs)?(?:~(?P<ab>[a-z]+))?$")
+                    r"(?P<pdl>-pdlpfe|-pdlpf|-pdlw|-pdl)?(?P<fs>-fs)?(?:~(?P<ab>[a-z]+))?$")
 
 
 def parse_config(cfg: Any) -> KernelConfig:
@@ -378,7 +381,7 @@ def parse_config(cfg: Any) -> KernelConfig:
         m = _LABEL.match(cfg)
         if m is None:
             raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu][-tm]|-f8|-p8][-skN]"
-                             f"[-g2skN][-g2nN][-tN][-pdl|-pdlpf|-pdlpfe][-fs][~nodeq|~load|~seq], got {cfg!r}")
+                             f"[-g2skN][-g2nN][-tN][-pdl|-pdlpf|-pdlpfe|-pdlw][-fs][~nodeq|~load|~seq], got {cfg!r}")
         nums = [int(m[g]) for g in "mnkws"]
         pdl = {v: k for k, v in PDL_LABELS.items()}[m["pdl"] or ""]
         return KernelConfig(*nums, mode=m["mode"] or m["ps"] or "bits", split_k=int(m["sk"] or 1),

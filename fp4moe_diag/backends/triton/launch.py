@@ -107,12 +107,17 @@ def _weight_dims(w: torch.Tensor, ps: bool) -> tuple[int, int]:
 def _pdl_args(pdl: int, ps: bool) -> dict:
     """The launch switches of programmatic dependent launch: the kernel's ``PDL`` constexpr and Triton's
     ``launch_pdl``; nothing under the interpreter (no grid dependencies there: the same kernels, run one by one)."""
-    if pdl not in (0, 1, 2, 3):
+    if pdl not in (0, 1, 2, 3, 4) or isinstance(pdl, bool):
         raise ValueError(f"pdl: expected 0 (off), 1 (programmatic dependent launch), 2 or 3 (and gemm2's L2 prefetch), "
-                         f"got {pdl!r}")
+                         f"4 (and gemm2's first weights loaded before its wait), got {pdl!r}")
     if pdl and not ps:
         raise ValueError("pdl: only the pre-shuffled kernels (ps=True) take programmatic dependent launch")
     return dict(PDL=pdl, launch_pdl=True) if pdl and not INTERPRETED else {}
+
+
+def _w_first_args(pdl: int) -> dict:
+    """gemm2's ``W_FIRST`` constexpr (``pdl`` 4, ``-pdlw``): on under the interpreter too, where there is no wait."""
+    return dict(W_FIRST=True) if pdl == 4 else {}
 
 
 def _ablate_args(ablate: int, ps: bool, num_stages: int) -> dict:
@@ -134,9 +139,11 @@ def _bound(fn: Any, grid: tuple, *args: Any, **kwargs: Any) -> Callable[[], None
     """``fn[grid](*args, **kwargs)``, bound.  A compiled ``~nodeq`` ablation (ABLATE 1) is built with at most the
     registers of the tactic it ablates (``maxnreg``, read from that tactic's build, compiled here and not run): the
     same programs per SM, so that the two differ by the decode alone (uncapped, m16n128k128w4s3-ps~nodeq's gemm1
-    takes 192 registers against the tactic's 168: 2 programs per SM, not 3; sm_90a, triton 3.6.0)."""
-    if kwargs.get("ABLATE") == 1 and not INTERPRETED:
-        base = fn.warmup(*args, grid=grid, **{**kwargs, "ABLATE": 0})
+    takes 192 registers against the tactic's 168: 2 programs per SM, not 3; sm_90a, triton 3.6.0).  So is a ``-pdlw``
+    gemm2 (``W_FIRST``) with those of its ``-pdl`` twin (uncapped, m16n64k256w4s3-ps-sk2-pdlw's takes 136 against
+    121: 3 programs per SM, not 4), so that the two differ by the order of the loads alone."""
+    if (kwargs.get("ABLATE") == 1 or kwargs.get("W_FIRST")) and not INTERPRETED:
+        base = fn.warmup(*args, grid=grid, **{**kwargs, **{k: 0 for k in ("ABLATE", "W_FIRST") if k in kwargs}})
         base._init_handles()  # loads the build: n_regs is the driver's count
         kwargs = {**kwargs, "maxnreg": int(base.n_regs)}
     return functools.partial(fn[grid], *args, **kwargs)
@@ -254,11 +261,13 @@ def gemm2_calls(
     """The launch of gemm2. ``a [P, I]`` bf16, ``w [L, H, I/2]`` (``ps``: ``[L, H/16, I/64, 512]``), ``out [T*k, H]``
     (rows by pair index), or ``out [>= split_k, T*k, H]`` (one plane per split; the caller sums them, or with
     ``fused`` (ps only, tactic ``-fs``) gemm2 sums them into ``fused.out``: :class:`FusedSum`).
-    ``pdl`` (ps only): 1 programmatic dependent launch, 2 that and the L2 prefetch of its first weight chunks.
+    ``pdl`` (ps only): 1 programmatic dependent launch, 2 that and the L2 prefetch of its first weight chunks, 4
+    that and its first K step's weights loaded before its wait (``W_FIRST``, set under the interpreter too: the
+    same peeled first step, run without the wait).
     ``ablate`` (ps only): the kernel's ABLATE, :mod:`._kernels_ablate`; ``tile_major``: as :func:`gemm1_calls`."""
     hidden, inter = _weight_dims(w, ps)[0], a.shape[1]
     modes = (_mode_args(dot_scaled, x2, swap, ps, (block_m, block_n, block_k, num_warps)) | _pdl_args(pdl, ps)
-             | _ablate_args(ablate, ps, num_stages) | _tile_major_args(tile_major, ps))
+             | _ablate_args(ablate, ps, num_stages) | _tile_major_args(tile_major, ps) | _w_first_args(pdl))
     if fused is not None and not ps:
         raise ValueError("fused: only the pre-shuffled kernels (ps=True) have the fused top-k sum")
     num_blocks = block_expert_ids.numel()
