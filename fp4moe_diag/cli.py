@@ -17,6 +17,7 @@ from . import cli_capture as C
 from . import cli_goals as G
 from . import cli_samples as S
 from . import cli_profile as P
+from . import cli_twins as TW
 from .cli_profile import split_labels  # noqa: F401 -- re-exported (tests)
 
 if TYPE_CHECKING:
@@ -330,6 +331,7 @@ def build_parser() -> argparse.ArgumentParser:
     G.add_parser(sub)
     S.add_parser(sub)
     AB.add_parser(sub)
+    TW.add_parser(sub)
     C.add_parsers(sub)
     return p
 

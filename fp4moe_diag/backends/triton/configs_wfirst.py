@@ -20,13 +20,15 @@ from .configs import KernelConfig, parse_config
 PS_WFIRST_CONFIGS: tuple[KernelConfig, ...] = tuple(dataclasses.replace(parse_config(lab), pdl=4) for lab in (
     "m16n64k256w4s3-ps-sk2-pdl",
     "m16n64k256w4s3-ps-sk2-pdl-fs",
+    "m16n64k256w4s3-ps-sk4-pdl",
     "m16n64k256w4s3-ps-sk4-pdl-fs",
     "m16n128k128w4s3-ps-pdl",
     "m16n128k128w4s3-ps-g2sk2-pdl",
     "m16n128k256w8s3-ps-sk2-pdl",
 ))
-#: the -tm winners on the H100 (s17, s18): offered where the tile-major copy fits (configs_tm.tm_refusal)
+#: the -tm ones of PS_TM_DECODE_PDL_CONFIGS (winners on the H100, s17, s18): offered where the tile-major copy fits (configs_tm.tm_refusal)
 PS_TM_WFIRST_CONFIGS: tuple[KernelConfig, ...] = tuple(dataclasses.replace(parse_config(lab), pdl=4) for lab in (
     "m16n64k256w4s3-ps-tm-sk2-pdl",
+    "m16n128k128w4s3-ps-tm-pdl",
     "m16n128k128w4s3-ps-tm-g2sk2-pdl",
 ))

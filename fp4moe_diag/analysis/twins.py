@@ -1,0 +1,77 @@
+"""A tactic family against its twins: each measured tactic whose label holds ``variant`` (``-pdlw``) beside the tactic
+of the same run, shape and backend whose label has ``base`` there instead (``-pdl``; ``""``: the suffix taken out),
+timed by the same sweep.  The ratio is the variant's median over its twin's (below 1: the variant is faster), by
+the replay median and, where both rows have it, by the CUPTI kernel span; each row keeps both spreads, so that a
+difference smaller than them reads as level."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .per_shape import ok_rows, require_frame
+
+#: one twin pair per run x shape x backend
+KEYS = ["run_id", "gpu_name", "model", "ep_size", "num_tokens", "backend"]
+COLUMNS = KEYS + ["tactic", "twin", "us", "twin_us", "ratio", "kernel_ratio", "spread", "twin_spread", "verdict"]
+
+
+def twin_label(label: str, variant: str, base: str) -> str:
+    """``label`` with its (last) ``variant`` replaced by ``base``."""
+    head, sep, tail = label.rpartition(variant)
+    if not sep:
+        raise ValueError(f"label {label!r} holds no {variant!r}")
+    return head + base + tail
+
+
+def _verdict(ratio: float, spread: float) -> str:
+    return "level" if abs(ratio - 1.0) <= spread else "faster" if ratio < 1.0 else "slower"
+
+
+def twin_table(df: pd.DataFrame, variant: str, base: str) -> pd.DataFrame:
+    """One row per measured ``variant`` tactic with a measured twin (see the module note); ``verdict`` says
+    ``faster`` / ``slower`` when the ratio is off 1 by more than the larger of the two time spreads, else
+    ``level``.  A ValueError when ``variant`` is empty, equals ``base`` or names no measured tactic."""
+    if not isinstance(variant, str) or not variant or variant == base:
+        raise ValueError(f"variant: expected a label part other than base ({base!r}), got {variant!r}")
+    df = ok_rows(require_frame(df, "results", KEYS + ["tactic_label", "time_median_us", "status"]))
+    df = df[df["time_median_us"].notna()]
+    var = df[df["tactic_label"].str.contains(variant, regex=False)]
+    if var.empty:
+        raise ValueError(f"variant: no measured tactic label holds {variant!r}")
+    spread = (df["time_spread"] if "time_spread" in df else pd.Series(0.0, index=df.index)).fillna(0.0)
+    span = df["time_kernel_span_median_us"] if "time_kernel_span_median_us" in df else pd.Series(float("nan"),
+                                                                                                 index=df.index)
+    both = df.assign(_spread=spread, _span=span)
+    idx = both.set_index(KEYS + ["tactic_label"])
+    rows = []
+    for _, r in both.loc[var.index].iterrows():
+        twin = twin_label(r["tactic_label"], variant, base)
+        key = tuple(r[k] for k in KEYS) + (twin,)
+        if key not in idx.index:
+            continue
+        t = idx.loc[key]
+        t = t.iloc[0] if isinstance(t, pd.DataFrame) else t
+        ratio = r["time_median_us"] / t["time_median_us"]
+        rows.append({**{k: r[k] for k in KEYS}, "tactic": r["tactic_label"], "twin": twin, "us": r["time_median_us"],
+                     "twin_us": t["time_median_us"], "ratio": ratio, "kernel_ratio": r["_span"] / t["_span"],
+                     "spread": r["_spread"], "twin_spread": t["_spread"],
+                     "verdict": _verdict(ratio, max(r["_spread"], t["_spread"]))})
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    return out.sort_values(KEYS + ["tactic"], kind="stable").reset_index(drop=True)
+
+
+def twins_markdown(table: pd.DataFrame, variant: str, base: str) -> str:
+    """The table as Markdown, then one line: how many pairs are faster, level and slower, and the median ratio."""
+    head = ("| GPU | model | EP | T | tactic | twin | us | twin us | ratio | kernel-span ratio | spreads | verdict |\n"
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    lines = [head]
+    for r in table.itertuples(index=False):
+        lines.append(f"| {r.gpu_name} | {r.model} | {r.ep_size} | {r.num_tokens} | `{r.tactic}` | `{r.twin}` | "
+                     f"{r.us:.1f} | {r.twin_us:.1f} | {r.ratio:.3f} | "
+                     f"{'-' if pd.isna(r.kernel_ratio) else f'{r.kernel_ratio:.3f}'} | "
+                     f"{r.spread:.1%} / {r.twin_spread:.1%} | {r.verdict} |")
+    n = table["verdict"].value_counts()
+    lines.append(f"\n{variant} against {base or 'no suffix'}: {len(table)} pairs, {n.get('faster', 0)} faster, "
+                 f"{n.get('level', 0)} level, {n.get('slower', 0)} slower"
+                 + (f"; median ratio {table['ratio'].median():.3f}" if len(table) else ""))
+    return "\n".join(lines)

@@ -1,0 +1,91 @@
+"""analysis.twins / ``python -m fp4moe_diag twins``: a tactic family beside its twins of the same run and shape."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from fp4moe_diag.analysis.twins import COLUMNS, twin_label, twin_table, twins_markdown
+
+
+def _rows() -> pd.DataFrame:
+    base = dict(run_id="r1", gpu_name="NVIDIA H200", model="gpt-oss-20b", ep_size=1, backend="triton", status="ok")
+    rows = [  # (T, label, median us, spread, CUPTI span)
+        (1, "m16n64k256w4s3-ps-sk2-pdl", 40.0, 0.01, 39.0),
+        (1, "m16n64k256w4s3-ps-sk2-pdlw", 38.0, 0.01, 37.05),  # 0.95: faster beyond 1 %
+        (1, "m16n64k256w4s3-ps-sk2-pdl-fs", 41.0, 0.02, float("nan")),
+        (1, "m16n64k256w4s3-ps-sk2-pdlw-fs", 41.4, 0.02, float("nan")),  # 1.0098 within 2 %: level
+        (64, "m16n128k128w4s3-ps-pdl", 160.0, 0.005, 159.0),
+        (64, "m16n128k128w4s3-ps-pdlw", 164.0, 0.005, 163.0),  # 1.025: slower
+        (64, "m16n128k128w4s3-ps-g2sk2-pdlw", 150.0, 0.005, 149.0),  # its twin not measured: no row
+    ]
+    df = pd.DataFrame([{**base, "num_tokens": t, "tactic_label": lab, "time_median_us": us, "time_spread": sp,
+                        "time_kernel_span_median_us": span} for t, lab, us, sp, span in rows])
+    failed = {**base, "num_tokens": 64, "tactic_label": "m16n128k128w4s3-ps-g2sk2-pdl", "time_median_us": float("nan"),
+              "status": "failed", "time_spread": float("nan"), "time_kernel_span_median_us": float("nan")}
+    return pd.concat([df, pd.DataFrame([failed])], ignore_index=True)
+
+
+def test_twin_table_pairs_each_variant_with_its_measured_twin():
+    t = twin_table(_rows(), "-pdlw", "-pdl")
+    assert list(t.columns) == COLUMNS
+    assert t["tactic"].tolist() == ["m16n64k256w4s3-ps-sk2-pdlw", "m16n64k256w4s3-ps-sk2-pdlw-fs",
+                                    "m16n128k128w4s3-ps-pdlw"]
+    assert t["twin"].tolist() == ["m16n64k256w4s3-ps-sk2-pdl", "m16n64k256w4s3-ps-sk2-pdl-fs", "m16n128k128w4s3-ps-pdl"]
+    assert t["ratio"].round(4).tolist() == [0.95, 1.0098, 1.025]
+    assert t["kernel_ratio"].iloc[0] == pytest.approx(0.95) and pd.isna(t["kernel_ratio"].iloc[1])
+    assert t["verdict"].tolist() == ["faster", "level", "slower"]
+    md = twins_markdown(t, "-pdlw", "-pdl")
+    assert md.count("\n| NVIDIA H200 |") == 3
+    assert md.endswith("-pdlw against -pdl: 3 pairs, 1 faster, 1 level, 1 slower; median ratio 1.010")
+
+
+def test_twin_label_and_bad_arguments():
+    assert twin_label("m16n64k256w4s3-ps-tm-sk2-pdl", "-tm", "") == "m16n64k256w4s3-ps-sk2-pdl"
+    with pytest.raises(ValueError, match="holds no '-tm'"):
+        twin_label("m16n64k256w4s3-ps", "-tm", "")
+    with pytest.raises(ValueError, match="^variant: expected a label part other than base"):
+        twin_table(_rows(), "-pdl", "-pdl")
+    with pytest.raises(ValueError, match="^variant: no measured tactic label holds '-gu'"):
+        twin_table(_rows(), "-gu", "")
+    with pytest.raises(ValueError, match="needs column"):
+        twin_table(_rows().drop(columns=["backend"]), "-pdlw", "-pdl")
+
+
+def test_twins_cli_reads_run_folders_and_rejects_a_non_run(tmp_path, capsys):
+    from fp4moe_diag.cli import main
+    from fp4moe_diag.results import to_frame
+
+    run = tmp_path / "run"
+    run.mkdir()
+    to_frame(_rows().to_dict("records")).to_csv(run / "results.csv", index=False)  # every schema column
+    assert main(["twins", str(run), "--variant=-pdlw", "--base=-pdl", "--csv", str(tmp_path / "t.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "3 pairs, 1 faster, 1 level, 1 slower" in out and len(pd.read_csv(tmp_path / "t.csv")) == 3
+    assert main(["twins", str(tmp_path / "missing"), "--variant=-pdlw"]) == 2
+    assert "argument runs: " in capsys.readouterr().err
+
+
+def test_the_wfirst_plan_times_every_offered_pdlw_tactic_beside_its_pdl_twin(monkeypatch):
+    """tools/device/plans/wfirst.sh's filter of backend triton takes, at each of its shapes (as compiled on a GPU),
+    every -pdlw tactic offered and the -pdl twin of each, and nothing else: no device time on other tactics."""
+    import re
+    from pathlib import Path
+
+    from fp4moe_diag.analysis.twins import twin_label
+    from fp4moe_diag.backends.triton import backend
+    from fp4moe_diag.problem.shapes import default_case
+
+    monkeypatch.setattr(backend, "interpret_enabled", lambda: False)
+    monkeypatch.setattr(backend, "kernels_interpreted", lambda: False)
+    monkeypatch.setattr(backend, "device_capability", lambda _: (9, 0))
+    plan = (Path(__file__).resolve().parents[1] / "tools" / "device" / "plans" / "wfirst.sh").read_text()
+    (rx,) = (re.compile(m) for m in re.findall(r"'triton=(\^[^']+\$)'", plan))
+    b = backend.TritonMXFP4Backend()
+    for model, ep in (("gpt-oss-20b", 1), ("gpt-oss-20b", 2), ("gpt-oss-120b", 4)):
+        for t in (1, 4, 16, 64):
+            offered = {x.label for x in b.tactics(default_case(model, ep, t))}
+            taken = {lab for lab in offered if rx.match(lab)}
+            wfirst = {lab for lab in offered if "-pdlw" in lab}
+            assert wfirst <= taken and {twin_label(lab, "-pdlw", "-pdl") for lab in wfirst} <= taken, (model, ep, t)
+            assert taken == wfirst | {twin_label(lab, "-pdlw", "-pdl") for lab in wfirst}, (model, ep, t)
