@@ -44,7 +44,6 @@ from fp4moe_diag.backends.triton.configs_gu import (PS_GU_CONFIGS, PS_GU_DECODE_
                                                    PS_GU_PDL_CONFIGS, PS_GU_WIDE_CONFIGS)
 from fp4moe_diag.backends.triton.configs_warps import PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS
 from fp4moe_diag.backends.triton.configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS
-from fp4moe_diag.backends.triton.configs_wfirst import PS_WFIRST_CONFIGS
 from fp4moe_diag.backends.triton.grouping import group_pairs_by_expert
 from interpreter import HAS_TRITON, interpreter_fixture, sub_env
 
@@ -156,15 +155,13 @@ def test_tactics_list():
     # decode tile of PS_GU_DECODE_CONFIGS and its -pdl fit everywhere: 1 and 1)
     n_gud = len(PS_GU_DECODE_CONFIGS)
     n_all = len(PS_CONFIGS) + len(PS_GU_CONFIGS)
-    n_pdl_all = (len(PS_PDL_CONFIGS) + 1 + len(PS_DECODE8_PDL_CONFIGS) + len(PS_GU_DECODE_PDL_CONFIGS)
-                 + len(PS_WFIRST_CONFIGS))
+    n_pdl_all = len(PS_PDL_CONFIGS) + 1 + len(PS_DECODE8_PDL_CONFIGS) + len(PS_GU_DECODE_PDL_CONFIGS)
     n_psd_all = len(PS_DECODE_CONFIGS) + len(PS_DECODE8_CONFIGS) + n_gud
     n_wide = n_all + len(PS_GU_WIDE_CONFIGS) + len(PS_GU16_CONFIGS) + len(PS_TAIL_CONFIGS)
     n_tpdl = len(PS_TAIL_PDL_CONFIGS)
     gu_tail = sum(c.gate_up for c in PS_TAIL_CONFIGS)  # as many -gu among PS_TAIL_PDL_CONFIGS
     for case, n_decode, n_x2, n_sw, n_ps, n_psd, n_pdl in (
-            (_case(), 1, 0, 0, n_all, 3, 9),  # m16n128k128w4s3/s4 -pdl, their -fs, the 2 -gu -pdl, 2 -pdl of decode8,
-            # m16n128k128w4s3-ps-pdlw (the other -pdlw twins are split)
+            (_case(), 1, 0, 0, n_all, 3, 8),  # m16n128k128w4s3/s4 -pdl, their -fs, the 2 -gu -pdl, 2 -pdl of decode8
             (_case(num_tokens=4096), 0, 0, 0, n_wide, 0, n_tpdl),
             (_case(num_tokens=40, num_experts=2, hidden_size=96), 1, 0, 0, 0, 0, 0),
             (_case(num_tokens=64, **big), 7, 4, 3, n_all, n_psd_all, n_pdl_all),
@@ -194,7 +191,7 @@ def test_tactics_list():
                                + "-gu" * t.id.gate_up
                                + (f"-sk{sk}" if sk > 1 else "") + (f"-g2sk{t.id.split_k2}" if t.id.split_k2 else "")
                                + (f"-g2n{t.id.block_n2}" if t.id.block_n2 else "")
-                               + (f"-t{t.id.tail_m}" if t.id.tail_m else "") + {0: "", 1: "-pdl", 4: "-pdlw"}[t.id.pdl]
+                               + (f"-t{t.id.tail_m}" if t.id.tail_m else "") + ("", "-pdl")[t.id.pdl]
                                + ("-fs" if t.id.fused else ""))
             assert bm in (16, 32, 64, 128, 256) and bk in (64, 128, 256) and bn in (16, 32, 64, 128, 256)
             assert t.params == dict(block_m=bm, block_n=bn, block_k=bk, num_warps=nw, num_stages=ns,

@@ -65,27 +65,3 @@ def test_twins_cli_reads_run_folders_and_rejects_a_non_run(tmp_path, capsys):
     assert main(["twins", str(tmp_path / "missing"), "--variant=-pdlw"]) == 2
     assert "argument runs: " in capsys.readouterr().err
 
-
-def test_the_wfirst_plan_times_every_offered_pdlw_tactic_beside_its_pdl_twin(monkeypatch):
-    """tools/device/plans/wfirst.sh's filter of backend triton takes, at each of its shapes (as compiled on a GPU),
-    every -pdlw tactic offered and the -pdl twin of each, and nothing else: no device time on other tactics."""
-    import re
-    from pathlib import Path
-
-    from fp4moe_diag.analysis.twins import twin_label
-    from fp4moe_diag.backends.triton import backend
-    from fp4moe_diag.problem.shapes import default_case
-
-    monkeypatch.setattr(backend, "interpret_enabled", lambda: False)
-    monkeypatch.setattr(backend, "kernels_interpreted", lambda: False)
-    monkeypatch.setattr(backend, "device_capability", lambda _: (9, 0))
-    plan = (Path(__file__).resolve().parents[1] / "tools" / "device" / "plans" / "wfirst.sh").read_text()
-    (rx,) = (re.compile(m) for m in re.findall(r"'triton=(\^[^']+\$)'", plan))
-    b = backend.TritonMXFP4Backend()
-    for model, ep in (("gpt-oss-20b", 1), ("gpt-oss-20b", 2), ("gpt-oss-120b", 4)):
-        for t in (1, 4, 16, 64):
-            offered = {x.label for x in b.tactics(default_case(model, ep, t))}
-            taken = {lab for lab in offered if rx.match(lab)}
-            wfirst = {lab for lab in offered if "-pdlw" in lab}
-            assert wfirst <= taken and {twin_label(lab, "-pdlw", "-pdl") for lab in wfirst} <= taken, (model, ep, t)
-            assert taken == wfirst | {twin_label(lab, "-pdlw", "-pdl") for lab in wfirst}, (model, ep, t)

@@ -3,13 +3,12 @@
 ``python -m fp4moe_diag.profiling.sass --tactic m16n64k128w4s3-x2 [--gemm gemm2] [--k 3072] [--arch 90]``
 compiles one of :mod:`fp4moe_diag.backends.triton._kernels` (``-ps``: ``_kernels_ps``, with ``-fs`` its fused ends;
 ``-f8``: ``_kernels_f8``; ``-p8``: ``_kernels_p8``) for ``sm_<arch>a`` with the installed Triton
-(its bundled ptxas; no driver needed), disassembles it with the bundled ``nvdisasm`` and reports the
-loop that holds the MMAs: its instruction count, the opcode histogram, the MMA kind (``HMMA`` = mma.sync,
-``HGMMA`` = wgmma, ``QGMMA`` = FP8 wgmma) and instructions per weight element (the loop handles ``BLOCK_N x BLOCK_K`` weights per
-tile, two tiles in gemm1, over ``num_warps x 32`` threads).  Integer arguments are compiled as Triton
-specialises them at a real launch (pointers and strides divisible by 16), so loads vectorise as they do
-on the GPU.  It is a static count, not a timing: it says whether a kernel is issue-bound, the GPU says
-how fast it is.
+(its bundled ptxas; no driver needed), disassembles it with the bundled ``nvdisasm`` and reports the loop that holds
+the MMAs: its instruction count, the opcode histogram, the MMA kind (``HMMA`` = mma.sync, ``HGMMA`` = wgmma, ``QGMMA``
+= FP8 wgmma) and instructions per weight element (the loop handles ``BLOCK_N x BLOCK_K`` weights per tile, two tiles
+in gemm1, over ``num_warps x 32`` threads).  Integer arguments are compiled as Triton specialises them at a real
+launch (pointers and strides divisible by 16), so loads vectorise as they do on the GPU.  It is a static count, not
+a timing: it says whether a kernel is issue-bound, the GPU says how fast it is.
 
 Registers (:func:`resource_usage`, and the programs / warps an SM holds with them, :func:`residency`) are this host's
 build; at K = 3072 (gpt-oss as the sweeps run it, H = I = 3072) they match the H200's Nsight Compute for every tile
@@ -20,8 +19,7 @@ not whole BLOCK_K steps): pass the case's.
 ``--triton DIR`` (repeatable; ``installed`` is this Python's) builds the same tactics under other Triton releases,
 each in a child Python with that release first on its path (:func:`count_under`), and ``--table`` prints one markdown
 row per tactic and release; the wgmma commit groups per K step and their wait depths (:func:`mma_sync`) show how a
-release pipelines the MMAs (docs/static-h200-s14.md: 3.7+ group them otherwise than 3.6.0, and hold more registers).
-"""
+release pipelines the MMAs (docs/static-h200-s14.md: 3.7+ group them otherwise than 3.6.0, and hold more registers)."""
 
 from __future__ import annotations
 
@@ -215,10 +213,9 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
         const |= dict(ABLATE=ABLATIONS[kc.ablate], STAGES=kc.num_stages, TILE_MAJOR=kc.tile_major)  # _kernels_ablate
         if gu:
             const["CHUNK_DOTS"] = ps_gu_chunk_dots(kc.block_k, kc.num_warps)
-        elif gemm == "gemm1":
-            const["TILES_FIRST"] = ps_tiles_first(kc.block_m, bn, kc.block_k, kc.num_warps)
-        else:
-            const["W_FIRST"] = kc.pdl == 4  # -pdlw: gemm2's first weights before its wait (launch._w_first_args)
+        else:  # gemm2's W_FIRST: -pdlw, its first weights before its wait (launch._w_first_args)
+            const |= {"TILES_FIRST": ps_tiles_first(kc.block_m, bn, kc.block_k, kc.num_warps)} if gemm == "gemm1" else {
+                "W_FIRST": kc.pdl == 4}
         args, fconst = _FUSED[gemm]  # typed even when unused (Triton 3.9 wants every argument in the signature)
         ptrs, types = ptrs + [a for a in args if args[a] != "i32"], types + [t for t in args.values() if t != "i32"]
         ints = ints + [a for a in args if args[a] == "i32"]
@@ -226,16 +223,15 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
     else:
         fn = K._moe_mxfp4_gemm1_kernel if gemm == "gemm1" else K._moe_mxfp4_gemm2_kernel
         const |= dict(DOT_SCALED=kc.dot_scaled, X2=kc.x2, SWAP=kc.swap)
-    if gemm == "gemm1":
-        const["ACTIVATION"] = 1
+    const |= {"ACTIVATION": 1} if gemm == "gemm1" else {}
     sig = dict(zip(ptrs, types)) | {i: "i32" for i in ints} | {c: "constexpr" for c in const}
     aligned = ptrs + [i for i in ints if i.startswith("stride") or i == "N"]
     attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in aligned}
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(c),): v for c, v in const.items()},
                     attrs=attrs)
-    twin = replace(kc, ablate="") if kc.ablate == "nodeq" else replace(kc, pdl=1) if (
-        kc.pdl == 4 and gemm == "gemm2") else None  # as the launcher builds ~nodeq and -pdlw: at most the registers
-    cap = {} if twin is None else {"maxnreg": resource_usage(_compile(twin, gemm, k, arch))["reg"]}  # launch._bound
+    twin = replace(kc, ablate="") if kc.ablate == "nodeq" else replace(kc, pdl=1) if kc.pdl == 4 and gemm == "gemm2" \
+        else None  # ~nodeq, -pdlw's gemm2: at most their twin's registers, as launch._bound builds them
+    cap = {} if twin is None else {"maxnreg": resource_usage(_compile(twin, gemm, k, arch))["reg"]}
     return triton.compile(src, target=GPUTarget("cuda", arch, 32),
                           options=dict(num_warps=kc.num_warps, num_stages=kc.num_stages, **K.BUILD_OPTIONS, **cap))
 

@@ -312,7 +312,12 @@ def _moe_mxfp4_gemm2_ps_kernel(
     launcher's ``pdl`` 4; also under the interpreter, without the wait): the routing tables and the first K step's
     weight and scale bytes are loaded before the wait (both are made before the call: only the activations come
     from gemm1), so that a program made resident in gemm1's tail has its first weights in registers when gemm1
-    ends and starts with the activation load alone (two of its serial memory latencies taken out of the call)."""
+    ends and starts with the activation load alone (two of its serial memory latencies taken out of the call).
+    Capped at the ``-pdl`` twin's registers (launch._bound).  Measured (H100, data/runs/2026-12-05-nvidia-h100-s19a:
+    the decode winners' 120 ``-pdl`` / ``-pdlw`` pairs at 20b EP1 / EP2 and 120b EP4, T = 1..64, one sweep):
+    level, a median ratio of 1.004, 95 pairs within their spread, 19 slower by 1-2 %, 6 faster; by CUPTI kernel
+    span the same.  gemm1's programs hold the SMs' shared memory until they exit, so gemm2's programs become
+    resident only as gemm1 drains, with little of gemm1 left to overlap.  Not offered; kept for that run's labels."""
     if PDL >= 2 and PDL <= 3:
         pm, pn = _grid_ids(N_FASTEST)
         S_PF: tl.constexpr = BLOCK_N // 16

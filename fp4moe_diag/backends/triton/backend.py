@@ -33,7 +33,6 @@ from .configs_gu import (PS_GU_CONFIGS, PS_GU_DECODE_CONFIGS, PS_GU_DECODE_PDL_C
 from .configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS
 from .configs_tm import PS_TM_DECODE_CONFIGS, PS_TM_DECODE_PDL_CONFIGS, PS_TM_PREFILL_CONFIGS, tm_refusal
 from .configs_warps import PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS
-from .configs_wfirst import PS_TM_WFIRST_CONFIGS, PS_WFIRST_CONFIGS
 from .defaults import measured_default
 from .loading import interpret_enabled, kernels_interpreted, load_kernels, triton_import_error  # noqa: F401
 from .grouping import ExpertGrouping
@@ -125,8 +124,8 @@ class TritonMXFP4Backend(Backend):
         PS_GU_DECODE_CONFIGS that fit); the ``tl.dot_scaled`` ones only when compiled (GPU); where
         :func:`.tiling.decode_sized` (a rank expects <= DECODE_MAX_PAIRS pairs) the split-K decode configs (x2 / sw /
         ps ones everywhere, ds ones on GPU); at decode on GPU the ps tactics with programmatic dependent launch
-        (``-pdl``, PS_GU_PDL_CONFIGS, PS_DECODE8_PDL_CONFIGS and PS_GU_DECODE_PDL_CONFIGS; ``-pdlw``,
-        :mod:`.configs_wfirst`), with and without the fused ends (``-fs``); the ``-tm`` twins of the winners (:mod:`.configs_tm`) where their tiles are whole.  The
+        (``-pdl``, PS_GU_PDL_CONFIGS, PS_DECODE8_PDL_CONFIGS and PS_GU_DECODE_PDL_CONFIGS), with and without the
+        fused ends (``-fs``); the ``-tm`` twins of the winners (:mod:`.configs_tm`) where their tiles are whole.  The
         default: :mod:`.defaults`."""
         decode = decode_sized(case)
         configs: tuple[KernelConfig, ...] = CONFIGS + X2_CONFIGS + SW_CONFIGS
@@ -141,8 +140,8 @@ class TritonMXFP4Backend(Backend):
         if compiled:
             if decode and ps_refusal(case) is None:  # programmatic dependent launch: compiled kernels only
                 configs += tuple(c for c in PS_PDL_CONFIGS + PS_GU_PDL_CONFIGS + PS_DECODE8_PDL_CONFIGS
-                                 + PS_GU_DECODE_PDL_CONFIGS + PS_WFIRST_CONFIGS if _split_fits(case, c))
-                configs += _tile_major(case, PS_TM_DECODE_PDL_CONFIGS + PS_TM_WFIRST_CONFIGS)
+                                 + PS_GU_DECODE_PDL_CONFIGS if _split_fits(case, c))
+                configs += _tile_major(case, PS_TM_DECODE_PDL_CONFIGS)
             elif ps_refusal(case) is None:
                 configs += PS_TAIL_PDL_CONFIGS
             configs += DOT_SCALED_CONFIGS

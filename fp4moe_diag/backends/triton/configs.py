@@ -14,7 +14,7 @@ from .tiling import (DECODE_MAX_PAIRS, decode_sized, even_k, expected_local_pair
 #: waits on the grid before it at its top and lets the next one launch right after: the next grid's programs take the
 #: SMs the tail of this one leaves idle, and no launch gap); ``-pdlpf`` / ``-pdlpfe`` add gemm2's L2 prefetch of its
 #: first weights (see PS_PDL_CONFIGS)
-PDL_LABELS = {0: "", 1: "-pdl", 2: "-pdlpf", 3: "-pdlpfe", 4: "-pdlw"}  # -pdlw: configs_wfirst
+PDL_LABELS = {0: "", 1: "-pdl", 2: "-pdlpf", 3: "-pdlpfe", 4: "-pdlw"}  # -pdlw: _kernels_ps W_FIRST, not offered
 GATE_UP_LABEL = "-gu"  #: KernelConfig.gate_up's label suffix, right after -ps (group gu of _LABEL)
 #: KernelConfig.fused -> this label suffix (after the PDL one): the last program to arrive at a tile (an int32 arrival
 #: counter per tile, reset by that program) does the pass of the kernel that followed: gemm2 the top-k sum of a
