@@ -12,17 +12,12 @@ import pandas as pd
 
 def cmd_samples(args: argparse.Namespace) -> int:
     from .analysis.samples import sample_ratios, samples_markdown
-    from .run_folder import is_run_folder, load_run
+    from .run_folder import load_run_args
 
-    for d in args.runs:
-        if not d.is_dir() or not is_run_folder(d):
-            raise ValueError(f"argument runs: {d} is not a run folder (results.parquet / results.csv / parts/)")
     if len(set(args.runs)) < 2:
         raise ValueError("argument runs: expected at least two run folders (repeated runs of the same shapes)")
-    frames = []
-    for d in args.runs:  # each folder one sample, whatever run_id its rows carry
-        f = load_run(d)
-        frames.append(f.assign(run_id=str(d)))
+    # each folder one sample, whatever run_id its rows carry
+    frames = [f.assign(run_id=str(d)) for d, f in zip(args.runs, load_run_args(args.runs))]
     table = sample_ratios(pd.concat(frames, ignore_index=True), args.a, args.b)
     if args.csv:
         table.to_csv(args.csv, index=False)

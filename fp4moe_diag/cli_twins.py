@@ -12,12 +12,9 @@ import pandas as pd
 
 def cmd_twins(args: argparse.Namespace) -> int:
     from .analysis.twins import twin_table, twins_markdown
-    from .run_folder import is_run_folder, load_run
+    from .run_folder import load_run_args
 
-    for d in args.runs:
-        if not d.is_dir() or not is_run_folder(d):
-            raise ValueError(f"argument runs: {d} is not a run folder (results.parquet / results.csv / parts/)")
-    table = twin_table(pd.concat([load_run(d) for d in args.runs], ignore_index=True), args.variant, args.base)
+    table = twin_table(pd.concat(load_run_args(args.runs), ignore_index=True), args.variant, args.base)
     if args.csv:
         table.to_csv(args.csv, index=False)
     print(twins_markdown(table, args.variant, args.base))

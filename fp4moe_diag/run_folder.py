@@ -140,6 +140,15 @@ def is_run_folder(d: Path) -> bool:
     return d.is_dir() and any((d / n).exists() for n in (PARTS_DIR, MANIFEST, "results.parquet", "results.csv"))
 
 
+def load_run_args(dirs: list, argument: str = "runs") -> list[pd.DataFrame]:
+    """The rows of each folder a command was given (``argument``: its name in the error), every folder checked to be
+    a run before any is read: one frame per folder, in order."""
+    for d in dirs:
+        if not is_run_folder(Path(d)):
+            raise ValueError(f"argument {argument}: {d} is not a run folder (results.parquet / results.csv / parts/)")
+    return [load_run(d) for d in dirs]
+
+
 def load_runs(root: Any = None, pattern: Optional[str] = None, *, allow_empty: bool = False) -> pd.DataFrame:
     """Concatenate the runs under ``root`` (default ``data/runs``): every sub-folder that is a run (CSV-only runs
     included), or the folders holding the files ``pattern`` matches (e.g. ``"*/results.parquet"``); ``root``
