@@ -142,3 +142,4 @@ def test_a_call_without_a_sweep_keeps_its_duels_and_ablations_with_the_environme
     assert "- gpu_name: NVIDIA H100 80GB HBM3\n- triton_version: 3.6.0\n- git_commit: abc\n" in prov
     assert "Duels (`python -m fp4moe_diag.profiling.duel`: two tactics timed in alternating rounds): " \
            "duel-20b-t16384.csv." in prov and "Ablations (" in prov
+    assert "Files: " not in prov  # no results to name: the CSVs are named above

@@ -127,7 +127,8 @@ def main() -> None:
     if args.note:
         lines += ["## Notes", "", args.note, ""]
     present = [n for n in ("results.parquet", "results.csv") + KEEP + ("reports",) if (dst / n).exists()]
-    lines += ["Files: " + ", ".join(present) + " (results: schema in README)."]
+    if present:  # a call of ablations or duels alone has no results: their files are named above
+        lines += ["Files: " + ", ".join(present) + " (results: schema in README)."]
     (dst / "PROVENANCE.md").write_text("\n".join(lines) + "\n")
     print(f"imported into {dst}")
 
