@@ -1,7 +1,7 @@
 """``python -m fp4moe_diag goals RUN_DIR [RUN_DIR ...]``: where each goal of issue #25 stands, per shape, with the
 measured reason (:mod:`fp4moe_diag.analysis.goals`).  Folders with results give the timings; every folder's
-``ncu_*.csv`` profiles and ``ablate*.csv`` ablations (``profiling.ablate``) give the reasons (a folder may hold only
-those)."""
+``ncu_*.csv`` profiles and ``ablate*.csv`` ablations (``profiling.ablate``) give the reasons, ``duel-*.csv`` duels
+(``profiling.duel``) goal 1's finer verdict (a folder may hold only those)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from . import cli_args as A
 
 
 def _has_profiles(d: Path) -> bool:
-    return any(d.glob("ncu_*.csv")) or any(d.glob("ablate*.csv"))
+    return any(d.glob("ncu_*.csv")) or any(d.glob("ablate*.csv")) or any(d.glob("duel-*.csv"))
 
 
 def check_goal_args(args: argparse.Namespace) -> list[Path]:
@@ -37,7 +37,7 @@ def check_goal_args(args: argparse.Namespace) -> list[Path]:
             raise ValueError(f"argument runs: {d} does not exist or is not a directory")
         if not is_run_folder(d) and not _has_profiles(d):
             raise ValueError(f"argument runs: {d} has no results (results.parquet / results.csv / parts/), no "
-                             "ncu_*.csv profiles and no ablate*.csv ablations")
+                             "ncu_*.csv profiles, no ablate*.csv ablations and no duel-*.csv duels")
     timed = [d for d in args.runs if is_run_folder(d)]
     if not timed:
         raise ValueError("argument runs: none of the folders has results (only profiles); pass a run folder too")
@@ -46,6 +46,7 @@ def check_goal_args(args: argparse.Namespace) -> list[Path]:
 
 def cmd_goals(args: argparse.Namespace) -> int:
     from .analysis.ablations import read_ablations
+    from .analysis.duels import read_duels
     from .analysis.goal_profiles import read_profiles, with_folder_gpus, with_folder_releases
     from .analysis.goals import goal_report, unprofiled
     from .analysis.goals_markdown import goals_markdown
@@ -65,7 +66,7 @@ def cmd_goals(args: argparse.Namespace) -> int:
     profiles = with_folder_gpus(with_folder_releases(read_profiles(args.runs), per_folder("triton_version")),
                                 per_folder("gpu_name"))
     report = goal_report(df, profiles, ours=args.ours, w4a8=args.w4a8, launch_us=args.launch_us,
-                         ablations=read_ablations(args.runs))
+                         ablations=read_ablations(args.runs), duels=read_duels(args.runs))
     if args.csv:
         report.table.to_csv(args.csv, index=False)
     if args.unprofiled:  # the lines evidence.sh takes in PROFILES
@@ -83,8 +84,10 @@ def add_parser(sub: Any) -> None:
                        description="Read run folders and print, per goal of issue #25 and goal shape, our best "
                        "time or rate, the goal, met / not met / not compared, the speed-up still needed, ours' and "
                        "the peer's best tactics, and the measured reason from the folders' Nsight Compute profiles "
-                       "(ncu_*.csv) and ablations (ablate*.csv), then the profiled kernels per shape (Markdown).")
-    g.add_argument("runs", nargs="+", type=Path, help="run folders (timings), and folders of ncu_*.csv profiles")
+                       "(ncu_*.csv) and ablations (ablate*.csv), goal 1 from duels (duel-*.csv) where ours and the "
+                       "peer were duelled, then the profiled kernels per shape (Markdown).")
+    g.add_argument("runs", nargs="+", type=Path,
+                   help="run folders (timings), and folders of ncu_*.csv profiles, ablate*.csv or duel-*.csv")
     g.add_argument("--ours", default="triton", help="our bf16-activation backend (default triton; triton@3.7.1: its "
                    "build under that Triton release, where the runs hold several)")
     g.add_argument("--w4a8", default="triton_w4a8", help="our W4A8 backend for goal 5 (default triton_w4a8)")

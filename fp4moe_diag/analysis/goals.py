@@ -33,6 +33,7 @@ from typing import Optional
 import pandas as pd
 
 from .ablations import ablation_note, ablation_table
+from .duels import apply_duels
 from .builds import TRITON_BACKENDS, backend_label
 from .goal_profiles import KERNEL_COLUMNS, ProfileMatch, as_float, cupti_text, match_profile, reason_text
 from .tables import with_run_ceilings, x_of_best
@@ -304,12 +305,16 @@ def _kernels_of(r: pd.Series, side: str, m: ProfileMatch) -> pd.DataFrame:
 
 def goal_report(df: pd.DataFrame, profiles: Optional[pd.DataFrame] = None, ours: str = "triton",
                 w4a8: str = "triton_w4a8", launch_us: float = LAUNCH_US,
-                ablations: Optional[pd.DataFrame] = None) -> GoalReport:
+                ablations: Optional[pd.DataFrame] = None, duels: Optional[pd.DataFrame] = None) -> GoalReport:
     """:func:`goal_rows` with the measured reason of each row from ``profiles`` (:func:`.goal_profiles.read_profiles`)
     and the profiled kernels of ours and the peer per shape.  Goal 1 and 5 name the kernel role where ours loses
     most time to the peer (when both are profiled); goals 2-4 ours' slowest kernel.  ``ablations``
-    (:func:`.ablations.read_ablations`): where ours' tactic was ablated at the shape, its shares follow the reason."""
+    (:func:`.ablations.read_ablations`): where ours' tactic was ablated at the shape, its shares follow the reason.
+    ``duels`` (:func:`.duels.read_duels`): goal 1's verdict at a shape where ours and the peer were duelled
+    (:func:`.duels.apply_duels`)."""
     t = goal_rows(df, ours, w4a8, launch_us)
+    if duels is not None and not duels.empty:
+        t = apply_duels(t, duels)
     profiles = pd.DataFrame() if profiles is None else profiles
     shares = ablation_table(ablations) if ablations is not None and not ablations.empty else pd.DataFrame()
     cache: dict = {}

@@ -1,0 +1,69 @@
+"""The duels of run folders (``duel-*.csv``, :mod:`fp4moe_diag.profiling.duel`: two tactics timed in alternating
+rounds, the ratio a / b per round) and what they say about goal 1 of issue #25 (never slower than a bf16 peer) at a
+shape: where two medians taken one after the other cannot tell ours from the peer, the per-round ratio can."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, Optional
+
+import pandas as pd
+
+#: the columns :func:`duel_verdict` reads (profiling.duel writes these and the tactics' medians)
+COLUMNS = ["model", "ep_size", "num_tokens", "a_backend", "a_tactic", "b_backend", "b_tactic", "ratio_median",
+           "ratio_p10", "ratio_p90", "a_faster_share", "rounds", "verdict", "gpu_name"]
+
+
+def read_duels(folders: Iterable[Path]) -> pd.DataFrame:
+    """Every ``duel-*.csv`` of ``folders`` as one frame, with ``source`` (folder/file); empty (with :data:`COLUMNS`)
+    when there is none.  A file lacking a column of :data:`COLUMNS` -> ValueError naming it."""
+    frames = []
+    for d in folders:
+        for f in sorted(Path(d).glob("duel-*.csv")):
+            x = pd.read_csv(f)
+            missing = [c for c in COLUMNS if c not in x.columns]
+            if missing:
+                raise ValueError(f"runs: {f} lacks the duel column(s) {missing} (python -m fp4moe_diag.profiling.duel)")
+            frames.append(x.assign(source=f"{Path(d).name}/{f.name}"))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS + ["source"])
+
+
+def duel_verdict(duels: pd.DataFrame, gpu_name: str, model: str, ep: int, t: int, ours: str,
+                 peer: str) -> Optional[pd.Series]:
+    """The duel of ours (``a``, backend ``ours`` without its ``@release``) against the peer (``b``) at this GPU and
+    shape: of several (other tactics of ours), the one where ours did best (the lowest median ratio); None when
+    there is none.  A duel of ours against the peer's other tactic counts too: the note names both tactics."""
+    if duels is None or duels.empty:
+        return None
+    d = duels[(duels["gpu_name"].astype(str) == str(gpu_name)) & (duels["model"].astype(str) == str(model))
+              & (duels["ep_size"].astype(int) == int(ep)) & (duels["num_tokens"].astype(int) == int(t))
+              & (duels["a_backend"].astype(str) == ours.partition("@")[0])
+              & (duels["b_backend"].astype(str) == peer.partition("@")[0])]
+    return None if d.empty else d.loc[d["ratio_median"].astype(float).idxmin()]
+
+
+def duel_text(r: pd.Series) -> str:
+    """One line: the ratio, its p10-p90, the share of rounds ours was faster, the verdict and where it is from."""
+    return (f"duel ({int(r['rounds'])} alternating rounds, {r['source']}): ours `{r['a_tactic']}` / peer "
+            f"`{r['b_tactic']}` {float(r['ratio_median']):.3f} (p10 {float(r['ratio_p10']):.3f}, p90 "
+            f"{float(r['ratio_p90']):.3f}), ours faster in {100 * float(r['a_faster_share']):.0f} % of rounds: "
+            f"{r['verdict']}")
+
+
+def apply_duels(table: pd.DataFrame, duels: pd.DataFrame) -> pd.DataFrame:
+    """Goal 1's rows of a goal table (:func:`.goals.goal_rows`) with a duel at their shape: ``status`` from the duel
+    (``ahead``: met, ``behind``: not met; ``level`` keeps the medians' status), ``x_goal`` its median ratio, and the
+    duel's line in ``note``.  Other rows unchanged."""
+    t = table.copy()
+    for i, r in t[t["goal"] == 1].iterrows():
+        if not isinstance(r.get("peer_backend"), str) or not isinstance(r.get("ours_backend"), str):
+            continue
+        d = duel_verdict(duels, r["gpu_name"], r["model"], int(r["ep_size"]), int(r["num_tokens"]),
+                         r["ours_backend"], r["peer_backend"])
+        if d is None:
+            continue
+        if d["verdict"] in ("ahead", "behind"):
+            t.at[i, "status"] = "met" if d["verdict"] == "ahead" else "not met"
+            t.at[i, "x_goal"] = float(d["ratio_median"])
+        t.at[i, "note"] = "; ".join(s for s in (str(r["note"] or ""), duel_text(d)) if s)
+    return t

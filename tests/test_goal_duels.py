@@ -1,0 +1,77 @@
+"""analysis.duels: the duel-*.csv of run folders and goal 1's verdict from them (goals, issue #25)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from fp4moe_diag.analysis.duels import COLUMNS, apply_duels, duel_text, duel_verdict, read_duels
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def _duel(t: int, a_tactic: str, ratio: float, p10: float, p90: float, verdict: str, share: float) -> dict:
+    return dict(model="gpt-oss-20b", ep_size=2, num_tokens=t, a_backend="triton", a_tactic=a_tactic,
+                b_backend="triton_kernels", b_tactic="tk-m128kautow8s3", ratio_median=ratio, ratio_p10=p10,
+                ratio_p90=p90, a_faster_share=share, rounds=30, verdict=verdict, gpu_name=H100,
+                a_median_us=100.0 * ratio, b_median_us=100.0)
+
+
+def _folder(tmp_path, rows: list[dict], name: str = "duels"):
+    d = tmp_path / name
+    d.mkdir()
+    for i, r in enumerate(rows):
+        pd.DataFrame([r]).to_csv(d / f"duel-{i}.csv", index=False)
+    return d
+
+
+def _goal1(t: int, x: float, status: str, note: str = "") -> dict:
+    return dict(gpu_name=H100, model="gpt-oss-20b", ep_size=2, has_bias=True, num_tokens=t, goal=1, x_goal=x,
+                status=status, note=note, ours_backend="triton", peer_backend="triton_kernels")
+
+
+def test_read_duels_and_the_best_of_ours_against_the_peer(tmp_path):
+    d = _folder(tmp_path, [_duel(4096, "s3", 1.009, 1.005, 1.012, "behind", 0.0),
+                           _duel(4096, "s3-tm", 1.005, 1.003, 1.010, "behind", 0.0),
+                           _duel(16384, "s3-tm", 0.993, 0.992, 0.998, "ahead", 0.9)])
+    duels = read_duels([d, tmp_path])  # a folder without duels adds nothing
+    assert len(duels) == 3 and duels["source"].tolist() == ["duels/duel-0.csv", "duels/duel-1.csv", "duels/duel-2.csv"]
+    best = duel_verdict(duels, H100, "gpt-oss-20b", 2, 4096, "triton@3.6.0", "triton_kernels")
+    assert best["a_tactic"] == "s3-tm" and best["ratio_median"] == 1.005  # ours' best of the two
+    assert duel_verdict(duels, H100, "gpt-oss-20b", 2, 1024, "triton", "triton_kernels") is None
+    assert duel_verdict(duels, "NVIDIA H200", "gpt-oss-20b", 2, 4096, "triton", "triton_kernels") is None
+    assert duel_verdict(duels, H100, "gpt-oss-20b", 2, 4096, "triton", "cutlass") is None
+    assert duel_text(best) == ("duel (30 alternating rounds, duels/duel-1.csv): ours `s3-tm` / peer `tk-m128kautow8s3` "
+                               "1.005 (p10 1.003, p90 1.010), ours faster in 0 % of rounds: behind")
+    assert list(read_duels([tmp_path]).columns) == COLUMNS + ["source"]
+
+
+def test_apply_duels_sets_goal_1_from_the_verdict(tmp_path):
+    duels = read_duels([_folder(tmp_path, [_duel(4096, "a", 1.005, 1.003, 1.010, "behind", 0.0),
+                                           _duel(16384, "b", 0.993, 0.992, 0.998, "ahead", 0.9),
+                                           _duel(1024, "c", 0.999, 0.990, 1.010, "level", 0.5)])])
+    table = pd.DataFrame([_goal1(4096, 0.999, "met"), _goal1(16384, 1.01, "not met"), _goal1(1024, 1.004, "not met"),
+                          _goal1(256, 0.95, "met"), {**_goal1(16384, 0.5, "met"), "goal": 2}])
+    t = apply_duels(table, duels)
+    assert t["status"].tolist() == ["not met", "met", "not met", "met", "met"]
+    assert t["x_goal"].tolist()[:4] == [1.005, 0.993, 1.004, 0.95] and t["x_goal"].iloc[4] == 0.5
+    assert t["note"].iloc[1].startswith("duel (30 alternating rounds") and t["note"].iloc[1].endswith(": ahead")
+    assert t["note"].iloc[2].endswith(": level") and t["note"].iloc[3] == "" and t["note"].iloc[4] == ""
+    assert table["status"].tolist()[:2] == ["met", "not met"]  # the input is left as it was
+
+
+def test_a_duel_file_without_its_columns_is_refused(tmp_path):
+    d = tmp_path / "bad"
+    d.mkdir()
+    pd.DataFrame([{"model": "x", "verdict": "ahead"}]).to_csv(d / "duel-x.csv", index=False)
+    with pytest.raises(ValueError, match=r"^runs: .*duel-x.csv lacks the duel column\(s\) \['ep_size'"):
+        read_duels([d])
+
+
+def test_goals_takes_a_folder_of_duels_alone(tmp_path):
+    from fp4moe_diag.cli_goals import _has_profiles
+
+    d = _folder(tmp_path, [_duel(4096, "a", 1.005, 1.003, 1.010, "behind", 0.0)])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert _has_profiles(d) and not _has_profiles(empty)
