@@ -75,3 +75,14 @@ def test_goals_takes_a_folder_of_duels_alone(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert _has_profiles(d) and not _has_profiles(empty)
+
+
+def test_committed_duels_of_a_runs_folder(tmp_path):
+    from fp4moe_diag.analysis.duels import committed_duels
+
+    assert committed_duels(tmp_path).empty
+    _folder(tmp_path, [_duel(16384, "b", 0.993, 0.992, 0.998, "ahead", 0.9),
+                       _duel(4096, "a", 1.005, 1.003, 1.010, "behind", 0.0)], name="2026-12-05-run")
+    d = committed_duels(tmp_path)
+    assert d["num_tokens"].tolist() == [4096, 16384] and d["verdict"].tolist() == ["behind", "ahead"]
+    assert d["source"].tolist() == ["2026-12-05-run/duel-1.csv", "2026-12-05-run/duel-0.csv"]

@@ -28,6 +28,17 @@ def read_duels(folders: Iterable[Path]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS + ["source"])
 
 
+def committed_duels(root: Optional[Path] = None) -> pd.DataFrame:
+    """Every ``duel-*.csv`` under ``data/runs/*/`` (``root``: another runs folder) as one table, a row per duel:
+    GPU, shape, both tactics, the per-round ratio and verdict, and its run folder (``source``); empty when none."""
+    from ..paths import RUNS_ROOT
+
+    d = read_duels(sorted(p for p in Path(root if root is not None else RUNS_ROOT).glob("*") if p.is_dir()))
+    keep = ["gpu_name", "model", "ep_size", "num_tokens", "a_backend", "a_tactic", "b_backend", "b_tactic",
+            "ratio_median", "ratio_p10", "ratio_p90", "a_faster_share", "verdict", "source"]
+    return d[keep].sort_values(keep[:4], kind="stable").reset_index(drop=True)
+
+
 def duel_verdict(duels: pd.DataFrame, gpu_name: str, model: str, ep: int, t: int, ours: str,
                  peer: str) -> Optional[pd.Series]:
     """The duel of ours (``a``, backend ``ours`` without its ``@release``) against the peer (``b``) at this GPU and
