@@ -46,7 +46,7 @@ def check_goal_args(args: argparse.Namespace) -> list[Path]:
 
 def cmd_goals(args: argparse.Namespace) -> int:
     from .analysis.ablations import read_ablations
-    from .analysis.duels import read_duels
+    from .analysis.duels import read_duels, undecided
     from .analysis.goal_profiles import read_profiles, with_folder_gpus, with_folder_releases
     from .analysis.goals import goal_report, unprofiled
     from .analysis.goals_markdown import goals_markdown
@@ -69,6 +69,9 @@ def cmd_goals(args: argparse.Namespace) -> int:
                          ablations=read_ablations(args.runs), duels=read_duels(args.runs))
     if args.csv:
         report.table.to_csv(args.csv, index=False)
+    if args.duels:  # the lines evidence.sh takes in DUELS
+        print("\n".join(undecided(report.table)))
+        return 0
     if args.unprofiled:  # the lines evidence.sh takes in PROFILES
         lines = [f"{r.model}|{r.ep_size}|{r.num_tokens}|{r.tactic}" for r in unprofiled(report.table).itertuples()]
         print("\n".join(dict.fromkeys(lines)))  # one line per shape and tactic, whatever GPU missed it
@@ -97,4 +100,7 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--unprofiled", action="store_true", help="print instead, one per line as MODEL|EP|T|TACTIC, "
                    "ours' best tactic at each missed shape that no Nsight Compute profile of that tactic explains "
                    "(what tools/device/plans/evidence.sh takes in PROFILES)")
+    g.add_argument("--duels", action="store_true", help="print instead, one per line as MODEL|EP|T|OURS=TACTIC|"
+                   "PEER=TACTIC, goal 1's shapes missed or met by less than 2 %% with no duel yet (what "
+                   "tools/device/plans/evidence.sh takes in DUELS)")
     g.set_defaults(func=cmd_goals)

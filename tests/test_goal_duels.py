@@ -86,3 +86,22 @@ def test_committed_duels_of_a_runs_folder(tmp_path):
     d = committed_duels(tmp_path)
     assert d["num_tokens"].tolist() == [4096, 16384] and d["verdict"].tolist() == ["behind", "ahead"]
     assert d["source"].tolist() == ["2026-12-05-run/duel-1.csv", "2026-12-05-run/duel-0.csv"]
+
+
+def test_undecided_lists_goal_1_shapes_a_duel_should_decide():
+    from fp4moe_diag.analysis.duels import undecided
+
+    def row(t: int, x: float, status: str, note: str = "", peer: str = "tk-a") -> dict:
+        return {**_goal1(t, x, status, note), "ours_backend": "triton@3.6.0", "ours_tactic": f"ours-{t}",
+                "peer_tactic": peer}
+
+    table = pd.DataFrame([row(1, 1.004, "not met"), row(4, 0.99, "met"), row(16, 0.97, "met"),
+                          row(64, 1.01, "not met", note="duel (30 alternating rounds, x): ours ... behind"),
+                          row(256, 1.2, "not met", peer=None), {**row(1024, 1.1, "not met"), "goal": 2}])
+    assert undecided(table) == ["gpt-oss-20b|2|1|triton=ours-1|triton_kernels=tk-a",
+                                "gpt-oss-20b|2|4|triton=ours-4|triton_kernels=tk-a"]
+    assert undecided(table, margin=0.05) == ["gpt-oss-20b|2|1|triton=ours-1|triton_kernels=tk-a",
+                                             "gpt-oss-20b|2|4|triton=ours-4|triton_kernels=tk-a",
+                                             "gpt-oss-20b|2|16|triton=ours-16|triton_kernels=tk-a"]
+    with pytest.raises(ValueError, match="^margin: expected a fraction"):
+        undecided(table, margin=1.0)

@@ -78,3 +78,17 @@ def apply_duels(table: pd.DataFrame, duels: pd.DataFrame) -> pd.DataFrame:
             t.at[i, "x_goal"] = float(d["ratio_median"])
         t.at[i, "note"] = "; ".join(s for s in (str(r["note"] or ""), duel_text(d)) if s)
     return t
+
+
+def undecided(table: pd.DataFrame, margin: float = 0.02) -> list[str]:
+    """Goal 1's shapes that a duel should decide: not met, or met by less than ``margin`` (medians taken one after
+    the other, within the run-to-run spread), and not duelled yet: one line each, ``MODEL|EP|T|OURS=TACTIC|PEER=TACTIC``
+    (backends without their ``@release``), what ``tools/device/plans/evidence.sh`` takes in ``DUELS``."""
+    if not 0 <= margin < 1:
+        raise ValueError(f"margin: expected a fraction in [0, 1), got {margin!r}")
+    t = table[(table["goal"] == 1) & table["peer_tactic"].notna() & table["ours_tactic"].notna()]
+    t = t[((t["status"] == "not met") | (t["x_goal"] > 1 - margin)) & ~t["note"].astype(str).str.contains("duel (",
+                                                                                                      regex=False)]
+    lines = [f"{r.model}|{int(r.ep_size)}|{int(r.num_tokens)}|{str(r.ours_backend).partition('@')[0]}={r.ours_tactic}|"
+             f"{str(r.peer_backend).partition('@')[0]}={r.peer_tactic}" for r in t.itertuples()]
+    return list(dict.fromkeys(lines))
