@@ -98,6 +98,8 @@ def test_notebooks_have_tagged_parameters():
         for name in ("backend", "shapes_file", "device", "out_dir", "quick"):
             assert f"\n{name} = " in "\n" + src, (nb_path.name, name)
         assert nb.cells[0].cell_type == "markdown"
+        ids = [c.get("id") for c in nb.cells]  # nbformat 4.5: every cell has an id (a missing one is a warning today)
+        assert all(ids) and len(set(ids)) == len(ids), (nb_path.name, ids)
 
 
 def test_notebook_02_reads_committed_runs_on_a_gpu_unless_asked(tmp_path, monkeypatch):
