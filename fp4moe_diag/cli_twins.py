@@ -1,4 +1,4 @@
-"""``python -m fp4moe_diag twins RUN [RUN ...] --variant -pdlw --base -pdl``: each tactic of a family beside its twin
+"""``python -m fp4moe_diag twins RUN [RUN ...] --variant=-pdlw --base=-pdl``: each tactic of a family beside its twin
 of the same run, shape and backend (:mod:`fp4moe_diag.analysis.twins`)."""
 
 from __future__ import annotations

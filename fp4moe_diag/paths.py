@@ -20,6 +20,12 @@ def repo_path(p: "str | Path") -> Path:
     return q if q.is_absolute() else REPO_ROOT / q
 
 
+def run_folders(root: "str | Path | None" = None) -> list:
+    """The folders directly under ``root`` (default :data:`RUNS_ROOT`), sorted: the committed runs a table of
+    every run's ablations, duels, ... reads."""
+    return sorted(p for p in Path(root if root is not None else RUNS_ROOT).glob("*") if p.is_dir())
+
+
 def subprocess_env(front: "tuple | list" = (), back: "tuple | list" = ()) -> dict:
     """``os.environ`` for a child Python that imports ``fp4moe_diag`` from this checkout: PYTHONPATH is
     ``front`` (e.g. a FlashInfer version's site dir, which then shadows the installed one), the repository

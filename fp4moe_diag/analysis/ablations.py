@@ -78,9 +78,9 @@ def read_ablations(folders: Iterable[Path]) -> pd.DataFrame:
 def committed_ablations(root: Path | None = None) -> pd.DataFrame:
     """:func:`ablation_table` of every ``ablate*.csv`` under ``data/runs/*/`` (``root``: another runs folder), with
     each case's run folder in ``run``; empty when none is committed."""
-    from ..paths import RUNS_ROOT
+    from ..paths import run_folders
 
-    return ablations_per_run(sorted(p for p in Path(root if root is not None else RUNS_ROOT).glob("*") if p.is_dir()))
+    return ablations_per_run(run_folders(root))
 
 
 def ablations_per_run(folders: Iterable[Path]) -> pd.DataFrame:

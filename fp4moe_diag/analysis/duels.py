@@ -31,9 +31,9 @@ def read_duels(folders: Iterable[Path]) -> pd.DataFrame:
 def committed_duels(root: Optional[Path] = None) -> pd.DataFrame:
     """Every ``duel-*.csv`` under ``data/runs/*/`` (``root``: another runs folder) as one table, a row per duel:
     GPU, shape, both tactics, the per-round ratio and verdict, and its run folder (``source``); empty when none."""
-    from ..paths import RUNS_ROOT
+    from ..paths import run_folders
 
-    d = read_duels(sorted(p for p in Path(root if root is not None else RUNS_ROOT).glob("*") if p.is_dir()))
+    d = read_duels(run_folders(root))
     keep = ["gpu_name", "model", "ep_size", "num_tokens", "a_backend", "a_tactic", "b_backend", "b_tactic",
             "ratio_median", "ratio_p10", "ratio_p90", "a_faster_share", "verdict", "source"]
     return d[keep].sort_values(keep[:4], kind="stable").reset_index(drop=True)

@@ -34,7 +34,6 @@ def twin_table(df: pd.DataFrame, variant: str, base: str) -> pd.DataFrame:
     if not isinstance(variant, str) or not variant or variant == base:
         raise ValueError(f"variant: expected a label part other than base ({base!r}), got {variant!r}")
     df = ok_rows(require_frame(df, "results", KEYS + ["tactic_label", "time_median_us", "status"]))
-    df = df[df["time_median_us"].notna()]
     var = df[df["tactic_label"].str.contains(variant, regex=False)]
     if var.empty:
         raise ValueError(f"variant: no measured tactic label holds {variant!r}")

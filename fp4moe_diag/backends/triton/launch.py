@@ -17,7 +17,7 @@ from ._kernels import (BUILD_OPTIONS, INTERPRETED, _moe_mxfp4_gemm1_finalize_ker
                        _moe_mxfp4_gemm2_kernel, _topk_sum_kernel)
 from ._kernels_ps import _moe_mxfp4_gemm1_ps_kernel, _moe_mxfp4_gemm2_ps_kernel
 from ._kernels_ps_gu import _moe_mxfp4_gemm1_ps_gu_kernel
-from .configs import even_k, k_split, ps_n_fastest, ps_scale_words, ps_tiles_first, split_k_fits
+from .configs import PDL_LABELS, even_k, k_split, ps_n_fastest, ps_scale_words, ps_tiles_first, split_k_fits
 from .configs_gu import ps_gu_chunk_dots
 
 
@@ -107,7 +107,7 @@ def _weight_dims(w: torch.Tensor, ps: bool) -> tuple[int, int]:
 def _pdl_args(pdl: int, ps: bool) -> dict:
     """The launch switches of programmatic dependent launch: the kernel's ``PDL`` constexpr and Triton's
     ``launch_pdl``; nothing under the interpreter (no grid dependencies there: the same kernels, run one by one)."""
-    if pdl not in (0, 1, 2, 3, 4) or isinstance(pdl, bool):
+    if pdl not in PDL_LABELS or isinstance(pdl, bool):
         raise ValueError(f"pdl: expected 0 (off), 1 (programmatic dependent launch), 2 or 3 (and gemm2's L2 prefetch), "
                          f"4 (and gemm2's first weights loaded before its wait), got {pdl!r}")
     if pdl and not ps:
