@@ -37,6 +37,7 @@ from typing import Optional, Sequence
 from ..backends.triton.configs import (ABLATIONS, KernelConfig, even_k, k_split, parse_config, ps_n_fastest,
                                         ps_scale_words, ps_tiles_first, split_k_fits)
 from ..backends.triton.configs_gu import ps_gu_chunk_dots
+from ..backends.triton.tiling import SM90_LIMITS, residency  # noqa: F401 (SM90_LIMITS: re-exported)
 
 _GEMMS = {
     "gemm1": (["x_ptr", "w_ptr", "ws_ptr", "b_ptr", "alpha_ptr", "beta_ptr", "limit_ptr", "out_ptr", "part_ptr",
@@ -103,33 +104,15 @@ class LoopCount:
     mma_waits: list = field(default_factory=list)  # N of each distinct ``WARPGROUP.DEPBAR.LE gsb0, N`` in the loop
 
 
-#: per SM of compute capability 9.0 (Hopper; 10.0 has the same): the register file, shared memory (228 KB; 1 KB of
-#: it reserved per block), resident warps and blocks; registers are allocated per warp in units of 256 (8 per thread)
-SM90_LIMITS = dict(registers=65536, shared_bytes=233472, reserved_per_block=1024, warps=64, blocks=32)
-
-
-def residency(registers: int, shared_bytes: int, num_warps: int) -> int:
-    """Programs (CTAs) of ``num_warps`` warps one Hopper SM holds at once with ``registers`` per thread and
-    ``shared_bytes`` of shared memory per program: the least of what the register file, shared memory and the warp and
-    block limits allow (CUDA's occupancy rules at sm_90's granularities; ValueError on non-positive sizes)."""
-    if registers < 1 or registers > 255 or shared_bytes < 0 or num_warps < 1:
-        raise ValueError(f"residency: expected 1..255 registers, >= 0 shared bytes and >= 1 warps, got {registers}, "
-                         f"{shared_bytes}, {num_warps}")
-    lim = SM90_LIMITS
-    per_warp = -(-registers // 8) * 8 * 32
-    by_regs = lim["registers"] // (per_warp * num_warps)
-    by_smem = lim["shared_bytes"] // (shared_bytes + lim["reserved_per_block"])
-    return min(by_regs, by_smem, lim["warps"] // num_warps, lim["blocks"])
-
-
 def resident_programs(compiled, num_warps: int) -> int:
     """:func:`residency` of a compiled kernel (its registers from cuobjdump, its shared memory from Triton)."""
     return residency(resource_usage(compiled)["reg"], int(compiled.metadata.shared), num_warps)
 
 
 def mma_loop(sass: str, marker: str = "MMA") -> list[str]:
-    """The instructions of the largest backward-branch loop of ``sass`` (nvdisasm text) that holds an MMA (an
-    instruction with ``marker`` in it: ``LDGSTS`` finds the K loop of a ``~load`` ablation, which has no MMA)."""
+    """The instructions of the innermost (smallest) backward-branch loop of ``sass`` (nvdisasm text) that holds an MMA
+    (an instruction with ``marker`` in it: ``LDGSTS`` finds the K loop of a ``~load`` ablation, which has no MMA): the
+    K loop, also inside the tile loop of a ``-pt`` kernel."""
     lines = sass.splitlines()
     ins: list[tuple[int, str]] = []
     label_at: dict[str, int] = {}
@@ -151,7 +134,7 @@ def mma_loop(sass: str, marker: str = "MMA") -> list[str]:
         mb = _BRANCH.search(text)
         if mb and mb.group(1) in label_at and label_at[mb.group(1)] < addr:
             body = [t for a, t in ins if label_at[mb.group(1)] <= a <= addr]
-            if any(marker in t for t in body) and len(body) > len(best):
+            if any(marker in t for t in body) and (not best or len(body) < len(best)):
                 best = body
     if not best:
         raise ValueError(f"sass: no loop with an {marker} instruction found")
@@ -220,6 +203,8 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
         ptrs, types = ptrs + [a for a in args if args[a] != "i32"], types + [t for t in args.values() if t != "i32"]
         ints = ints + [a for a in args if args[a] == "i32"]
         const |= fconst | {"FUSED": kc.fused and (gemm == "gemm2" or kc.split_k > 1)}  # gemm1's: only when split
+        if not gu:  # -pt / -ptf: the tile loop (launch._persistent)
+            const["PERSIST"], ints = kc.persist, ints + ["m_blocks"]
     else:
         fn = K._moe_mxfp4_gemm1_kernel if gemm == "gemm1" else K._moe_mxfp4_gemm2_kernel
         const |= dict(DOT_SCALED=kc.dot_scaled, X2=kc.x2, SWAP=kc.swap)

@@ -3,7 +3,7 @@ same launches, grid, tiles, pipeline depth and weight loads with a part of each 
 next to the real tactic says what each part costs.  Their outputs are wrong by design: they are timed and profiled
 (``python -m fp4moe_diag.profiling.ablate``, ``profile``, ``profiling.sass``), never swept or offered as tactics.
 
-* ``ABLATE == 1`` (``~nodeq``): the upcast of :data:`._kernels_ps._PS_ASM` (about 2 instructions per weight) is
+* ``ABLATE == 1`` (``~nodeq``): the upcast of :data:`._kernels_ps_tile._PS_ASM` (about 2 instructions per weight) is
   replaced by :data:`_NODEQ_ASM`, 2 instructions per 8 weights that still read the word and both scale factors; the
   wgmmas, loads and everything else are as in the tactic.  Its time against the tactic's: the cost of the dequant.
 * ``ABLATE == 2`` (``~load``): each K step loads the weight and scale words of the tactic's tiles, as 32-bit words in

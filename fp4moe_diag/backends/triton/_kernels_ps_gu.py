@@ -36,7 +36,8 @@ import triton.language as tl
 from ._kernels import X2_UNSCALE, _dot, _gemm1_store, _tile_at
 from ._kernels_fused import _gemm1_fused_finalize
 from ._kernels_ablate import _sink_loop
-from ._kernels_ps import _act_tile, _grid_ids, _pdl_enter, _ps_tile
+from ._kernels_ps import _act_tile, _grid_ids, _pdl_enter
+from ._kernels_ps_tile import _ps_tile
 
 
 @triton.jit

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from .configs_checks import ABLATIONS, PERSIST_LABELS, check_ps_options  # noqa: F401 (re-exported)
 from .tiling import (DECODE_MAX_PAIRS, decode_sized, even_k, expected_local_pairs, k_split,  # noqa: F401
                      ps_n_fastest, ps_scale_words, ps_tiles_first, split_k_fits)
 
@@ -20,9 +21,6 @@ GATE_UP_LABEL = "-gu"  #: KernelConfig.gate_up's label suffix, right after -ps (
 #: counter per tile, reset by that program) does the pass of the kernel that followed: gemm2 the top-k sum of a
 #: token's rows (same fixed order: bit-identical), a split gemm1 the split-K finalize (:mod:`._kernels_fused`)
 FUSED_LABEL = "-fs"
-#: KernelConfig.ablate -> the kernels' ABLATE constexpr (label suffix ``~name``, last): a part of the K loop taken out,
-#: to be timed beside the tactic (profiling.ablate; outputs wrong by design, never offered; _kernels_ablate.py)
-ABLATIONS = {"": 0, "nodeq": 1, "load": 2, "seq": 3}
 MODES = ("bits", "ds", "x2", "sw", "ps", "f8", "p8")  # bit-arithmetic dequant, tl.dot_scaled, packed bf16x2 upcast,
 # x2 swap-AB, swap-AB on the pre-shuffled layout of ps_layout, W4A8 (e4m3 activations and folded weights; configs_f8),
 # W4A8 on the pre-shuffled layout of p8_layout (configs_p8.P8_CONFIGS)
@@ -55,6 +53,9 @@ class KernelConfig:
     ablate: str = ""  # mode ps only (label ~nodeq / ~load / ~seq): an ablation of the tactic, see ABLATIONS
     tile_major: bool = False  # mode ps only (label -tm, after -ps / -gu): the weights stored tile by tile (a copy,
     # ps_layout.tile_major): each K step of a program reads one contiguous range
+    persist: int = 0  # mode ps only (label PERSIST_LABELS, before the PDL one): persistent gemm1 / gemm2, as many
+    # programs as an SM holds, each looping over tiles: 1 (-pt) a K loop pipelined per tile, 2 (-ptf) the tile and K
+    # loops flattened into one, pipelined across tiles (configs_persist.py)
 
 
     def __post_init__(self) -> None:
@@ -91,26 +92,7 @@ class KernelConfig:
             raise ValueError(f"tactic: mode p8 has no split-K and needs block_k a multiple of 64, block_n of 16 and "
                              f"block_m >= 16, got split_k={self.split_k}, block_n={self.block_n}, "
                              f"block_k={self.block_k}, block_m={self.block_m}")
-        t = self.tail_m
-        if t and (isinstance(t, bool) or not isinstance(t, int) or self.mode != "ps" or t & (t - 1) or not 16 <= t
-                  < self.block_m or self.split_k > 1 or self.split_k2 or self.pdl > 1 or self.fused):
-            raise ValueError(f"tactic: tail_m (-tN, blocks of N rows for each expert's last pairs) is a mode ps option "
-                             f"without split-K, -pdlpf(e) or -fs, a power of two from 16 below block_m={self.block_m}; "
-                             f"got tail_m={t!r} in {self.mode!r}")
-        if self.ablate not in ABLATIONS or (self.ablate and self.mode != "ps"):
-            raise ValueError(f"tactic: ablate is a mode ps option, one of {sorted(a for a in ABLATIONS if a)}; got "
-                             f"{self.ablate!r} in mode {self.mode!r}")
-        if self.pdl == 4 and self.ablate in ("load", "seq"):  # their loop reads every K step, the first one too
-            raise ValueError(f"tactic: ~{self.ablate} of a -pdlw tactic would read its first K step twice; ablate the "
-                             f"-pdl twin")
-        if self.tile_major and self.ablate in ("load", "seq"):  # their loads take the ps addresses, not -tm's
-            raise ValueError(f"tactic: ~{self.ablate} reads the ps layout's tiles, not the tile-major copy; ablate the "
-                             f"ps twin (its ~seq reads each program's bytes as -tm does)")
-        if not isinstance(self.tile_major, bool) or (self.tile_major and self.mode != "ps"):
-            raise ValueError(f"tactic: tile_major (-tm) is a mode ps option, a bool; got {self.tile_major!r} in "
-                             f"{self.mode!r}")
-        if not isinstance(self.gate_up, bool) or (self.gate_up and self.mode != "ps"):
-            raise ValueError(f"tactic: gate_up (-gu) is a mode ps option, a bool; got {self.gate_up!r} in {self.mode!r}")
+        check_ps_options(self)
         if self.mode == "ps":
             pow2 = lambda v: v & (v - 1) == 0  # noqa: E731
             if not (self.block_n % 16 == 0 and self.block_k % 64 == 0 and self.block_m >= 16
@@ -174,7 +156,8 @@ class KernelConfig:
                 + "-tm" * self.tile_major
                 + (f"-sk{self.split_k}" if self.split_k > 1 else "")
                 + (f"-g2sk{self.split_k2}" if self.split_k2 else "") + (f"-g2n{self.block_n2}" if self.block_n2 else "")
-                + (f"-t{self.tail_m}" if self.tail_m else "") + PDL_LABELS[self.pdl]
+                + (f"-t{self.tail_m}" if self.tail_m else "") + PERSIST_LABELS[self.persist]
+                + PDL_LABELS[self.pdl]
                 + (FUSED_LABEL if self.fused else "") + (f"~{self.ablate}" if self.ablate else ""))
 
     def __str__(self) -> str:
@@ -190,7 +173,8 @@ class KernelConfig:
                     **({"gate_up": True} if self.gate_up else {}),
                     **({"fused": True} if self.fused else {}), **({"tail_m": self.tail_m} if self.tail_m else {}),
                     **({"ablate": self.ablate} if self.ablate else {}),
-                    **({"tile_major": True} if self.tile_major else {}))
+                    **({"tile_major": True} if self.tile_major else {}),
+                    **({"persist": self.persist} if self.persist else {}))
 
 
 
@@ -368,7 +352,7 @@ PS_PDL_CONFIGS += tuple(KernelConfig(*c, pdl=1, fused=True) for c in (
 
 _LABEL = re.compile(r"^m(?P<m>\d+)n(?P<n>\d+)k(?P<k>\d+)w(?P<w>\d+)s(?P<s>\d+)"
                     r"(?:-(?P<mode>ds|x2|sw|f8|p8)|-(?P<ps>ps)(?P<gu>-gu)?(?P<tm>-tm)?)?"
-                    r"(?:-sk(?P<sk>\d+))?(?:-g2sk(?P<g2sk>\d+))?(?:-g2n(?P<g2n>\d+))?(?:-t(?P<t>\d+))?"
+                    r"(?:-sk(?P<sk>\d+))?(?:-g2sk(?P<g2sk>\d+))?(?:-g2n(?P<g2n>\d+))?(?:-t(?P<t>\d+))?(?P<pt>-ptf|-pt)?"
                     r"(?P<pdl>-pdlpfe|-pdlpf|-pdlw|-pdl)?(?P<fs>-fs)?(?:~(?P<ab>[a-z]+))?$")
 
 
@@ -381,13 +365,15 @@ def parse_config(cfg: Any) -> KernelConfig:
         m = _LABEL.match(cfg)
         if m is None:
             raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu][-tm]|-f8|-p8][-skN]"
-                             f"[-g2skN][-g2nN][-tN][-pdl|-pdlpf|-pdlpfe|-pdlw][-fs][~nodeq|~load|~seq], got {cfg!r}")
+                             f"[-g2skN][-g2nN][-tN][-pt|-ptf][-pdl|-pdlpf|-pdlpfe|-pdlw][-fs][~nodeq|~load|~seq], "
+                             f"got {cfg!r}")
         nums = [int(m[g]) for g in "mnkws"]
         pdl = {v: k for k, v in PDL_LABELS.items()}[m["pdl"] or ""]
         return KernelConfig(*nums, mode=m["mode"] or m["ps"] or "bits", split_k=int(m["sk"] or 1),
                             split_k2=int(m["g2sk"] or 0), pdl=pdl, block_n2=int(m["g2n"] or 0),
                             gate_up=m["gu"] is not None, fused=m["fs"] is not None, tail_m=int(m["t"] or 0),
-                            ablate=m["ab"] or "", tile_major=m["tm"] is not None)
+                            ablate=m["ab"] or "", tile_major=m["tm"] is not None,
+                            persist={v: k for k, v in PERSIST_LABELS.items()}[m["pt"] or ""])
     if not isinstance(cfg, (tuple, list)):
         raise ValueError(f"tactic: expected a KernelConfig, a label or a tuple, got {type(cfg).__name__}")
     cfg = tuple(cfg)

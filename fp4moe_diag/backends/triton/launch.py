@@ -18,6 +18,7 @@ from ._kernels import (BUILD_OPTIONS, INTERPRETED, _moe_mxfp4_gemm1_finalize_ker
 from ._kernels_ps import _moe_mxfp4_gemm1_ps_kernel, _moe_mxfp4_gemm2_ps_kernel
 from ._kernels_ps_gu import _moe_mxfp4_gemm1_ps_gu_kernel
 from .configs import PDL_LABELS, even_k, k_split, ps_n_fastest, ps_scale_words, ps_tiles_first, split_k_fits
+from .tiling import residency
 from .configs_gu import ps_gu_chunk_dots
 
 
@@ -149,6 +150,48 @@ def _bound(fn: Any, grid: tuple, *args: Any, **kwargs: Any) -> Callable[[], None
     return functools.partial(fn[grid], *args, **kwargs)
 
 
+#: the programs of a ``-pt`` launch under the interpreter (no SMs there): fewer than the tiles of the tests' cases, so
+#: that each program loops over several tiles, as on a GPU
+INTERPRETED_PROGRAMS = 3
+
+
+def _sm_limits(device: torch.device) -> tuple[int, dict]:
+    """(SMs, :func:`.tiling.residency`'s limits) of a CUDA ``device``, from torch's device properties."""
+    props = torch.cuda.get_device_properties(device)
+    return props.multi_processor_count, dict(registers=props.regs_per_multiprocessor,
+                                             shared_bytes=props.shared_memory_per_multiprocessor,
+                                             warps=props.max_threads_per_multi_processor // 32)
+
+
+def _persistent(fn: Any, grid: tuple, persist: int, *args: Any, **kwargs: Any) -> Callable[[], None]:
+    """``fn`` bound as :func:`_bound` does, or with ``persist`` (1 ``-pt``, 2 ``-ptf``; ps only:
+    :mod:`._kernels_persist`) on ``(programs,)``: as many programs as the SMs hold at once with this build's registers and shared memory (the
+    build is compiled here, not run), at most one per tile, each looping over the tiles of ``grid``."""
+    if not persist:
+        return _bound(fn, grid, *args, **kwargs)
+    tiles = grid[0] * grid[1] * grid[2]
+    kwargs = {**kwargs, "PERSIST": persist, "m_blocks": grid[1] if kwargs["N_FASTEST"] else grid[0]}
+    if INTERPRETED:
+        programs = INTERPRETED_PROGRAMS
+    else:
+        build = fn.warmup(*args, grid=(1,), **kwargs)
+        build._init_handles()  # loads the build: n_regs is the driver's count
+        sms, limits = _sm_limits(args[0].device)
+        programs = sms * residency(int(build.n_regs), int(build.metadata.shared), kwargs["num_warps"], limits)
+    return functools.partial(fn[(min(tiles, programs),)], *args, **kwargs)
+
+
+def _persist_check(persist: int, ps: bool, **without: Any) -> None:
+    """ValueError unless ``persist`` is 0, 1 or 2, not 0 only for the ps kernels and with none of ``without`` (the
+    options the tile loop does not take: the fused ends, the ablations, gemm2's prefetch / first weights, -gu) set."""
+    if persist not in (0, 1, 2) or isinstance(persist, bool) or (persist and not ps):
+        raise ValueError(f"persist: expected 0 (off), 1 (-pt) or 2 (-ptf, flattened), not 0 for the pre-shuffled "
+                         f"kernels (ps=True) only; got {persist!r} with ps={ps}")
+    taken = sorted(k for k, v in without.items() if v)
+    if persist and taken:
+        raise ValueError(f"persist: the persistent tile loop (-pt) takes none of {', '.join(taken)}")
+
+
 def _x2(requested: bool, dot_scaled: bool) -> bool:
     if requested and dot_scaled:
         raise ValueError("x2: the packed bf16x2 upcast replaces the bit-arithmetic dequant; it cannot be combined "
@@ -170,7 +213,7 @@ def gemm1_calls(
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
     split_k: int = 1, part: Optional[torch.Tensor] = None, x2: bool = False, swap: bool = False, ps: bool = False,
     pdl: int = 0, counters: Optional[torch.Tensor] = None, gate_up: bool = False, ablate: int = 0,
-    tile_major: bool = False,
+    tile_major: bool = False, persist: int = 0,
 ) -> list[Callable[[], None]]:
     """The launches of gemm1 on ``block_expert_ids.numel()`` M-blocks. ``w [L, 2I, H/2]`` (``ps``: the layout of
     :mod:`.ps_layout`, ``[L, 2I/16, H/64, 512]``), ``out [P, I]``.
@@ -180,8 +223,10 @@ def gemm1_calls(
     ``gate_up`` (ps only): ``w`` / ``w_scale`` are the gate/up-interleaved copy (``ps_layout.shuffle_gate_up``), run
     by :mod:`._kernels_ps_gu` (one tile of ``2 block_n`` weight rows per K step: SCALE_WORDS is decided for it;
     CHUNK_DOTS by ``configs_gu.ps_gu_chunk_dots``).  ``ablate`` (ps only): the kernels' ABLATE, :mod:`._kernels_ablate`.
-    ``tile_major`` (ps only, ``-tm``): ``w`` / ``w_scale`` are the tile-major copy (``ps_layout.tile_major``)."""
+    ``tile_major`` (ps only, ``-tm``): ``w`` / ``w_scale`` are the tile-major copy (``ps_layout.tile_major``).
+    ``persist`` (ps only: 1 ``-pt``, 2 ``-ptf``; not with ``gate_up``): a persistent grid (:func:`_persistent`)."""
     inter, hidden = _weight_dims(w, ps)[0] // 2, x.shape[1]
+    _persist_check(persist, ps, gate_up=gate_up, counters=counters is not None, ablate=ablate, pdl_over_1=pdl > 1)
     tile_rows = _gate_up_rows(gate_up, ps, block_n)
     modes = (_mode_args(dot_scaled, x2, swap, ps, (block_m, tile_rows, block_k, num_warps)) | _pdl_args(pdl, ps)
              | _ablate_args(ablate, ps, num_stages) | _tile_major_args(tile_major, ps))
@@ -206,9 +251,9 @@ def gemm1_calls(
     epi = [dummy if v is None else v for v in (bias, alpha, beta, limit)]  # epilogue operands
     part_arg = dummy if split_k == 1 else part
     grid = _grid(num_blocks, triton.cdiv(inter, block_n), split_k, modes.get("N_FASTEST", False))
-    calls = [_bound(
+    calls = [_persistent(
         (_moe_mxfp4_gemm1_ps_gu_kernel if gate_up else _moe_mxfp4_gemm1_ps_kernel if ps else
-         _moe_mxfp4_gemm1_kernel), grid,
+         _moe_mxfp4_gemm1_kernel), grid, persist,
         x, w, w_scale, *epi, out, part_arg, sorted_pair_ids, block_expert_ids,
         num_pairs, top_k, inter,
         x.stride(0), w.stride(0), w.stride(1), w_scale.stride(0), w_scale.stride(1),
@@ -256,7 +301,7 @@ def gemm2_calls(
     block_expert_ids: torch.Tensor, num_pairs: int,
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
     split_k: int = 1, x2: bool = False, swap: bool = False, ps: bool = False, pdl: int = 0,
-    fused: Optional[FusedSum] = None, ablate: int = 0, tile_major: bool = False,
+    fused: Optional[FusedSum] = None, ablate: int = 0, tile_major: bool = False, persist: int = 0,
 ) -> list[Callable[[], None]]:
     """The launch of gemm2. ``a [P, I]`` bf16, ``w [L, H, I/2]`` (``ps``: ``[L, H/16, I/64, 512]``), ``out [T*k, H]``
     (rows by pair index), or ``out [>= split_k, T*k, H]`` (one plane per split; the caller sums them, or with
@@ -264,7 +309,9 @@ def gemm2_calls(
     ``pdl`` (ps only): 1 programmatic dependent launch, 2 that and the L2 prefetch of its first weight chunks, 4
     that and its first K step's weights loaded before its wait (``W_FIRST``, set under the interpreter too: the
     same peeled first step, run without the wait).
-    ``ablate`` (ps only): the kernel's ABLATE, :mod:`._kernels_ablate`; ``tile_major``: as :func:`gemm1_calls`."""
+    ``ablate`` (ps only): the kernel's ABLATE, :mod:`._kernels_ablate`; ``tile_major``, ``persist``: as
+    :func:`gemm1_calls`."""
+    _persist_check(persist, ps, fused=fused is not None, ablate=ablate, pdl_over_1=pdl > 1)
     hidden, inter = _weight_dims(w, ps)[0], a.shape[1]
     modes = (_mode_args(dot_scaled, x2, swap, ps, (block_m, block_n, block_k, num_warps)) | _pdl_args(pdl, ps)
              | _ablate_args(ablate, ps, num_stages) | _tile_major_args(tile_major, ps) | _w_first_args(pdl))
@@ -280,8 +327,8 @@ def gemm2_calls(
     if fused is not None:
         modes |= _fused_args(fused, planes[:split_k], triton.cdiv(hidden, block_n))
     grid = _grid(num_blocks, triton.cdiv(hidden, block_n), split_k, modes.get("N_FASTEST", False))
-    return [_bound(
-        (_moe_mxfp4_gemm2_ps_kernel if ps else _moe_mxfp4_gemm2_kernel), grid,
+    return [_persistent(
+        (_moe_mxfp4_gemm2_ps_kernel if ps else _moe_mxfp4_gemm2_kernel), grid, persist,
         a, w, w_scale, w_scale if bias is None else bias, topk_weights, planes,
         sorted_pair_ids, block_expert_ids,
         num_pairs, hidden,

@@ -179,7 +179,7 @@ def shuffle_gate_up(w13: torch.Tensor, w13_scale: torch.Tensor) -> tuple[torch.T
 
 def tile_major(t: torch.Tensor, slabs: int, chunks: int, name: str = "t") -> torch.Tensor:
     """The ps weights ``[L, NS, NC, 512]`` (or scales ``[L, NS, NC, 32]``) stored tile by tile for tiles of ``slabs``
-    slabs by ``chunks`` chunks (tactics ``-tm``, :func:`._kernels_ps._tm_bytes`): ``[L, NS / slabs, NC' / chunks,
+    slabs by ``chunks`` chunks (tactics ``-tm``, :func:`._kernels_ps_tile._tm_bytes`): ``[L, NS / slabs, NC' / chunks,
     slabs, chunks, B]`` viewed as ``[L, NS, NC', B]``, ``NC'`` the chunks padded with zeros to whole tiles (a block of
     ``slabs`` slabs then starts where its first slab would, ``stride(1)`` bytes per slab).  A ValueError when
     ``slabs`` does not divide NS."""

@@ -1,10 +1,11 @@
 """Tile arithmetic of our Triton kernels that needs no tactic object: the ps kernels' grid order, scale-load width and
-gemm1 order, the split-K arithmetic (``EVEN_K``, K per split, whether a split is empty) and which cases are
-decode-sized.  Imports nothing; :mod:`.configs` re-exports it."""
+gemm1 order, the split-K arithmetic (``EVEN_K``, K per split, whether a split is empty), which cases are
+decode-sized and how many programs an SM holds (:func:`residency`).  Imports nothing; :mod:`.configs` re-exports
+it."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 #: the most (token, expert) pairs a rank expects for the decode-only tactics to be offered (:func:`decode_sized`)
 DECODE_MAX_PAIRS = 256
@@ -30,8 +31,8 @@ def ps_n_fastest(block_m: int) -> bool:
 
 
 def ps_scale_words(block_n: int, block_k: int, num_warps: int) -> bool:
-    """Whether the ps kernels load a tile's scale bytes as 32-bit words (:func:`._kernels_ps._ps_scale_bytes`): when
-    the tile has fewer than 4 scale bytes per thread (``BLOCK_N / 16`` slabs x ``BLOCK_K / 64`` chunks x 32 bytes),
+    """Whether the ps kernels load a tile's scale bytes as 32-bit words (:func:`._kernels_ps_tile._ps_scale_bytes`):
+    when the tile has fewer than 4 scale bytes per thread (``BLOCK_N / 16`` slabs x ``BLOCK_K / 64`` chunks x 32 bytes),
     which as bytes Triton reads with a synchronous load inside the K loop instead of cp.async (every 8-warp tile
     offered).  Above that, bytes: the byte split of the words costs shifts that the byte load does not."""
     return (block_n // 16) * (block_k // 64) * 32 < 4 * 32 * num_warps
@@ -62,3 +63,23 @@ def k_split(k: int, block_k: int, split_k: int) -> int:
 def split_k_fits(k: int, block_k: int, split_k: int) -> bool:
     """Whether ``split_k`` splits of ``k`` in ``block_k`` steps leave no split empty."""
     return split_k >= 1 and k_split(k, block_k, split_k) * (split_k - 1) < k
+
+
+#: per SM of compute capability 9.0 (Hopper; 10.0 has the same): the register file, shared memory (228 KB; 1 KB of
+#: it reserved per block), resident warps and blocks; registers are allocated per warp in units of 256 (8 per thread)
+SM90_LIMITS = dict(registers=65536, shared_bytes=233472, reserved_per_block=1024, warps=64, blocks=32)
+
+
+def residency(registers: int, shared_bytes: int, num_warps: int, limits: Optional[dict] = None) -> int:
+    """Programs (CTAs) of ``num_warps`` warps one SM holds at once with ``registers`` per thread and ``shared_bytes``
+    of shared memory per program: the least of what the register file, shared memory and the warp and block limits
+    allow (CUDA's occupancy rules at sm_90's granularities; ``limits``: :data:`SM90_LIMITS`' keys, those of the
+    device at hand; ValueError on non-positive sizes)."""
+    if registers < 1 or registers > 255 or shared_bytes < 0 or num_warps < 1:
+        raise ValueError(f"residency: expected 1..255 registers, >= 0 shared bytes and >= 1 warps, got {registers}, "
+                         f"{shared_bytes}, {num_warps}")
+    lim = {**SM90_LIMITS, **(limits or {})}
+    per_warp = -(-registers // 8) * 8 * 32
+    by_regs = lim["registers"] // (per_warp * num_warps)
+    by_smem = lim["shared_bytes"] // (shared_bytes + lim["reserved_per_block"])
+    return min(by_regs, by_smem, lim["warps"] // num_warps, lim["blocks"])

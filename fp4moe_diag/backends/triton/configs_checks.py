@@ -1,0 +1,58 @@
+"""The checks of :class:`.configs.KernelConfig`'s mode-ps options (``-tN``, ``~ablation``, ``-tm``, ``-gu``, ``-pt``)
+and the ablations' names.  Imports nothing of ours, no triton."""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: KernelConfig.ablate -> the kernels' ABLATE constexpr (label suffix ``~name``, last): a part of the K loop taken out,
+#: to be timed beside the tactic (profiling.ablate; outputs wrong by design, never offered; _kernels_ablate.py)
+ABLATIONS = {"": 0, "nodeq": 1, "load": 2, "seq": 3}
+#: KernelConfig.persist -> label suffix (:mod:`.configs_persist`): persistent tile loops, the K loop pipelined per tile
+#: (``-pt``) or the two loops flattened into one pipelined across tiles (``-ptf``)
+PERSIST_LABELS = {0: "", 1: "-pt", 2: "-ptf"}
+
+
+def _check_tail(kc: Any) -> None:
+    t = kc.tail_m
+    if t and (isinstance(t, bool) or not isinstance(t, int) or kc.mode != "ps" or t & (t - 1) or not 16 <= t
+              < kc.block_m or kc.split_k > 1 or kc.split_k2 or kc.pdl > 1 or kc.fused):
+        raise ValueError(f"tactic: tail_m (-tN, blocks of N rows for each expert's last pairs) is a mode ps option "
+                         f"without split-K, -pdlpf(e) or -fs, a power of two from 16 below block_m={kc.block_m}; "
+                         f"got tail_m={t!r} in {kc.mode!r}")
+
+
+def _check_ablation(kc: Any) -> None:
+    if kc.ablate not in ABLATIONS or (kc.ablate and kc.mode != "ps"):
+        raise ValueError(f"tactic: ablate is a mode ps option, one of {sorted(a for a in ABLATIONS if a)}; got "
+                         f"{kc.ablate!r} in mode {kc.mode!r}")
+    if kc.pdl == 4 and kc.ablate in ("load", "seq"):  # their loop reads every K step, the first one too
+        raise ValueError(f"tactic: ~{kc.ablate} of a -pdlw tactic would read its first K step twice; ablate the "
+                         f"-pdl twin")
+    if kc.tile_major and kc.ablate in ("load", "seq"):  # their loads take the ps addresses, not -tm's
+        raise ValueError(f"tactic: ~{kc.ablate} reads the ps layout's tiles, not the tile-major copy; ablate the "
+                         f"ps twin (its ~seq reads each program's bytes as -tm does)")
+
+
+def _check_persist(kc: Any) -> None:
+    """``-pt`` / ``-ptf`` (:mod:`.configs_persist`): the plain ps kernels' tile loop; not the ``-gu`` gemm1, the fused
+    ends, the tail launches, gemm2's prefetch or first-weights variants (``pdl`` 2-4), nor an ablation."""
+    if kc.persist not in PERSIST_LABELS or isinstance(kc.persist, bool):
+        raise ValueError(f"tactic: persist must be one of {sorted(PERSIST_LABELS)} (off, -pt, -ptf), got "
+                         f"{kc.persist!r}")
+    if kc.persist and (kc.mode != "ps" or kc.gate_up or kc.fused or kc.tail_m or kc.pdl > 1 or kc.ablate):
+        raise ValueError(f"tactic: persist (-pt / -ptf, persistent tile loops) is a mode ps option without -gu, -fs, "
+                         f"-tN, -pdlpf / -pdlpfe / -pdlw or an ablation; got "
+                         f"{kc.label if kc.mode == 'ps' else kc.mode!r}")
+
+
+def check_ps_options(kc: Any) -> None:
+    """ValueError naming the option unless ``kc``'s mode-ps options are valid and fit together."""
+    _check_tail(kc)
+    _check_ablation(kc)
+    if not isinstance(kc.tile_major, bool) or (kc.tile_major and kc.mode != "ps"):
+        raise ValueError(f"tactic: tile_major (-tm) is a mode ps option, a bool; got {kc.tile_major!r} in "
+                         f"{kc.mode!r}")
+    if not isinstance(kc.gate_up, bool) or (kc.gate_up and kc.mode != "ps"):
+        raise ValueError(f"tactic: gate_up (-gu) is a mode ps option, a bool; got {kc.gate_up!r} in {kc.mode!r}")
+    _check_persist(kc)

@@ -1,0 +1,33 @@
+"""The ``-pt`` tactics of mode ps (:class:`.configs.KernelConfig` ``persist``): the decode winners with persistent
+gemm1 / gemm2 grids (:mod:`._kernels_persist`): as many programs as an SM holds, each looping over tiles in one
+flattened loop, so that the cp.async pipeline streams the next tile's weights while a tile ends.
+
+Why: at decode the ablations (H100, data/runs/2026-12-05-nvidia-h100-s17a / -s17b) put the weight loads alone of the
+winners' grids at 82 % of the read ceiling (20b EP1 T=64) and 47-70 % at T <= 4, against the 95-100 % a streaming
+kernel reaches: each short program waits for its routing tables and first weights alone, and a grid of 1.5-3 waves
+ends in a partial one.
+
+SASS (sm_90a, triton 3.6.0, K = 2880; ``python -m fp4moe_diag.profiling.sass``): ``-pt``'s K loop is the plain one
+(gemm2 of m16n128k128w4s3 448 instructions against 462), but gemm2 holds 152 registers against 126 (3 programs per
+SM, not 4); ``-ptf``'s one loop carries each tile's set-up and store under predicates and waits for its wgmmas every
+step: 6.6 instructions per weight against 3.6, with 118 registers (gemm1: 128 against 218, 4 programs per SM, not 2).
+At 3.1 TB/s an H100 SM takes about 24 weights a cycle: the plain loop issues at most 35 (4 warp instructions a
+cycle), ``-ptf``'s about 19, so on the H100 and H200 ``-ptf`` is issue-bound where the plain loop is not.
+Not measured on a GPU yet.  Imports nothing of ours but :mod:`.configs`, no triton."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .configs import KernelConfig, parse_config
+
+_BASES = ("m16n64k256w4s3-ps-sk2", "m16n128k128w4s3-ps", "m16n128k128w4s3-ps-g2sk2", "m16n128k128w4s4-ps")
+#: decode (tiling.decode_sized): the s15 / s17-s19 winners at T = 1..64 and a deeper pipeline, each as -pt and -ptf,
+#: offered beside its plain twin; compiled and interpreted alike
+PS_PT_DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(dataclasses.replace(parse_config(lab), persist=p)
+                                                       for p in (1, 2) for lab in _BASES)
+#: the same with programmatic dependent launch (GPU only), and the EP2 winners at T <= 4
+PS_PT_DECODE_PDL_CONFIGS: tuple[KernelConfig, ...] = (
+    tuple(dataclasses.replace(c, pdl=1) for c in PS_PT_DECODE_CONFIGS)
+    + tuple(dataclasses.replace(parse_config(lab), persist=p, pdl=1)
+            for p in (1, 2) for lab in ("m16n64k256w4s3-ps-sk4", "m16n128k256w8s3-ps-sk2")))
