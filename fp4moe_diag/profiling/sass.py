@@ -204,7 +204,8 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
         ints = ints + [a for a in args if args[a] == "i32"]
         const |= fconst | {"FUSED": kc.fused and (gemm == "gemm2" or kc.split_k > 1)}  # gemm1's: only when split
         if not gu:  # -pt / -ptf: the tile loop (launch._persistent)
-            const["PERSIST"], ints = kc.persist, ints + ["m_blocks"]
+            const |= dict(PERSIST=kc.persist, TILES=0, PROGRAMS=0)  # the last two: the interpreter's
+            ints = ints + ["m_blocks"]
     else:
         fn = K._moe_mxfp4_gemm1_kernel if gemm == "gemm1" else K._moe_mxfp4_gemm2_kernel
         const |= dict(DOT_SCALED=kc.dot_scaled, X2=kc.x2, SWAP=kc.swap)

@@ -92,7 +92,8 @@ def _moe_mxfp4_gemm1_ps_kernel(
     SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr, PDL: tl.constexpr = 0,
     SCALE_WORDS: tl.constexpr = False, cnt_ptr=None, FUSED: tl.constexpr = False, TILES_FIRST: tl.constexpr = False,
     ABLATE: tl.constexpr = 0, STAGES: tl.constexpr = 0, TILE_MAJOR: tl.constexpr = False,
-    PERSIST: tl.constexpr = 0, m_blocks=0,
+    PERSIST: tl.constexpr = 0, m_blocks=0, TILES: tl.constexpr = 0,
+    PROGRAMS: tl.constexpr = 0,
 ):
     """gemm1 of :mod:`._kernels` (gate/up + activation, N = I, K = H) on the ps layout: the gate rows are slabs
     ``N / 16 ..`` of the same ``[2N / 16, K / 64, 512]`` expert matrix.  ``PDL``: see :func:`_pdl_enter`.
@@ -103,9 +104,19 @@ def _moe_mxfp4_gemm1_ps_kernel(
     :func:`._kernels_fused._gemm1_fused_finalize`); no finalize kernel.  ``ABLATE``, ``STAGES``:
     :mod:`._kernels_ablate`.  ``TILE_MAJOR`` (``-tm``): the weights are the tile-major copy (:func:`_tm_bytes`).
     ``PERSIST`` (1 ``-pt``, 2 ``-ptf``: flattened): each program loops over the ``m_blocks`` x N tiles x splits tiles
-    (:mod:`._kernels_persist`)."""
+    (:mod:`._kernels_persist`; under the interpreter ``TILES`` of them over ``PROGRAMS`` programs, both constexpr)."""
     _pdl_enter(PDL)
-    if PERSIST:
+    if PERSIST and DOT_F32:  # the interpreter (DOT_F32): its Triton 3.6 takes no run-time loop bounds
+        for i in range(0, TILES, PROGRAMS):
+            t = i + tl.program_id(0)
+            if t < TILES:
+                pid_m, pid_n, pid_k = _tile_ids(t, m_blocks, tl.cdiv(N, BLOCK_N), N_FASTEST)
+                _gemm1_ps_tile(pid_m, pid_n, pid_k, x_ptr, w_ptr, ws_ptr, b_ptr, alpha_ptr, beta_ptr, limit_ptr,
+                               out_ptr, part_ptr, sorted_pair_ptr, block_expert_ptr, num_pairs, top_k, N, stride_xm,
+                               stride_we, stride_ws, stride_se, stride_ss, stride_be, stride_om, stride_ps, stride_pm,
+                               K, BLOCK_M, BLOCK_N, BLOCK_K, ACTIVATION, HAS_BIAS, EVEN_K, DOT_F32, SPLIT_K, K_SPLIT,
+                               SCALE_WORDS, cnt_ptr, FUSED, TILES_FIRST, ABLATE, STAGES, TILE_MAJOR)
+    elif PERSIST:
         n_tiles = tl.cdiv(N, BLOCK_N)
         for t in tl.range(tl.program_id(0), m_blocks * n_tiles * SPLIT_K, tl.num_programs(0),
                           flatten=PERSIST == 2):
@@ -186,7 +197,8 @@ def _moe_mxfp4_gemm2_ps_kernel(
     SCALE_WORDS: tl.constexpr = False, y_ptr=None, cnt_ptr=None, tok_pairs_ptr=None, orph_ptr=None, stride_ym=0,
     TOP_K: tl.constexpr = 1, ORPH: tl.constexpr = 0, FUSED: tl.constexpr = False, ABLATE: tl.constexpr = 0,
     STAGES: tl.constexpr = 0, TILE_MAJOR: tl.constexpr = False, W_FIRST: tl.constexpr = False,
-    PERSIST: tl.constexpr = 0, m_blocks=0,
+    PERSIST: tl.constexpr = 0, m_blocks=0, TILES: tl.constexpr = 0,
+    PROGRAMS: tl.constexpr = 0,
 ):
     """gemm2 of :mod:`._kernels` (down, times the routing weight, N = H, K = I) on the ps layout.  ``FUSED``
     (``-fs``): the program completing a token's rows sums them into ``y`` [T, N] (bf16) in the top-k sum's order
@@ -221,7 +233,17 @@ def _moe_mxfp4_gemm2_ps_kernel(
                                K // 64, stride_ws, stride_ss, S_PF, PF_C)
     if not W_FIRST:
         _pdl_enter(PDL)
-    if PERSIST:
+    if PERSIST and DOT_F32:  # the interpreter (DOT_F32): its Triton 3.6 takes no run-time loop bounds
+        for i in range(0, TILES, PROGRAMS):
+            t = i + tl.program_id(0)
+            if t < TILES:
+                pid_m, pid_n, pid_k = _tile_ids(t, m_blocks, tl.cdiv(N, BLOCK_N), N_FASTEST)
+                _gemm2_ps_tile(pid_m, pid_n, pid_k, a_ptr, w_ptr, ws_ptr, b_ptr, topk_w_ptr, out_ptr, sorted_pair_ptr,
+                               block_expert_ptr, num_pairs, N, stride_am, stride_we, stride_ws, stride_se, stride_ss,
+                               stride_be, stride_om, stride_os, K, BLOCK_M, BLOCK_N, BLOCK_K, HAS_BIAS, EVEN_K, DOT_F32,
+                               SPLIT_K, K_SPLIT, PDL, SCALE_WORDS, y_ptr, cnt_ptr, tok_pairs_ptr, orph_ptr, stride_ym,
+                               TOP_K, ORPH, FUSED, ABLATE, STAGES, TILE_MAJOR, W_FIRST)
+    elif PERSIST:
         n_tiles = tl.cdiv(N, BLOCK_N)
         for t in tl.range(tl.program_id(0), m_blocks * n_tiles * SPLIT_K, tl.num_programs(0),
                           flatten=PERSIST == 2):

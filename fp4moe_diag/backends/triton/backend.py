@@ -31,7 +31,6 @@ from .configs import (ABLATIONS, CONFIGS, DECODE_CONFIGS, DOT_SCALED_CONFIGS, PS
 from .configs_gu import (PS_GU_CONFIGS, PS_GU_DECODE_CONFIGS, PS_GU_DECODE_PDL_CONFIGS, PS_GU_PDL_CONFIGS,
                          PS_GU_WIDE_CONFIGS)
 from .configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS
-from .configs_persist import PS_PT_DECODE_CONFIGS, PS_PT_DECODE_PDL_CONFIGS
 from .configs_tm import PS_TM_DECODE_CONFIGS, PS_TM_DECODE_PDL_CONFIGS, PS_TM_PREFILL_CONFIGS, tm_refusal
 from .configs_warps import PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS
 from .defaults import measured_default
@@ -126,8 +125,8 @@ class TritonMXFP4Backend(Backend):
         :func:`.tiling.decode_sized` (a rank expects <= DECODE_MAX_PAIRS pairs) the split-K decode configs (x2 / sw /
         ps ones everywhere, ds ones on GPU); at decode on GPU the ps tactics with programmatic dependent launch
         (``-pdl``, PS_GU_PDL_CONFIGS, PS_DECODE8_PDL_CONFIGS and PS_GU_DECODE_PDL_CONFIGS), with and without the
-        fused ends (``-fs``); the ``-tm`` twins of the winners (:mod:`.configs_tm`) where their tiles are whole; at
-        decode the persistent ``-pt`` twins (:mod:`.configs_persist`; their ``-pdl`` ones compiled only).  The
+        fused ends (``-fs``); the ``-tm`` twins of the winners (:mod:`.configs_tm`) where their tiles are whole (not
+        the persistent ``-pt`` / ``-ptf`` ones of :mod:`.configs_persist`: measured slower, run by label only).  The
         default: :mod:`.defaults`."""
         decode = decode_sized(case)
         configs: tuple[KernelConfig, ...] = CONFIGS + X2_CONFIGS + SW_CONFIGS
@@ -138,14 +137,12 @@ class TritonMXFP4Backend(Backend):
                                            if _split_fits(case, c)) if decode else ())
             configs += PS_GU_CONFIGS + (() if decode else PS_GU_WIDE_CONFIGS + PS_GU16_CONFIGS + PS_TAIL_CONFIGS)
             configs += _tile_major(case, PS_TM_DECODE_CONFIGS if decode else PS_TM_PREFILL_CONFIGS)
-            configs += tuple(c for c in PS_PT_DECODE_CONFIGS if _split_fits(case, c)) if decode else ()
         compiled = not (interpret_enabled() or kernels_interpreted())
         if compiled:
             if decode and ps_refusal(case) is None:  # programmatic dependent launch: compiled kernels only
                 configs += tuple(c for c in PS_PDL_CONFIGS + PS_GU_PDL_CONFIGS + PS_DECODE8_PDL_CONFIGS
                                  + PS_GU_DECODE_PDL_CONFIGS if _split_fits(case, c))
                 configs += _tile_major(case, PS_TM_DECODE_PDL_CONFIGS)
-                configs += tuple(c for c in PS_PT_DECODE_PDL_CONFIGS if _split_fits(case, c))
             elif ps_refusal(case) is None:
                 configs += PS_TAIL_PDL_CONFIGS
             configs += DOT_SCALED_CONFIGS

@@ -171,8 +171,9 @@ def _persistent(fn: Any, grid: tuple, persist: int, *args: Any, **kwargs: Any) -
         return _bound(fn, grid, *args, **kwargs)
     tiles = grid[0] * grid[1] * grid[2]
     kwargs = {**kwargs, "PERSIST": persist, "m_blocks": grid[1] if kwargs["N_FASTEST"] else grid[0]}
-    if INTERPRETED:
+    if INTERPRETED:  # the loop's bounds as constexprs: the interpreter of Triton 3.6 takes no run-time ones
         programs = INTERPRETED_PROGRAMS
+        kwargs |= dict(TILES=tiles, PROGRAMS=programs)
     else:
         build = fn.warmup(*args, grid=(1,), **kwargs)
         build._init_handles()  # loads the build: n_regs is the driver's count
