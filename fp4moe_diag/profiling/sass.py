@@ -34,10 +34,10 @@ import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from typing import Optional, Sequence
 
-from ..backends.triton.configs import (ABLATIONS, KernelConfig, even_k, k_split, parse_config, ps_n_fastest,
+from ..backends.triton.configs import (ABLATIONS, KernelConfig, even_k, k_main, k_split, parse_config, ps_n_fastest,
                                         ps_scale_words, ps_tiles_first, split_k_fits)
 from ..backends.triton.configs_gu import ps_gu_chunk_dots
-from ..backends.triton.tiling import SM90_LIMITS, residency  # noqa: F401 (SM90_LIMITS: re-exported)
+from ..backends.triton.tiling import SM90_LIMITS, residency, residency_cap  # noqa: F401 (SM90_LIMITS: re-exported)
 
 _GEMMS = {
     "gemm1": (["x_ptr", "w_ptr", "ws_ptr", "b_ptr", "alpha_ptr", "beta_ptr", "limit_ptr", "out_ptr", "part_ptr",
@@ -203,8 +203,9 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
         ptrs, types = ptrs + [a for a in args if args[a] != "i32"], types + [t for t in args.values() if t != "i32"]
         ints = ints + [a for a in args if args[a] == "i32"]
         const |= fconst | {"FUSED": kc.fused and (gemm == "gemm2" or kc.split_k > 1)}  # gemm1's: only when split
-        if not gu:  # -pt / -ptf: the tile loop (launch._persistent)
+        if not gu:  # -pt / -ptf: the tile loop (launch._persistent); -pk: the K steps without K masks
             const |= dict(PERSIST=kc.persist, TILES=0, PROGRAMS=0)  # the last two: the interpreter's
+            const |= dict(PEEL=kc.peel, K_MAIN=k_main(k, kc.block_k, kc.split_k))  # the split this build has
             ints = ints + ["m_blocks"]
     else:
         fn = K._moe_mxfp4_gemm1_kernel if gemm == "gemm1" else K._moe_mxfp4_gemm2_kernel
@@ -218,6 +219,10 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
     twin = replace(kc, ablate="") if kc.ablate == "nodeq" else replace(kc, pdl=1) if kc.pdl == 4 and gemm == "gemm2" \
         else None  # ~nodeq, -pdlw's gemm2: at most their twin's registers, as launch._bound builds them
     cap = {} if twin is None else {"maxnreg": resource_usage(_compile(twin, gemm, k, arch))["reg"]}
+    if kc.peel:  # -pk: capped where a granule of registers buys one more program an SM (launch._bound)
+        free = resource_usage(triton.compile(src, target=GPUTarget("cuda", arch, 32), options=dict(
+            num_warps=kc.num_warps, num_stages=kc.num_stages, **K.BUILD_OPTIONS)))["reg"]
+        cap = {"maxnreg": c} if (c := residency_cap(free, kc.num_warps)) else {}
     return triton.compile(src, target=GPUTarget("cuda", arch, 32),
                           options=dict(num_warps=kc.num_warps, num_stages=kc.num_stages, **K.BUILD_OPTIONS, **cap))
 

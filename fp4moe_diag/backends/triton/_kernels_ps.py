@@ -93,7 +93,7 @@ def _moe_mxfp4_gemm1_ps_kernel(
     SCALE_WORDS: tl.constexpr = False, cnt_ptr=None, FUSED: tl.constexpr = False, TILES_FIRST: tl.constexpr = False,
     ABLATE: tl.constexpr = 0, STAGES: tl.constexpr = 0, TILE_MAJOR: tl.constexpr = False,
     PERSIST: tl.constexpr = 0, m_blocks=0, TILES: tl.constexpr = 0,
-    PROGRAMS: tl.constexpr = 0,
+    PROGRAMS: tl.constexpr = 0, PEEL: tl.constexpr = False, K_MAIN: tl.constexpr = 0,
 ):
     """gemm1 of :mod:`._kernels` (gate/up + activation, N = I, K = H) on the ps layout: the gate rows are slabs
     ``N / 16 ..`` of the same ``[2N / 16, K / 64, 512]`` expert matrix.  ``PDL``: see :func:`_pdl_enter`.
@@ -132,7 +132,7 @@ def _moe_mxfp4_gemm1_ps_kernel(
                        out_ptr, part_ptr, sorted_pair_ptr, block_expert_ptr, num_pairs, top_k, N, stride_xm, stride_we,
                        stride_ws, stride_se, stride_ss, stride_be, stride_om, stride_ps, stride_pm, K, BLOCK_M, BLOCK_N,
                        BLOCK_K, ACTIVATION, HAS_BIAS, EVEN_K, DOT_F32, SPLIT_K, K_SPLIT, SCALE_WORDS, cnt_ptr, FUSED,
-                       TILES_FIRST, ABLATE, STAGES, TILE_MAJOR)
+                       TILES_FIRST, ABLATE, STAGES, TILE_MAJOR, PEEL, K_MAIN)
 
 
 @triton.jit
@@ -142,7 +142,8 @@ def _gemm1_ps_tile(pid_m, pid_n, pid_k, x_ptr, w_ptr, ws_ptr, b_ptr, alpha_ptr, 
                    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr,
                    EVEN_K: tl.constexpr, DOT_F32: tl.constexpr, SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr,
                    SCALE_WORDS: tl.constexpr, cnt_ptr, FUSED: tl.constexpr, TILES_FIRST: tl.constexpr,
-                   ABLATE: tl.constexpr, STAGES: tl.constexpr, TILE_MAJOR: tl.constexpr):
+                   ABLATE: tl.constexpr, STAGES: tl.constexpr, TILE_MAJOR: tl.constexpr, PEEL: tl.constexpr = False,
+                   K_MAIN: tl.constexpr = 0):
     """Tile ``(pid_m, pid_n, pid_k)`` of :func:`_moe_mxfp4_gemm1_ps_kernel`: its K loop and its store."""
     pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(pid_m, pid_n, pid_k, block_expert_ptr, sorted_pair_ptr,
                                                               num_pairs, N, BLOCK_M, BLOCK_N)
@@ -162,6 +163,17 @@ def _gemm1_ps_tile(pid_m, pid_n, pid_k, x_ptr, w_ptr, ws_ptr, b_ptr, alpha_ptr, 
     if ABLATE >= 2:  # ~load / ~seq (_kernels_ablate): the loop's weight and scale loads only
         acc_lt = _sink_loop(acc_lt, w_lin, s_lin, w_gate, s_gate, slab0, kb // 64, N // 16, K // 64, stride_ws,
                             stride_ss, K_SPLIT, BLOCK_K, S, C, 2, STAGES, ABLATE == 3)
+    elif PEEL:  # -pk: every split's whole K steps without K masks, then the rest masked (K_MAIN: tiling.k_main)
+        for kk in range(0, K_MAIN, BLOCK_K):
+            acc_lt, acc_gt = _gemm1_step(acc_lt, acc_gt, x_ptrs, mask_m, kb + kk, offs_k, w_lin, s_lin, w_gate, s_gate,
+                                         slab0, N, stride_ws, stride_ss, K, S, C, DOT_F32, SCALE_WORDS, ABLATE,
+                                         TILE_MAJOR, TILES_FIRST, True)
+            x_ptrs += BLOCK_K
+        for kk in range(K_MAIN, K_SPLIT, BLOCK_K):
+            acc_lt, acc_gt = _gemm1_step(acc_lt, acc_gt, x_ptrs, mask_m, kb + kk, offs_k, w_lin, s_lin, w_gate, s_gate,
+                                         slab0, N, stride_ws, stride_ss, K, S, C, DOT_F32, SCALE_WORDS, ABLATE,
+                                         TILE_MAJOR, TILES_FIRST, False)
+            x_ptrs += BLOCK_K
     else:
         for kk in range(0, K_SPLIT, BLOCK_K):
             xt = tl.trans(_act_tile(x_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
@@ -198,7 +210,7 @@ def _moe_mxfp4_gemm2_ps_kernel(
     TOP_K: tl.constexpr = 1, ORPH: tl.constexpr = 0, FUSED: tl.constexpr = False, ABLATE: tl.constexpr = 0,
     STAGES: tl.constexpr = 0, TILE_MAJOR: tl.constexpr = False, W_FIRST: tl.constexpr = False,
     PERSIST: tl.constexpr = 0, m_blocks=0, TILES: tl.constexpr = 0,
-    PROGRAMS: tl.constexpr = 0,
+    PROGRAMS: tl.constexpr = 0, PEEL: tl.constexpr = False, K_MAIN: tl.constexpr = 0,
 ):
     """gemm2 of :mod:`._kernels` (down, times the routing weight, N = H, K = I) on the ps layout.  ``FUSED``
     (``-fs``): the program completing a token's rows sums them into ``y`` [T, N] (bf16) in the top-k sum's order
@@ -259,7 +271,7 @@ def _moe_mxfp4_gemm2_ps_kernel(
                        sorted_pair_ptr, block_expert_ptr, num_pairs, N, stride_am, stride_we, stride_ws, stride_se,
                        stride_ss, stride_be, stride_om, stride_os, K, BLOCK_M, BLOCK_N, BLOCK_K, HAS_BIAS, EVEN_K,
                        DOT_F32, SPLIT_K, K_SPLIT, PDL, SCALE_WORDS, y_ptr, cnt_ptr, tok_pairs_ptr, orph_ptr, stride_ym,
-                       TOP_K, ORPH, FUSED, ABLATE, STAGES, TILE_MAJOR, W_FIRST)
+                       TOP_K, ORPH, FUSED, ABLATE, STAGES, TILE_MAJOR, W_FIRST, PEEL, K_MAIN)
 
 
 @triton.jit
@@ -270,7 +282,7 @@ def _gemm2_ps_tile(pid_m, pid_n, pid_k, a_ptr, w_ptr, ws_ptr, b_ptr, topk_w_ptr,
                    SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, PDL: tl.constexpr, SCALE_WORDS: tl.constexpr, y_ptr,
                    cnt_ptr, tok_pairs_ptr, orph_ptr, stride_ym, TOP_K: tl.constexpr, ORPH: tl.constexpr,
                    FUSED: tl.constexpr, ABLATE: tl.constexpr, STAGES: tl.constexpr, TILE_MAJOR: tl.constexpr,
-                   W_FIRST: tl.constexpr):
+                   W_FIRST: tl.constexpr, PEEL: tl.constexpr = False, K_MAIN: tl.constexpr = 0):
     """Tile ``(pid_m, pid_n, pid_k)`` of :func:`_moe_mxfp4_gemm2_ps_kernel`: its K loop, its store and (``-fs``) the
     top-k sum its arrival completes."""
     pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(pid_m, pid_n, pid_k, block_expert_ptr, sorted_pair_ptr,
@@ -295,6 +307,15 @@ def _gemm2_ps_tile(pid_m, pid_n, pid_k, a_ptr, w_ptr, ws_ptr, b_ptr, topk_w_ptr,
     if ABLATE >= 2:  # ~load / ~seq (_kernels_ablate): the loop's weight and scale loads only
         acc_t = _sink_loop(acc_t, w_base, s_base, w_base, s_base, slab0, kb // 64, N // 16, K // 64, stride_ws,
                            stride_ss, K_SPLIT, BLOCK_K, S, C, 1, STAGES, ABLATE == 3)
+    elif PEEL:  # -pk: every split's whole K steps without K masks, then the rest masked (K_MAIN: tiling.k_main)
+        for kk in range(0, K_MAIN, BLOCK_K):
+            acc_t = _gemm2_step(acc_t, a_ptrs, mask_m, kb + kk, offs_k, w_base, s_base, slab0, N, stride_ws,
+                                stride_ss, K, S, C, DOT_F32, SCALE_WORDS, ABLATE, TILE_MAJOR, True)
+            a_ptrs += BLOCK_K
+        for kk in range(K_MAIN, K_SPLIT, BLOCK_K):
+            acc_t = _gemm2_step(acc_t, a_ptrs, mask_m, kb + kk, offs_k, w_base, s_base, slab0, N, stride_ws,
+                                stride_ss, K, S, C, DOT_F32, SCALE_WORDS, ABLATE, TILE_MAJOR, False)
+            a_ptrs += BLOCK_K
     else:
         for kk in range(k_first, K_SPLIT, BLOCK_K):
             at = tl.trans(_act_tile(a_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
@@ -308,3 +329,34 @@ def _gemm2_ps_tile(pid_m, pid_n, pid_k, a_ptr, w_ptr, ws_ptr, b_ptr, topk_w_ptr,
         _gemm2_fused_topk_sum(pid_m, pid_n, pid_k, pair, mask_m, offs_n, mask_n, out_ptr, stride_os, stride_om, cnt_ptr,
                               tok_pairs_ptr, orph_ptr, y_ptr, stride_ym, N, TOP_K, SPLIT_K, BLOCK_M, BLOCK_N, ORPH,
                               DOT_F32)
+
+
+@triton.jit
+def _gemm2_step(acc_t, a_ptrs, mask_m, k0, offs_k, w_base, s_base, slab0, N, stride_ws, stride_ss, K: tl.constexpr,
+                S: tl.constexpr, C: tl.constexpr, DOT_F32: tl.constexpr, SCALE_WORDS: tl.constexpr,
+                ABLATE: tl.constexpr, TILE_MAJOR: tl.constexpr, WHOLE: tl.constexpr):
+    """One K step of gemm2 at ``k0`` (``-pk``): ``WHOLE`` when the step lies inside K (no K masks)."""
+    at = tl.trans(_act_tile(a_ptrs, mask_m, k0, offs_k, K, WHOLE))
+    w = _ps_tile(w_base, s_base, slab0, k0 // 64, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32, SCALE_WORDS,
+                 ABLATE, TILE_MAJOR, 0, not WHOLE)
+    return _dot(w, at, acc_t, DOT_F32)
+
+
+@triton.jit
+def _gemm1_step(acc_lt, acc_gt, x_ptrs, mask_m, k0, offs_k, w_lin, s_lin, w_gate, s_gate, slab0, N, stride_ws,
+                stride_ss, K: tl.constexpr, S: tl.constexpr, C: tl.constexpr, DOT_F32: tl.constexpr,
+                SCALE_WORDS: tl.constexpr, ABLATE: tl.constexpr, TILE_MAJOR: tl.constexpr, TILES_FIRST: tl.constexpr,
+                WHOLE: tl.constexpr):
+    """One K step of gemm1 at ``k0`` (``-pk``): ``WHOLE`` when the step lies inside K (no K masks)."""
+    xt = tl.trans(_act_tile(x_ptrs, mask_m, k0, offs_k, K, WHOLE))
+    c0 = k0 // 64
+    w_l = _ps_tile(w_lin, s_lin, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32, SCALE_WORDS, ABLATE,
+                   TILE_MAJOR, 0, not WHOLE)
+    if not TILES_FIRST:
+        acc_lt = _dot(w_l, xt, acc_lt, DOT_F32)
+    w_g = _ps_tile(w_gate, s_gate, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32, SCALE_WORDS,
+                   ABLATE, TILE_MAJOR, 0, not WHOLE)
+    if TILES_FIRST:
+        acc_lt = _dot(w_l, xt, acc_lt, DOT_F32)
+    acc_gt = _dot(w_g, xt, acc_gt, DOT_F32)
+    return acc_lt, acc_gt

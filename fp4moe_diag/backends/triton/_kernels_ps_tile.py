@@ -111,15 +111,18 @@ def _tm_bytes(w_base, s_base, slab0, chunk0, stride_ws, stride_ss, S: tl.constex
 @triton.jit
 def _ps_bytes(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride_ss, S: tl.constexpr,
               C: tl.constexpr, SCALE_WORDS: tl.constexpr = False, TILE_MAJOR: tl.constexpr = False,
-              CT: tl.constexpr = 0):
+              CT: tl.constexpr = 0, MASK_K: tl.constexpr = True):
     """The weight bytes ``[S, C, 512]`` and scale bytes ``[S, C, 32]`` of the tile at slabs ``slab0..`` and chunks
     ``chunk0..`` of one expert (``w_base`` / ``s_base``); slabs and chunks past the matrix read as zeros.
-    ``TILE_MAJOR`` (``-tm``): the copy stored tile by tile in tiles of ``CT`` chunks (0: ``C``), :func:`_tm_bytes`."""
+    ``TILE_MAJOR`` (``-tm``): the copy stored tile by tile in tiles of ``CT`` chunks (0: ``C``), :func:`_tm_bytes`.
+    ``MASK_K=False`` (``-pk``'s full K steps): the caller knows every chunk is in the matrix; only slabs are masked."""
     if TILE_MAJOR:
         p, sc = _tm_bytes(w_base, s_base, slab0, chunk0, stride_ws, stride_ss, S, C, C if CT == 0 else CT,
                           SCALE_WORDS)
     else:
         row, ch, ok = _tile_rows(slab0, chunk0, n_slabs, n_chunks, S, C)
+        if not MASK_K:
+            ok = tl.broadcast_to(row < n_slabs, (S, C, 1))
         p = tl.load(w_base + row * stride_ws + ch[None, :, None] * 512 + tl.arange(0, 512)[None, None, :], mask=ok,
                     other=0)
         if SCALE_WORDS:
@@ -148,8 +151,8 @@ def _ps_decode(p, sc, S: tl.constexpr, C: tl.constexpr, INTERP: tl.constexpr, AB
 @triton.jit
 def _ps_tile(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride_ss, S: tl.constexpr,
              C: tl.constexpr, INTERP: tl.constexpr, SCALE_WORDS: tl.constexpr = False, ABLATE: tl.constexpr = 0,
-             TILE_MAJOR: tl.constexpr = False, CT: tl.constexpr = 0):
+             TILE_MAJOR: tl.constexpr = False, CT: tl.constexpr = 0, MASK_K: tl.constexpr = True):
     """The upcast weight tile ``W [16 S, 64 C]`` of :func:`_ps_bytes`' tile (:func:`_ps_decode`)."""
     p, sc = _ps_bytes(w_base, s_base, slab0, chunk0, n_slabs, n_chunks, stride_ws, stride_ss, S, C, SCALE_WORDS,
-                      TILE_MAJOR, CT)
+                      TILE_MAJOR, CT, MASK_K)
     return _ps_decode(p, sc, S, C, INTERP, ABLATE)

@@ -31,6 +31,7 @@ from .configs import (ABLATIONS, CONFIGS, DECODE_CONFIGS, DOT_SCALED_CONFIGS, PS
 from .configs_gu import (PS_GU_CONFIGS, PS_GU_DECODE_CONFIGS, PS_GU_DECODE_PDL_CONFIGS, PS_GU_PDL_CONFIGS,
                          PS_GU_WIDE_CONFIGS)
 from .configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS
+from .configs_peel import PS_PK_DECODE_CONFIGS, PS_PK_DECODE_PDL_CONFIGS
 from .configs_tm import PS_TM_DECODE_CONFIGS, PS_TM_DECODE_PDL_CONFIGS, PS_TM_PREFILL_CONFIGS, tm_refusal
 from .configs_warps import PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS
 from .defaults import measured_default
@@ -126,7 +127,8 @@ class TritonMXFP4Backend(Backend):
         ps ones everywhere, ds ones on GPU); at decode on GPU the ps tactics with programmatic dependent launch
         (``-pdl``, PS_GU_PDL_CONFIGS, PS_DECODE8_PDL_CONFIGS and PS_GU_DECODE_PDL_CONFIGS), with and without the
         fused ends (``-fs``); the ``-tm`` twins of the winners (:mod:`.configs_tm`) where their tiles are whole (not
-        the persistent ``-pt`` / ``-ptf`` ones of :mod:`.configs_persist`: measured slower, run by label only).  The
+        the persistent ``-pt`` / ``-ptf`` ones of :mod:`.configs_persist`: measured slower, run by label only); at
+        decode the ``-pk`` twins of :mod:`.configs_peel` (K steps without K masks; their ``-pdl`` ones compiled).  The
         default: :mod:`.defaults`."""
         decode = decode_sized(case)
         configs: tuple[KernelConfig, ...] = CONFIGS + X2_CONFIGS + SW_CONFIGS
@@ -137,12 +139,14 @@ class TritonMXFP4Backend(Backend):
                                            if _split_fits(case, c)) if decode else ())
             configs += PS_GU_CONFIGS + (() if decode else PS_GU_WIDE_CONFIGS + PS_GU16_CONFIGS + PS_TAIL_CONFIGS)
             configs += _tile_major(case, PS_TM_DECODE_CONFIGS if decode else PS_TM_PREFILL_CONFIGS)
+            configs += tuple(c for c in PS_PK_DECODE_CONFIGS if _split_fits(case, c)) if decode else ()
         compiled = not (interpret_enabled() or kernels_interpreted())
         if compiled:
             if decode and ps_refusal(case) is None:  # programmatic dependent launch: compiled kernels only
                 configs += tuple(c for c in PS_PDL_CONFIGS + PS_GU_PDL_CONFIGS + PS_DECODE8_PDL_CONFIGS
                                  + PS_GU_DECODE_PDL_CONFIGS if _split_fits(case, c))
                 configs += _tile_major(case, PS_TM_DECODE_PDL_CONFIGS)
+                configs += tuple(c for c in PS_PK_DECODE_PDL_CONFIGS if _split_fits(case, c))
             elif ps_refusal(case) is None:
                 configs += PS_TAIL_PDL_CONFIGS
             configs += DOT_SCALED_CONFIGS
@@ -239,7 +243,7 @@ class TritonMXFP4Backend(Backend):
         y = output if direct else p.out_bf16
         w13, w13_scale, w2, w2_scale = p.ps if kc.ps else (p.w13, p.w13_scale, p.w2, p.w2_scale)
         modes = dict(dot_scaled=kc.dot_scaled, x2=kc.x2, swap=kc.swap, ps=kc.ps, pdl=kc.pdl,
-                     ablate=ABLATIONS[kc.ablate], tile_major=kc.tile_major, persist=kc.persist)
+                     ablate=ABLATIONS[kc.ablate], tile_major=kc.tile_major, persist=kc.persist, peel=kc.peel)
         if kc.gate_up:  # gemm1 reads the gate/up-interleaved copy of w13 (made now on first use); gemm2 as ps
             w13, w13_scale = p.gate_up_weights()
         if kc.tile_major:  # -tm: both read copies stored tile by tile (made now on first use, configs_tm)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .configs_checks import ABLATIONS, PERSIST_LABELS, check_ps_options  # noqa: F401 (re-exported)
-from .tiling import (DECODE_MAX_PAIRS, decode_sized, even_k, expected_local_pairs, k_split,  # noqa: F401
+from .tiling import (DECODE_MAX_PAIRS, decode_sized, even_k, expected_local_pairs, k_main, k_split,  # noqa: F401
                      ps_n_fastest, ps_scale_words, ps_tiles_first, split_k_fits)
 
 #: KernelConfig.pdl -> label suffix: the three kernels of a call launched with programmatic dependent launch (each
@@ -53,6 +53,8 @@ class KernelConfig:
     ablate: str = ""  # mode ps only (label ~nodeq / ~load / ~seq): an ablation of the tactic, see ABLATIONS
     tile_major: bool = False  # mode ps only (label -tm, after -ps / -gu): the weights stored tile by tile (a copy,
     # ps_layout.tile_major): each K step of a program reads one contiguous range
+    peel: bool = False  # mode ps only (label -pk, after -ps / -gu / -tm): the K loop split into the steps inside K in
+    # every split, run without K masks, and the rest, masked (configs_peel.py)
     persist: int = 0  # mode ps only (label PERSIST_LABELS, before the PDL one): persistent gemm1 / gemm2, as many
     # programs as an SM holds, each looping over tiles: 1 (-pt) a K loop pipelined per tile, 2 (-ptf) the tile and K
     # loops flattened into one, pipelined across tiles (configs_persist.py)
@@ -153,7 +155,7 @@ class KernelConfig:
     def label(self) -> str:
         base = f"m{self.block_m}n{self.block_n}k{self.block_k}w{self.num_warps}s{self.num_stages}"
         return (base + ("" if self.mode == "bits" else f"-{self.mode}") + GATE_UP_LABEL * self.gate_up
-                + "-tm" * self.tile_major
+                + "-tm" * self.tile_major + "-pk" * self.peel
                 + (f"-sk{self.split_k}" if self.split_k > 1 else "")
                 + (f"-g2sk{self.split_k2}" if self.split_k2 else "") + (f"-g2n{self.block_n2}" if self.block_n2 else "")
                 + (f"-t{self.tail_m}" if self.tail_m else "") + PERSIST_LABELS[self.persist]
@@ -174,7 +176,7 @@ class KernelConfig:
                     **({"fused": True} if self.fused else {}), **({"tail_m": self.tail_m} if self.tail_m else {}),
                     **({"ablate": self.ablate} if self.ablate else {}),
                     **({"tile_major": True} if self.tile_major else {}),
-                    **({"persist": self.persist} if self.persist else {}))
+                    **({"persist": self.persist} if self.persist else {}), **({"peel": True} if self.peel else {}))
 
 
 
@@ -351,7 +353,7 @@ PS_PDL_CONFIGS += tuple(KernelConfig(*c, pdl=1, fused=True) for c in (
 
 
 _LABEL = re.compile(r"^m(?P<m>\d+)n(?P<n>\d+)k(?P<k>\d+)w(?P<w>\d+)s(?P<s>\d+)"
-                    r"(?:-(?P<mode>ds|x2|sw|f8|p8)|-(?P<ps>ps)(?P<gu>-gu)?(?P<tm>-tm)?)?"
+                    r"(?:-(?P<mode>ds|x2|sw|f8|p8)|-(?P<ps>ps)(?P<gu>-gu)?(?P<tm>-tm)?(?P<pk>-pk)?)?"
                     r"(?:-sk(?P<sk>\d+))?(?:-g2sk(?P<g2sk>\d+))?(?:-g2n(?P<g2n>\d+))?(?:-t(?P<t>\d+))?(?P<pt>-ptf|-pt)?"
                     r"(?P<pdl>-pdlpfe|-pdlpf|-pdlw|-pdl)?(?P<fs>-fs)?(?:~(?P<ab>[a-z]+))?$")
 
@@ -364,7 +366,7 @@ def parse_config(cfg: Any) -> KernelConfig:
     if isinstance(cfg, str):
         m = _LABEL.match(cfg)
         if m is None:
-            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu][-tm]|-f8|-p8][-skN]"
+            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu][-tm][-pk]|-f8|-p8][-skN]"
                              f"[-g2skN][-g2nN][-tN][-pt|-ptf][-pdl|-pdlpf|-pdlpfe|-pdlw][-fs][~nodeq|~load|~seq], "
                              f"got {cfg!r}")
         nums = [int(m[g]) for g in "mnkws"]
@@ -373,7 +375,7 @@ def parse_config(cfg: Any) -> KernelConfig:
                             split_k2=int(m["g2sk"] or 0), pdl=pdl, block_n2=int(m["g2n"] or 0),
                             gate_up=m["gu"] is not None, fused=m["fs"] is not None, tail_m=int(m["t"] or 0),
                             ablate=m["ab"] or "", tile_major=m["tm"] is not None,
-                            persist={v: k for k, v in PERSIST_LABELS.items()}[m["pt"] or ""])
+                            persist={v: k for k, v in PERSIST_LABELS.items()}[m["pt"] or ""], peel=m["pk"] is not None)
     if not isinstance(cfg, (tuple, list)):
         raise ValueError(f"tactic: expected a KernelConfig, a label or a tuple, got {type(cfg).__name__}")
     cfg = tuple(cfg)

@@ -56,3 +56,8 @@ def check_ps_options(kc: Any) -> None:
     if not isinstance(kc.gate_up, bool) or (kc.gate_up and kc.mode != "ps"):
         raise ValueError(f"tactic: gate_up (-gu) is a mode ps option, a bool; got {kc.gate_up!r} in {kc.mode!r}")
     _check_persist(kc)
+    if not isinstance(kc.peel, bool) or (kc.peel and (kc.mode != "ps" or kc.gate_up or kc.persist or kc.ablate
+                                                      or kc.pdl == 4)):
+        raise ValueError(f"tactic: peel (-pk, whole K steps without K masks) is a mode ps option, a bool, without -gu, "
+                         f"-pt / -ptf, -pdlw or an ablation; got {kc.peel!r} in "
+                         f"{kc.label if kc.mode == 'ps' and isinstance(kc.peel, bool) else kc.mode!r}")

@@ -18,7 +18,7 @@ from ._kernels import (BUILD_OPTIONS, INTERPRETED, _moe_mxfp4_gemm1_finalize_ker
 from ._kernels_ps import _moe_mxfp4_gemm1_ps_kernel, _moe_mxfp4_gemm2_ps_kernel
 from ._kernels_ps_gu import _moe_mxfp4_gemm1_ps_gu_kernel
 from .configs import PDL_LABELS, even_k, k_split, ps_n_fastest, ps_scale_words, ps_tiles_first, split_k_fits
-from .tiling import residency
+from .tiling import k_main, residency, residency_cap
 from .configs_gu import ps_gu_chunk_dots
 
 
@@ -129,6 +129,14 @@ def _ablate_args(ablate: int, ps: bool, num_stages: int) -> dict:
     return dict(ABLATE=ablate, STAGES=num_stages) if ablate else {}
 
 
+def _peel_args(peel: bool, ps: bool, gate_up: bool, k: int, block_k: int, split_k: int) -> dict:
+    """The PEEL / K_MAIN constexprs of the plain ps kernels (``-pk``: :func:`.tiling.k_main`): none when off."""
+    if not isinstance(peel, bool) or (peel and (not ps or gate_up)):
+        raise ValueError(f"peel: a bool, True for the plain pre-shuffled kernels only (ps=True, not gate_up); got "
+                         f"{peel!r} with ps={ps}, gate_up={gate_up}")
+    return dict(PEEL=True, K_MAIN=k_main(k, block_k, split_k)) if peel else {}
+
+
 def _tile_major_args(tile_major: bool, ps: bool) -> dict:
     """The TILE_MAJOR constexpr of the ps kernels (``-tm``): none when off."""
     if tile_major and not ps:
@@ -147,6 +155,11 @@ def _bound(fn: Any, grid: tuple, *args: Any, **kwargs: Any) -> Callable[[], None
         base = fn.warmup(*args, grid=grid, **{**kwargs, **{k: 0 for k in ("ABLATE", "W_FIRST") if k in kwargs}})
         base._init_handles()  # loads the build: n_regs is the driver's count
         kwargs = {**kwargs, "maxnreg": int(base.n_regs)}
+    if kwargs.get("PEEL") and not INTERPRETED:  # -pk: capped where one granule buys one more program an SM
+        base = fn.warmup(*args, grid=grid, **kwargs)
+        base._init_handles()
+        cap = residency_cap(int(base.n_regs), kwargs["num_warps"])
+        kwargs = {**kwargs, "maxnreg": cap} if cap else kwargs
     return functools.partial(fn[grid], *args, **kwargs)
 
 
@@ -214,7 +227,7 @@ def gemm1_calls(
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
     split_k: int = 1, part: Optional[torch.Tensor] = None, x2: bool = False, swap: bool = False, ps: bool = False,
     pdl: int = 0, counters: Optional[torch.Tensor] = None, gate_up: bool = False, ablate: int = 0,
-    tile_major: bool = False, persist: int = 0,
+    tile_major: bool = False, persist: int = 0, peel: bool = False,
 ) -> list[Callable[[], None]]:
     """The launches of gemm1 on ``block_expert_ids.numel()`` M-blocks. ``w [L, 2I, H/2]`` (``ps``: the layout of
     :mod:`.ps_layout`, ``[L, 2I/16, H/64, 512]``), ``out [P, I]``.
@@ -225,12 +238,14 @@ def gemm1_calls(
     by :mod:`._kernels_ps_gu` (one tile of ``2 block_n`` weight rows per K step: SCALE_WORDS is decided for it;
     CHUNK_DOTS by ``configs_gu.ps_gu_chunk_dots``).  ``ablate`` (ps only): the kernels' ABLATE, :mod:`._kernels_ablate`.
     ``tile_major`` (ps only, ``-tm``): ``w`` / ``w_scale`` are the tile-major copy (``ps_layout.tile_major``).
-    ``persist`` (ps only: 1 ``-pt``, 2 ``-ptf``; not with ``gate_up``): a persistent grid (:func:`_persistent`)."""
+    ``persist`` (ps only: 1 ``-pt``, 2 ``-ptf``; not with ``gate_up``): a persistent grid (:func:`_persistent`).
+    ``peel`` (ps only, not ``gate_up``; ``-pk``): the K steps inside K without K masks (:func:`_peel_args`)."""
     inter, hidden = _weight_dims(w, ps)[0] // 2, x.shape[1]
     _persist_check(persist, ps, gate_up=gate_up, counters=counters is not None, ablate=ablate, pdl_over_1=pdl > 1)
     tile_rows = _gate_up_rows(gate_up, ps, block_n)
     modes = (_mode_args(dot_scaled, x2, swap, ps, (block_m, tile_rows, block_k, num_warps)) | _pdl_args(pdl, ps)
-             | _ablate_args(ablate, ps, num_stages) | _tile_major_args(tile_major, ps))
+             | _ablate_args(ablate, ps, num_stages) | _tile_major_args(tile_major, ps)
+             | _peel_args(peel, ps, gate_up, hidden, block_k, split_k))
     if gate_up:
         modes["CHUNK_DOTS"] = ps_gu_chunk_dots(block_k, num_warps)
     elif ps:
@@ -303,6 +318,7 @@ def gemm2_calls(
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
     split_k: int = 1, x2: bool = False, swap: bool = False, ps: bool = False, pdl: int = 0,
     fused: Optional[FusedSum] = None, ablate: int = 0, tile_major: bool = False, persist: int = 0,
+    peel: bool = False,
 ) -> list[Callable[[], None]]:
     """The launch of gemm2. ``a [P, I]`` bf16, ``w [L, H, I/2]`` (``ps``: ``[L, H/16, I/64, 512]``), ``out [T*k, H]``
     (rows by pair index), or ``out [>= split_k, T*k, H]`` (one plane per split; the caller sums them, or with
@@ -310,12 +326,13 @@ def gemm2_calls(
     ``pdl`` (ps only): 1 programmatic dependent launch, 2 that and the L2 prefetch of its first weight chunks, 4
     that and its first K step's weights loaded before its wait (``W_FIRST``, set under the interpreter too: the
     same peeled first step, run without the wait).
-    ``ablate`` (ps only): the kernel's ABLATE, :mod:`._kernels_ablate`; ``tile_major``, ``persist``: as
+    ``ablate`` (ps only): the kernel's ABLATE, :mod:`._kernels_ablate`; ``tile_major``, ``persist``, ``peel``: as
     :func:`gemm1_calls`."""
     _persist_check(persist, ps, fused=fused is not None, ablate=ablate, pdl_over_1=pdl > 1)
     hidden, inter = _weight_dims(w, ps)[0], a.shape[1]
     modes = (_mode_args(dot_scaled, x2, swap, ps, (block_m, block_n, block_k, num_warps)) | _pdl_args(pdl, ps)
-             | _ablate_args(ablate, ps, num_stages) | _tile_major_args(tile_major, ps) | _w_first_args(pdl))
+             | _ablate_args(ablate, ps, num_stages) | _tile_major_args(tile_major, ps) | _w_first_args(pdl)
+             | _peel_args(peel, ps, False, inter, block_k, split_k))
     if fused is not None and not ps:
         raise ValueError("fused: only the pre-shuffled kernels (ps=True) have the fused top-k sum")
     num_blocks = block_expert_ids.numel()

@@ -60,6 +60,13 @@ def k_split(k: int, block_k: int, split_k: int) -> int:
     return -(-per // block_k) * block_k
 
 
+def k_main(k: int, block_k: int, split_k: int) -> int:
+    """The K steps (a multiple of ``block_k``) that lie inside K in every one of ``split_k`` splits of ``k``: the
+    first ones of a split, which a ``-pk`` kernel runs without K masks (the rest of the split's ``k_split`` masked)."""
+    per = k_split(k, block_k, split_k)
+    return min(per, k - (split_k - 1) * per) // block_k * block_k
+
+
 def split_k_fits(k: int, block_k: int, split_k: int) -> bool:
     """Whether ``split_k`` splits of ``k`` in ``block_k`` steps leave no split empty."""
     return split_k >= 1 and k_split(k, block_k, split_k) * (split_k - 1) < k
@@ -83,3 +90,13 @@ def residency(registers: int, shared_bytes: int, num_warps: int, limits: Optiona
     by_regs = lim["registers"] // (per_warp * num_warps)
     by_smem = lim["shared_bytes"] // (shared_bytes + lim["reserved_per_block"])
     return min(by_regs, by_smem, lim["warps"] // num_warps, lim["blocks"])
+
+
+def residency_cap(registers: int, num_warps: int, limits: Optional[dict] = None, slack: int = 8) -> Optional[int]:
+    """The register cap (``maxnreg``) at which an SM holds one more program of ``num_warps`` warps than with
+    ``registers`` a thread, when that takes at most ``slack`` registers away (one allocation granule: nothing to
+    spill, or almost); None when it would take more, or when registers are not what limits the residency."""
+    lim = {**SM90_LIMITS, **(limits or {})}
+    now = lim["registers"] // (-(-registers // 8) * 8 * 32 * num_warps)
+    cap = lim["registers"] // ((now + 1) * 32 * num_warps) // 8 * 8
+    return cap if 0 < registers - cap <= slack and now + 1 <= lim["warps"] // num_warps else None
