@@ -43,6 +43,7 @@ from fp4moe_diag.backends.triton.defaults import default_config
 from fp4moe_diag.backends.triton.configs_gu import (PS_GU_CONFIGS, PS_GU_DECODE_CONFIGS, PS_GU_DECODE_PDL_CONFIGS,
                                                    PS_GU_PDL_CONFIGS, PS_GU_WIDE_CONFIGS)
 from fp4moe_diag.backends.triton.configs_warps import PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS
+from fp4moe_diag.backends.triton.configs_peel import PS_PK_DECODE_CONFIGS
 from fp4moe_diag.backends.triton.configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS
 from fp4moe_diag.backends.triton.grouping import group_pairs_by_expert
 from interpreter import HAS_TRITON, interpreter_fixture, sub_env
@@ -169,7 +170,7 @@ def test_tactics_list():
         prefill = n_ps == n_wide
         n_gu = len(PS_GU_CONFIGS) + (len(PS_GU_WIDE_CONFIGS) + len(PS_GU16_CONFIGS) + gu_tail if prefill else 0)
         n_gu += n_gud if n_psd else 0  # the k64 -gu decode tile
-        tac = [t for t in b.tactics(case) if not t.id.tile_major]  # the -tm twins: tests/test_triton_tm.py
+        tac = [t for t in b.tactics(case) if not (t.id.tile_major or t.id.peel)]  # -tm / -pk twins: their own tests
         assert len(tac) == (len(CONFIGS) + len(X2_CONFIGS) + n_x2 + len(SW_CONFIGS) + n_sw + n_ps + n_psd
                             + (len(DOT_SCALED_CONFIGS) + n_decode + n_pdl if compiled else 0))
         assert sum(t.id.ps and not t.id.pdl for t in tac) == n_ps + n_psd
@@ -478,9 +479,11 @@ def test_interpreter_matches_reference(interp_results: dict, name: str):
 def test_interpreter_all_tactics_and_edge_cases(interp_results: dict):
     n8 = sum(c.split_k == 1 and not c.split_k2 for c in PS_DECODE8_CONFIGS)  # the ones that fit K = 64 (configs_warps)
     n_gu = len(PS_GU_CONFIGS) + len(PS_GU_DECODE_CONFIGS)  # with the k64 -gu decode tile (K = 64 fits it)
-    assert n8 == 2 and sum(k.startswith("oai_bias/") for k in interp_results) == (
-        len(CONFIGS) + len(X2_CONFIGS) + len(SW_CONFIGS) + len(PS_CONFIGS) + n_gu + n8 + 3)
-    assert sum(k.startswith("oai_bias/") and "-ps" in k for k in interp_results) == len(PS_CONFIGS) + n_gu + n8
+    n_pk = sum(c.split_k == 1 and not c.split_k2 for c in PS_PK_DECODE_CONFIGS)  # the -pk twins K = 64 fits
+    assert n8 == 2 and n_pk == 2 and sum(k.startswith("oai_bias/") for k in interp_results) == (
+        len(CONFIGS) + len(X2_CONFIGS) + len(SW_CONFIGS) + len(PS_CONFIGS) + n_gu + n8 + n_pk + 3)
+    assert sum(k.startswith("oai_bias/") and "-ps" in k for k in interp_results) == len(PS_CONFIGS) + n_gu + n8 + n_pk
+    assert sum(k.startswith("oai_bias/") and "-pk" in k for k in interp_results) == n_pk
     assert sum(k.startswith("oai_bias/") and "-ps-gu" in k for k in interp_results) == n_gu
     assert "oai_bias/m16n128k64w4s6-ps-gu" in interp_results
     assert interp_results["ps_vs_x2"] < 1e-2  # the same products, another summation order

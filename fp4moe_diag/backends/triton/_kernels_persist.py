@@ -9,10 +9,11 @@ weight chunks are in flight while this tile stores its result. What they take aw
 alone: its launch, the wait for its routing tables and first weights (the serial memory latencies of a short
 program, session 18's SASS) and, ``-ptf``, the pipeline's fill per tile.
 
-SASS (sm_90a, triton 3.6.0, K = 2880, m16n128k128w4s3): ``-ptf``'s one loop holds each tile's set-up and store under
-predicates, and waits for its wgmmas every step: gemm2 6.6 instructions per weight against the plain loop's 3.6, the
-same 7 cp.async a step, 118 registers (126).  Measured slower than the plain grid on the H100 (``-pt`` by a median
-2.5 %, ``-ptf`` 9.4 %; :mod:`.configs_persist`): not offered."""
+SASS (sm_90a, triton 3.6.0, K = 3072, m16n128k128w4s3): ``-ptf``'s one loop holds each tile's set-up and store under
+predicates, and waits for its wgmmas every step: gemm2 6.5 instructions per weight against the plain loop's 3.5, the
+same 7 cp.async a step; ``-pt`` keeps the plain K loop but one program an SM fewer (gemm1 216 registers, gemm2
+152).  Measured slower than the plain grid on the H100 (``-pt`` by a median 2.5 %, ``-ptf`` 9.4 %;
+:mod:`.configs_persist`): not offered."""
 
 from __future__ import annotations
 

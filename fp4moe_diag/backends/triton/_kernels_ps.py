@@ -104,7 +104,9 @@ def _moe_mxfp4_gemm1_ps_kernel(
     :func:`._kernels_fused._gemm1_fused_finalize`); no finalize kernel.  ``ABLATE``, ``STAGES``:
     :mod:`._kernels_ablate`.  ``TILE_MAJOR`` (``-tm``): the weights are the tile-major copy (:func:`_tm_bytes`).
     ``PERSIST`` (1 ``-pt``, 2 ``-ptf``: flattened): each program loops over the ``m_blocks`` x N tiles x splits tiles
-    (:mod:`._kernels_persist`; under the interpreter ``TILES`` of them over ``PROGRAMS`` programs, both constexpr)."""
+    (:mod:`._kernels_persist`; under the interpreter ``TILES`` of them over ``PROGRAMS`` programs, both constexpr).
+    ``PEEL`` (``-pk``, :mod:`.configs_peel`): the first ``K_MAIN`` of a split's K (inside K in every split) without K
+    masks (:func:`_gemm1_step`), then the rest masked."""
     _pdl_enter(PDL)
     if PERSIST and DOT_F32:  # the interpreter (DOT_F32): its Triton 3.6 takes no run-time loop bounds
         for i in range(0, TILES, PROGRAMS):
@@ -230,7 +232,7 @@ def _moe_mxfp4_gemm2_ps_kernel(
     level, a median ratio of 1.004, 95 pairs within their spread, 19 slower by 1-2 %, 6 faster; by CUPTI kernel
     span the same.  gemm1's programs hold the SMs' shared memory until they exit, so gemm2's programs become
     resident only as gemm1 drains, with little of gemm1 left to overlap.  Not offered; kept for that run's labels.
-    ``PERSIST`` (``-pt`` / ``-ptf``): as gemm1's (:mod:`._kernels_persist`)."""
+    ``PERSIST`` (``-pt`` / ``-ptf``), ``PEEL`` / ``K_MAIN`` (``-pk``): as gemm1's."""
     if PDL >= 2 and PDL <= 3:
         pm, pn = _grid_ids(N_FASTEST)
         S_PF: tl.constexpr = BLOCK_N // 16

@@ -2,13 +2,23 @@
 in two (``_kernels_ps``: ``PEEL``, ``K_MAIN`` = :func:`.tiling.k_main`): first the K steps that lie inside K in every
 split, with no K masks on the weight or the activation loads, then the rest of the split, masked.
 
-Why: gpt-oss's K (H = I = 2880) is not a whole number of the decode tiles' 128- or 256-wide K steps, so every step of
-the plain loop carries the masks of the last one.  sm_90a, Triton 3.6.0, K = 2880 (``python -m
-fp4moe_diag.profiling.sass``): gemm1 of m16n128k128w4s3-ps takes 218 registers (2 programs an SM; at K = 2944, a whole
-number of steps, 168 and 3); with ``-pk`` 170, capped at 168 (``tiling.residency_cap``: one granule of registers for
-one more program, no spill) and 3 programs an SM, its loop 766 instructions against 799; gemm2 427 against 462
-(3.34 instructions a weight against 3.61); m16n64k256w4s3-ps-sk2's gemm2 3.77 against 4.23.  The same products in
-the same order: bit-identical to the plain twin (``tests/test_triton_peel.py``).  Imports nothing of ours but
+What it takes out: the K masks of every step but the last ones.  The suite runs gpt-oss as vLLM pads it for MXFP4,
+H = I = 3072, a whole number of the decode tiles' 128- and 256-wide steps, so there it takes out the weight loads'
+chunk masks (the activations already load unmasked): sm_90a, Triton 3.6.0, K = 3072 (``python -m
+fp4moe_diag.profiling.sass``): gemm2 of m16n128k128w4s3-ps 430 loop instructions against 445, of
+m16n64k256w4s3-ps-sk2 483 against 507, the registers the same.  At a K that is not whole steps (the unpadded 2880)
+every plain step carries the last one's masks: gemm1 of m16n128k128w4s3-ps takes 218 registers there (2 programs an
+SM), ``-pk`` 170, capped at 168 (``tiling.residency_cap``: one granule for one more program, no spill), 3 programs
+(Triton 3.9 builds 243 and 255 registers there, 2 programs both, ``-pk`` with 8 bytes of stack).
+The same products in the same order: bit-identical to the plain twin (``tests/test_triton_peel.py``).
+
+Measured (H100, data/runs/2026-12-05-nvidia-h100-s20c: the 16 twins below beside their plain twins at 20b EP1, 20b
+EP2 and 120b EP4, T = 1, 4, 16, 64, one sweep, every tactic timed in full, all correct; ``python -m fp4moe_diag twins
+RUN --variant=-ps-pk --base=-ps``): 192 pairs, 6 faster (by 1-6 %, four of them ``-sk4-pdl-fs`` twins), 185 level, 1
+slower, median ratio 0.997; Nsight Compute of the 20b EP1 T=64 winner (plain / -pk): gemm1 118.8 / 117.8 us, 168
+registers both, DRAM 82 %, issue 58 % (the loop's issue is not what bounds it on the H100).  Offered at decode, so
+that the H200 (issue 69 % at decode, s15's profiles) measures them in its next headline.
+Imports nothing of ours but
 :mod:`.configs`, no triton."""
 
 from __future__ import annotations

@@ -7,12 +7,13 @@ winners' grids at 82 % of the read ceiling (20b EP1 T=64) and 47-70 % at T <= 4,
 kernel reaches: each short program waits for its routing tables and first weights alone, and a grid of 1.5-3 waves
 ends in a partial one.
 
-SASS (sm_90a, triton 3.6.0, K = 2880; ``python -m fp4moe_diag.profiling.sass``): ``-pt``'s K loop is the plain one
-(gemm2 of m16n128k128w4s3 448 instructions against 462), but gemm2 holds 152 registers against 126 (3 programs per
-SM, not 4); ``-ptf``'s one loop carries each tile's set-up and store under predicates and waits for its wgmmas every
-step: 6.6 instructions per weight against 3.6, with 118 registers (gemm1: 128 against 218, 4 programs per SM, not 2).
-At 3.1 TB/s an H100 SM takes about 24 weights a cycle: the plain loop issues at most 35 (4 warp instructions a
-cycle), ``-ptf``'s about 19, so on the H100 and H200 ``-ptf`` is issue-bound where the plain loop is not.
+SASS (sm_90a, triton 3.6.0, K = 3072, the suite's gpt-oss as vLLM pads it; ``python -m fp4moe_diag.profiling.sass``):
+``-pt``'s K loop is the plain one (gemm2 of m16n128k128w4s3 427 instructions against 445) but it holds more registers:
+gemm1 216 against 168 (2 programs an SM, not 3), gemm2 152 against 123 (3, not 4); ``-ptf``'s one loop carries each
+tile's set-up and store under predicates and waits for its wgmmas every step: 6.5 instructions a weight against 3.5
+(gemm2; gemm1 5.8 against 3.0), with 128 / 121 registers.  At 3.1 TB/s an H100 SM takes about 24 weights a cycle: the
+plain loop issues at most 35 (4 warp instructions a cycle), ``-ptf``'s about 19, so ``-ptf`` is issue-bound where the
+plain loop is not.
 Measured (H100, data/runs/2026-12-05-nvidia-h100-s20a: the 20 twins below against their plain twins at 20b EP1 and
 120b EP4, T = 1, 4, 16, 64, one sweep, every tactic timed in full, all correct; ``python -m fp4moe_diag twins RUN
 --variant=-pt``): ``-pt`` 80 pairs, 4 faster, 43 level, 33 slower, median ratio 1.025 (1-16 % slower at T = 4..16,
@@ -20,7 +21,7 @@ faster by 4-8 % only where the plain twin is far from the best (m16n128k128 -pdl
 shape's best), level to 2 % faster with m16n128k128 at 20b T=64); ``-ptf`` 80 pairs, none faster, 64 slower, median
 1.094 (up to 1.66x at T <= 4), as its instruction count said.  No shape's best tactic is a persistent one.  Why
 ``-pt`` loses: its programs take their tiles in a fixed stride, where the plain grid hands the next tile to whichever
-SM frees first (expert blocks of uneven rows, split K steps), and its gemm2 holds 3 programs an SM, not 4.  Not
+SM frees first (expert blocks of uneven rows, split K steps), and its builds hold one program an SM fewer.  Not
 offered (:meth:`.backend.TritonMXFP4Backend.tactics`); kept for that run's labels and run by label.  Imports nothing
 of ours but :mod:`.configs`, no triton."""
 
