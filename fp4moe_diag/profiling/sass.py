@@ -219,12 +219,12 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
     twin = replace(kc, ablate="") if kc.ablate == "nodeq" else replace(kc, pdl=1) if kc.pdl == 4 and gemm == "gemm2" \
         else None  # ~nodeq, -pdlw's gemm2: at most their twin's registers, as launch._bound builds them
     cap = {} if twin is None else {"maxnreg": resource_usage(_compile(twin, gemm, k, arch))["reg"]}
+    options = dict(num_warps=kc.num_warps, num_stages=kc.gemm2_stages if gemm == "gemm2" else kc.num_stages,
+                   **K.BUILD_OPTIONS)
     if kc.peel:  # -pk: capped where a granule of registers buys one more program an SM (launch._bound)
-        free = resource_usage(triton.compile(src, target=GPUTarget("cuda", arch, 32), options=dict(
-            num_warps=kc.num_warps, num_stages=kc.num_stages, **K.BUILD_OPTIONS)))["reg"]
+        free = resource_usage(triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options))["reg"]
         cap = {"maxnreg": c} if (c := residency_cap(free, kc.num_warps)) else {}
-    return triton.compile(src, target=GPUTarget("cuda", arch, 32),
-                          options=dict(num_warps=kc.num_warps, num_stages=kc.num_stages, **K.BUILD_OPTIONS, **cap))
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options={**options, **cap})
 
 
 def bundled_tool(name: str) -> str:

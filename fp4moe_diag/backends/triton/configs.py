@@ -53,6 +53,7 @@ class KernelConfig:
     ablate: str = ""  # mode ps only (label ~nodeq / ~load / ~seq): an ablation of the tactic, see ABLATIONS
     tile_major: bool = False  # mode ps only (label -tm, after -ps / -gu): the weights stored tile by tile (a copy,
     # ps_layout.tile_major): each K step of a program reads one contiguous range
+    num_stages2: int = 0  # mode ps only: gemm2's pipeline depth when it differs (0: num_stages; label -g2sN)
     peel: bool = False  # mode ps only (label -pk, after -ps / -gu / -tm): the K loop split into the steps inside K in
     # every split, run without K masks, and the rest, masked (configs_peel.py)
     persist: int = 0  # mode ps only (label PERSIST_LABELS, before the PDL one): persistent gemm1 / gemm2, as many
@@ -147,6 +148,11 @@ class KernelConfig:
         return self.split_k2 or self.split_k
 
     @property
+    def gemm2_stages(self) -> int:
+        """gemm2's num_stages: ``num_stages2`` where set, else ``num_stages``."""
+        return self.num_stages2 or self.num_stages
+
+    @property
     def gemm2_block_n(self) -> int:
         """gemm2's BLOCK_N (its weight rows per program): ``block_n2`` where set, else ``block_n``."""
         return self.block_n2 or self.block_n
@@ -158,6 +164,7 @@ class KernelConfig:
                 + "-tm" * self.tile_major + "-pk" * self.peel
                 + (f"-sk{self.split_k}" if self.split_k > 1 else "")
                 + (f"-g2sk{self.split_k2}" if self.split_k2 else "") + (f"-g2n{self.block_n2}" if self.block_n2 else "")
+                + (f"-g2s{self.num_stages2}" if self.num_stages2 else "")
                 + (f"-t{self.tail_m}" if self.tail_m else "") + PERSIST_LABELS[self.persist]
                 + PDL_LABELS[self.pdl]
                 + (FUSED_LABEL if self.fused else "") + (f"~{self.ablate}" if self.ablate else ""))
@@ -172,6 +179,7 @@ class KernelConfig:
                     **({"p8": True} if self.p8 else {}),
                     **({"pdl": self.pdl} if self.pdl else {}),  # the keys only where set: older rows unchanged
                     **({"block_n2": self.block_n2} if self.block_n2 else {}),
+                    **({"num_stages2": self.num_stages2} if self.num_stages2 else {}),
                     **({"gate_up": True} if self.gate_up else {}),
                     **({"fused": True} if self.fused else {}), **({"tail_m": self.tail_m} if self.tail_m else {}),
                     **({"ablate": self.ablate} if self.ablate else {}),
@@ -354,7 +362,7 @@ PS_PDL_CONFIGS += tuple(KernelConfig(*c, pdl=1, fused=True) for c in (
 
 _LABEL = re.compile(r"^m(?P<m>\d+)n(?P<n>\d+)k(?P<k>\d+)w(?P<w>\d+)s(?P<s>\d+)"
                     r"(?:-(?P<mode>ds|x2|sw|f8|p8)|-(?P<ps>ps)(?P<gu>-gu)?(?P<tm>-tm)?(?P<pk>-pk)?)?"
-                    r"(?:-sk(?P<sk>\d+))?(?:-g2sk(?P<g2sk>\d+))?(?:-g2n(?P<g2n>\d+))?(?:-t(?P<t>\d+))?(?P<pt>-ptf|-pt)?"
+                    r"(?:-sk(?P<sk>\d+))?(?:-g2sk(?P<g2sk>\d+))?(?:-g2n(?P<g2n>\d+))?(?:-g2s(?P<g2s>\d+))?(?:-t(?P<t>\d+))?(?P<pt>-ptf|-pt)?"
                     r"(?P<pdl>-pdlpfe|-pdlpf|-pdlw|-pdl)?(?P<fs>-fs)?(?:~(?P<ab>[a-z]+))?$")
 
 
@@ -367,12 +375,12 @@ def parse_config(cfg: Any) -> KernelConfig:
         m = _LABEL.match(cfg)
         if m is None:
             raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu][-tm][-pk]|-f8|-p8][-skN]"
-                             f"[-g2skN][-g2nN][-tN][-pt|-ptf][-pdl|-pdlpf|-pdlpfe|-pdlw][-fs][~nodeq|~load|~seq], "
+                             f"[-g2skN][-g2nN][-g2sN][-tN][-pt|-ptf][-pdl|-pdlpf|-pdlpfe|-pdlw][-fs][~nodeq|~load|~seq], "
                              f"got {cfg!r}")
         nums = [int(m[g]) for g in "mnkws"]
         pdl = {v: k for k, v in PDL_LABELS.items()}[m["pdl"] or ""]
         return KernelConfig(*nums, mode=m["mode"] or m["ps"] or "bits", split_k=int(m["sk"] or 1),
-                            split_k2=int(m["g2sk"] or 0), pdl=pdl, block_n2=int(m["g2n"] or 0),
+                            split_k2=int(m["g2sk"] or 0), pdl=pdl, block_n2=int(m["g2n"] or 0), num_stages2=int(m["g2s"] or 0),
                             gate_up=m["gu"] is not None, fused=m["fs"] is not None, tail_m=int(m["t"] or 0),
                             ablate=m["ab"] or "", tile_major=m["tm"] is not None,
                             persist={v: k for k, v in PERSIST_LABELS.items()}[m["pt"] or ""], peel=m["pk"] is not None)

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# A tactic family against its plain twins, one sweep of our kernels: TACTICS (a regular expression of triton tactic
+# labels, required) at MODELS (default 20b EP1, 20b EP2, 120b EP4) x TOKENS (default 1, 4, 16, 64), every tactic timed in
+# full (no screening cut), one method (CUDA-graph replays, L2 flushed, CUPTI kernel time). Read it with
+#   python -m fp4moe_diag twins data/runs/<run> --variant=SUFFIX [--base=SUFFIX]
+# Session 20: -pk (s20c, configs_peel),
+#   TACTICS='^(m16n64k256w4s3-ps(-pk)?-sk[24]|m16n128k128w4s[34]-ps(-pk)?|m16n128k128w4s3-ps(-pk)?-g2sk2|m16n128k256w8s3-ps(-pk)?-sk2-pdl)(-pdl)?(-fs)?$'
+# and -g2sN (configs_stages),
+#   TACTICS='^(m16n128k128w4s3-ps(-pk)?(-g2sk2)?|m16n64k256w4s3-ps-sk[24])(-g2s[45])?-pdl(-fs)?$'
+# Run from the repository root on the device with .whl and .git_commit carried (our kernels only):
+#   run(command="TACTICS='...' bash tools/device/plans/twins.sh", carry=[".whl", ".git_commit"])
+# About 3-5 minutes cold. $OUT/runs.tgz: the run folder (import_gpu_bundle.py).
+set -u
+[ -n "${TACTICS:-}" ] || { echo "TACTICS: expected a regular expression of triton tactic labels" >&2; exit 2; }
+. "$(dirname "$0")/plan_lib.sh"
+export TRITON_CACHE_DIR=/tmp/tc
+plan_start twins
+timeout $(left ${TWINS_S:-540}) python3 -m fp4moe_diag sweep --backends triton \
+  --models ${MODELS:-gpt-oss-20b:1,gpt-oss-20b:2,gpt-oss-120b:4} --tokens ${TOKENS:-1,4,16,64} $SWEEP_ARGS \
+  --screen-top 60 --tactics "triton=$TACTICS" --out /tmp/r/${NAME:-twins} 2>&1 | grep -v "^ *gpt-oss" | tail -3
+say "sweep done"
+plan_finish
