@@ -32,7 +32,6 @@ from .configs_gu import (PS_GU_CONFIGS, PS_GU_DECODE_CONFIGS, PS_GU_DECODE_PDL_C
                          PS_GU_WIDE_CONFIGS)
 from .configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS
 from .configs_peel import PS_PK_DECODE_CONFIGS, PS_PK_DECODE_PDL_CONFIGS
-from .configs_stages import PS_G2S_DECODE_PDL_CONFIGS
 from .configs_tm import PS_TM_DECODE_CONFIGS, PS_TM_DECODE_PDL_CONFIGS, PS_TM_PREFILL_CONFIGS, tm_refusal
 from .configs_warps import PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS
 from .defaults import measured_default
@@ -129,8 +128,8 @@ class TritonMXFP4Backend(Backend):
         (``-pdl``, PS_GU_PDL_CONFIGS, PS_DECODE8_PDL_CONFIGS and PS_GU_DECODE_PDL_CONFIGS), with and without the
         fused ends (``-fs``); the ``-tm`` twins of the winners (:mod:`.configs_tm`) where their tiles are whole (not
         the persistent ``-pt`` / ``-ptf`` ones of :mod:`.configs_persist`: measured slower, run by label only); at
-        decode the ``-pk`` twins of :mod:`.configs_peel` (K steps without K masks; their ``-pdl`` ones compiled) and,
-        compiled, the ``-g2sN`` ones of :mod:`.configs_stages` (gemm2's deeper pipeline).  The
+        decode the ``-pk`` twins of :mod:`.configs_peel` (K steps without K masks; their ``-pdl`` ones compiled); not
+        the ``-g2sN`` ones of :mod:`.configs_stages` (gemm2's deeper pipeline: measured slower, run by label).  The
         default: :mod:`.defaults`."""
         decode = decode_sized(case)
         configs: tuple[KernelConfig, ...] = CONFIGS + X2_CONFIGS + SW_CONFIGS
@@ -148,7 +147,7 @@ class TritonMXFP4Backend(Backend):
                 configs += tuple(c for c in PS_PDL_CONFIGS + PS_GU_PDL_CONFIGS + PS_DECODE8_PDL_CONFIGS
                                  + PS_GU_DECODE_PDL_CONFIGS if _split_fits(case, c))
                 configs += _tile_major(case, PS_TM_DECODE_PDL_CONFIGS)
-                configs += tuple(c for c in PS_PK_DECODE_PDL_CONFIGS + PS_G2S_DECODE_PDL_CONFIGS if _split_fits(case, c))
+                configs += tuple(c for c in PS_PK_DECODE_PDL_CONFIGS if _split_fits(case, c))
             elif ps_refusal(case) is None:
                 configs += PS_TAIL_PDL_CONFIGS
             configs += DOT_SCALED_CONFIGS
