@@ -78,3 +78,15 @@ def bundled_tools(*tools: str) -> bool:
         return all(bundled_tool(t) for t in tools)
     except ValueError:
         return False
+
+
+def check_twins(results: dict, errors: int, twins: int, tol: float) -> None:
+    """An interpreter run of a tactic family against its plain twins (``<label>/err``: relative L2 against the fp32
+    reference, ``<label>/same_bits``: the output equals the twin's): ``errors`` errors all under ``tol``, ``twins``
+    comparisons all bit-identical."""
+    assert results["interpreted"] is True
+    errs = {k: v for k, v in results.items() if k.endswith("/err")}
+    assert len(errs) == errors and not {k: v for k, v in errs.items() if not v < tol}, errs
+    same = {k: v for k, v in results.items() if k.endswith("/same_bits")}
+    assert len(same) == twins and all(same.values()), same
+

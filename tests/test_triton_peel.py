@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from interpreter import HAS_TRITON, bundled_tools, interpreter_fixture
+from interpreter import HAS_TRITON, bundled_tools, check_twins, interpreter_fixture
 
 from fp4moe_diag.backends.triton.configs import KernelConfig, parse_config
 from fp4moe_diag.backends.triton.configs_peel import PS_PK_DECODE_CONFIGS, PS_PK_DECODE_PDL_CONFIGS
@@ -108,12 +108,7 @@ interp_results = interpreter_fixture(_INTERP_SCRIPT)
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
 def test_peeled_tactics_match_their_plain_twins_in_the_interpreter(interp_results: dict):
-    r = interp_results
-    assert r["interpreted"] is True
-    errs = {k: v for k, v in r.items() if k.endswith("/err")}
-    assert len(errs) == 8 and not {k: v for k, v in errs.items() if not v < TOL}, errs
-    same = {k: v for k, v in r.items() if k.endswith("/same_bits")}
-    assert len(same) == 8 and all(same.values()), same
+    check_twins(interp_results, errors=8, twins=8, tol=TOL)
 
 
 @pytest.mark.skipif(not bundled_tools("ptxas", "nvdisasm", "cuobjdump"), reason="triton with its bundled CUDA tools "
