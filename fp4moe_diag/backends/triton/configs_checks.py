@@ -1,5 +1,6 @@
-"""The checks of :class:`.configs.KernelConfig`'s mode-ps options (``-tN``, ``~ablation``, ``-tm``, ``-gu``, ``-pt``)
-and the ablations' names.  Imports nothing of ours, no triton."""
+"""The checks of :class:`.configs.KernelConfig`'s mode-ps options (``-g2sN``, ``-tN``, ``~ablation``, ``-tm``, ``-gu``,
+``-pt`` / ``-ptf``, ``-pk``), the ablations' names and the persistent loops' labels.  Imports nothing of ours, no
+triton."""
 
 from __future__ import annotations
 
