@@ -158,7 +158,7 @@ def test_pdl_instructions_in_the_sm90_build():
                     "installed")
 def test_pdlw_loads_gemm2_weights_before_the_wait_at_the_pdl_registers():
     """-pdlw: gemm2's routing tables and its first K step's weights (16-byte vector loads) are loaded before
-    ``griddepcontrol.wait``, none of them with -pdl; capped at the -pdl twin's registers (launch._bound), so that the
+    ``griddepcontrol.wait``, none of them with -pdl; capped at the -pdl twin's registers (launch_bind._bound), so that the
     same programs fit an SM; gemm1 keeps -pdl's order (nothing loaded before its wait)."""
     import re
 

@@ -52,16 +52,16 @@ def test_residency_takes_the_device_limits():
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
 def test_persist_launcher_checks():
-    from fp4moe_diag.backends.triton import launch
+    from fp4moe_diag.backends.triton import launch_bind
 
     for kw, msg in ((dict(persist=3, ps=True), "expected 0"), (dict(persist=True, ps=True), "expected 0"),
                     (dict(persist=1, ps=False), "expected 0"),
                     (dict(persist=1, ps=True, fused=True), "takes none of fused"),
                     (dict(persist=2, ps=True, gate_up=True, ablate=1), "takes none of ablate, gate_up")):
         with pytest.raises(ValueError, match=f"^persist: .*{msg}"):
-            launch._persist_check(**kw)
-    assert launch._persist_check(0, False, fused=True) is None  # off: nothing to refuse
-    assert launch.INTERPRETED_PROGRAMS == 3
+            launch_bind._persist_check(**kw)
+    assert launch_bind._persist_check(0, False, fused=True) is None  # off: nothing to refuse
+    assert launch_bind.INTERPRETED_PROGRAMS == 3
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
@@ -84,7 +84,7 @@ from fp4moe_diag import MoECase, build_inputs
 from fp4moe_diag.problem.reference import reference_moe
 from fp4moe_diag.backends.base import Tactic
 from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend, kernels_interpreted
-from fp4moe_diag.backends.triton import launch
+from fp4moe_diag.backends.triton import launch_bind
 
 b = TritonMXFP4Backend()
 # K = 192 / 320 in steps of 128: a half-empty last K tile; 8 experts, this rank holds 4..7
@@ -106,7 +106,7 @@ for base in bases:
 g16, g32 = prep.grouping(16), prep.grouping(32)
 out["tiles_16_gemm1"] = g16.block_expert_ids.numel() * -(-320 // 64)
 out["tiles_32_gemm2"] = g32.block_expert_ids.numel() * -(-192 // 128)
-out["programs"] = launch.INTERPRETED_PROGRAMS
+out["programs"] = launch_bind.INTERPRETED_PROGRAMS
 """
 
 interp_results = interpreter_fixture(_INTERP_SCRIPT)

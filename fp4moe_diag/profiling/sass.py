@@ -203,7 +203,7 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
         ptrs, types = ptrs + [a for a in args if args[a] != "i32"], types + [t for t in args.values() if t != "i32"]
         ints = ints + [a for a in args if args[a] == "i32"]
         const |= fconst | {"FUSED": kc.fused and (gemm == "gemm2" or kc.split_k > 1)}  # gemm1's: only when split
-        if not gu:  # -pt / -ptf: the tile loop (launch._persistent); -pk: the K steps without K masks
+        if not gu:  # -pt / -ptf: the tile loop (launch_bind._persistent); -pk: the K steps without K masks
             const |= dict(PERSIST=kc.persist, TILES=0, PROGRAMS=0)  # the last two: the interpreter's
             const |= dict(PEEL=kc.peel, K_MAIN=k_main(k, kc.block_k, kc.split_k))  # the split this build has
             ints = ints + ["m_blocks"]
@@ -217,11 +217,11 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
     src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(c),): v for c, v in const.items()},
                     attrs=attrs)
     twin = replace(kc, ablate="") if kc.ablate == "nodeq" else replace(kc, pdl=1) if kc.pdl == 4 and gemm == "gemm2" \
-        else None  # ~nodeq, -pdlw's gemm2: at most their twin's registers, as launch._bound builds them
+        else None  # ~nodeq, -pdlw's gemm2: at most their twin's registers, as launch_bind._bound builds them
     cap = {} if twin is None else {"maxnreg": resource_usage(_compile(twin, gemm, k, arch))["reg"]}
     options = dict(num_warps=kc.num_warps, num_stages=kc.gemm2_stages if gemm == "gemm2" else kc.num_stages,
                    **K.BUILD_OPTIONS)
-    if kc.peel:  # -pk: capped where a granule of registers buys one more program an SM (launch._bound)
+    if kc.peel:  # -pk: capped where a granule of registers buys one more program an SM (launch_bind._bound)
         free = resource_usage(triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options))["reg"]
         cap = {"maxnreg": c} if (c := residency_cap(free, kc.num_warps)) else {}
     return triton.compile(src, target=GPUTarget("cuda", arch, 32), options={**options, **cap})

@@ -1,7 +1,7 @@
 """Persistent tile loops of the ps kernels (tactic suffixes ``-pt`` / ``-ptf``, :mod:`.configs_persist`).
 
 A ``-pt`` or ``-ptf`` gemm1 / gemm2 launches as many programs as the SMs hold at once (the launcher reads the
-build's registers and shared memory: :func:`.launch._persistent`), and each program runs the tiles ``pid, pid +
+build's registers and shared memory: :func:`.launch_bind._persistent`), and each program runs the tiles ``pid, pid +
 programs, ...`` of the same ``(M blocks, N tiles, splits)`` order the plain grid has (:func:`_tile_ids`). ``-pt``
 pipelines each tile's K loop as the plain kernel does; ``-ptf``'s loop is ``tl.range(..., flatten=True)``: Triton
 fuses the tile loop with the K loop into one, so the cp.async pipeline runs across tiles and the next tile's first

@@ -165,30 +165,19 @@ def _gemm1_ps_tile(pid_m, pid_n, pid_k, x_ptr, w_ptr, ws_ptr, b_ptr, alpha_ptr, 
     if ABLATE >= 2:  # ~load / ~seq (_kernels_ablate): the loop's weight and scale loads only
         acc_lt = _sink_loop(acc_lt, w_lin, s_lin, w_gate, s_gate, slab0, kb // 64, N // 16, K // 64, stride_ws,
                             stride_ss, K_SPLIT, BLOCK_K, S, C, 2, STAGES, ABLATE == 3)
-    elif PEEL:  # -pk: every split's whole K steps without K masks, then the rest masked (K_MAIN: tiling.k_main)
-        for kk in range(0, K_MAIN, BLOCK_K):
-            acc_lt, acc_gt = _gemm1_step(acc_lt, acc_gt, x_ptrs, mask_m, kb + kk, offs_k, w_lin, s_lin, w_gate, s_gate,
-                                         slab0, N, stride_ws, stride_ss, K, S, C, DOT_F32, SCALE_WORDS, ABLATE,
-                                         TILE_MAJOR, TILES_FIRST, True)
-            x_ptrs += BLOCK_K
-        for kk in range(K_MAIN, K_SPLIT, BLOCK_K):
-            acc_lt, acc_gt = _gemm1_step(acc_lt, acc_gt, x_ptrs, mask_m, kb + kk, offs_k, w_lin, s_lin, w_gate, s_gate,
-                                         slab0, N, stride_ws, stride_ss, K, S, C, DOT_F32, SCALE_WORDS, ABLATE,
-                                         TILE_MAJOR, TILES_FIRST, False)
-            x_ptrs += BLOCK_K
     else:
-        for kk in range(0, K_SPLIT, BLOCK_K):
-            xt = tl.trans(_act_tile(x_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
-            c0 = (kb + kk) // 64
-            w_l = _ps_tile(w_lin, s_lin, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32,
-                           SCALE_WORDS, ABLATE, TILE_MAJOR)
-            if not TILES_FIRST:  # the lin dot before the gate tile's upcast; TILES_FIRST: after (ps_tiles_first)
-                acc_lt = _dot(w_l, xt, acc_lt, DOT_F32)
-            w_g = _ps_tile(w_gate, s_gate, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32,
-                           SCALE_WORDS, ABLATE, TILE_MAJOR)
-            if TILES_FIRST:
-                acc_lt = _dot(w_l, xt, acc_lt, DOT_F32)
-            acc_gt = _dot(w_g, xt, acc_gt, DOT_F32)
+        if PEEL:  # -pk: every split's whole K steps without K masks, then the rest masked (K_MAIN: tiling.k_main)
+            for kk in range(0, K_MAIN, BLOCK_K):
+                acc_lt, acc_gt = _gemm1_step(acc_lt, acc_gt, x_ptrs, mask_m, kb + kk, offs_k, w_lin, s_lin, w_gate,
+                                             s_gate, slab0, N, stride_ws, stride_ss, K, S, C, DOT_F32, SCALE_WORDS,
+                                             ABLATE, TILE_MAJOR, TILES_FIRST, True, False)
+                x_ptrs += BLOCK_K
+        k_rest: tl.constexpr = K_MAIN if PEEL else 0  # the plain loop: every step, K masks on the weights
+        x_even: tl.constexpr = EVEN_K and not PEEL
+        for kk in range(k_rest, K_SPLIT, BLOCK_K):
+            acc_lt, acc_gt = _gemm1_step(acc_lt, acc_gt, x_ptrs, mask_m, kb + kk, offs_k, w_lin, s_lin, w_gate, s_gate,
+                                         slab0, N, stride_ws, stride_ss, K, S, C, DOT_F32, SCALE_WORDS, ABLATE,
+                                         TILE_MAJOR, TILES_FIRST, x_even, True)
             x_ptrs += BLOCK_K
     _gemm1_store(tl.trans(acc_lt) * X2_UNSCALE, tl.trans(acc_gt) * X2_UNSCALE, pid_k, e, offs_m, offs_n, mask_m,
                  mask_n, b_ptr, alpha_ptr, beta_ptr, limit_ptr, out_ptr, part_ptr, N, stride_be, stride_om, stride_ps,
@@ -227,8 +216,8 @@ def _moe_mxfp4_gemm2_ps_kernel(
     weight and scale bytes are loaded before the wait (both are made before the call: only the activations come
     from gemm1), so that a program made resident in gemm1's tail has its first weights in registers when gemm1
     ends and starts with the activation load alone (two of its serial memory latencies taken out of the call).
-    Capped at the ``-pdl`` twin's registers (launch._bound).  Measured (H100, data/runs/2026-12-05-nvidia-h100-s19a:
-    the decode winners' 120 ``-pdl`` / ``-pdlw`` pairs at 20b EP1 / EP2 and 120b EP4, T = 1..64, one sweep):
+    Capped at the ``-pdl`` twin's registers (launch_bind._bound).  Measured (H100,
+    data/runs/2026-12-05-nvidia-h100-s19a: the decode winners' 120 ``-pdl`` / ``-pdlw`` pairs at 20b EP1 / EP2 and 120b EP4, T = 1..64, one sweep):
     level, a median ratio of 1.004, 95 pairs within their spread, 19 slower by 1-2 %, 6 faster; by CUPTI kernel
     span the same.  gemm1's programs hold the SMs' shared memory until they exit, so gemm2's programs become
     resident only as gemm1 drains, with little of gemm1 left to overlap.  Not offered; kept for that run's labels.
@@ -309,21 +298,17 @@ def _gemm2_ps_tile(pid_m, pid_n, pid_k, a_ptr, w_ptr, ws_ptr, b_ptr, topk_w_ptr,
     if ABLATE >= 2:  # ~load / ~seq (_kernels_ablate): the loop's weight and scale loads only
         acc_t = _sink_loop(acc_t, w_base, s_base, w_base, s_base, slab0, kb // 64, N // 16, K // 64, stride_ws,
                            stride_ss, K_SPLIT, BLOCK_K, S, C, 1, STAGES, ABLATE == 3)
-    elif PEEL:  # -pk: every split's whole K steps without K masks, then the rest masked (K_MAIN: tiling.k_main)
-        for kk in range(0, K_MAIN, BLOCK_K):
-            acc_t = _gemm2_step(acc_t, a_ptrs, mask_m, kb + kk, offs_k, w_base, s_base, slab0, N, stride_ws,
-                                stride_ss, K, S, C, DOT_F32, SCALE_WORDS, ABLATE, TILE_MAJOR, True)
-            a_ptrs += BLOCK_K
-        for kk in range(K_MAIN, K_SPLIT, BLOCK_K):
-            acc_t = _gemm2_step(acc_t, a_ptrs, mask_m, kb + kk, offs_k, w_base, s_base, slab0, N, stride_ws,
-                                stride_ss, K, S, C, DOT_F32, SCALE_WORDS, ABLATE, TILE_MAJOR, False)
-            a_ptrs += BLOCK_K
     else:
-        for kk in range(k_first, K_SPLIT, BLOCK_K):
-            at = tl.trans(_act_tile(a_ptrs, mask_m, kb + kk, offs_k, K, EVEN_K))
-            w = _ps_tile(w_base, s_base, slab0, (kb + kk) // 64, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32,
-                         SCALE_WORDS, ABLATE, TILE_MAJOR)
-            acc_t = _dot(w, at, acc_t, DOT_F32)
+        if PEEL:  # -pk: every split's whole K steps without K masks, then the rest masked (K_MAIN: tiling.k_main)
+            for kk in range(0, K_MAIN, BLOCK_K):
+                acc_t = _gemm2_step(acc_t, a_ptrs, mask_m, kb + kk, offs_k, w_base, s_base, slab0, N, stride_ws,
+                                    stride_ss, K, S, C, DOT_F32, SCALE_WORDS, ABLATE, TILE_MAJOR, True, False)
+                a_ptrs += BLOCK_K
+        k_rest: tl.constexpr = K_MAIN if PEEL else k_first  # the plain loop: every step, K masks on the weights
+        a_even: tl.constexpr = EVEN_K and not PEEL
+        for kk in range(k_rest, K_SPLIT, BLOCK_K):
+            acc_t = _gemm2_step(acc_t, a_ptrs, mask_m, kb + kk, offs_k, w_base, s_base, slab0, N, stride_ws,
+                                stride_ss, K, S, C, DOT_F32, SCALE_WORDS, ABLATE, TILE_MAJOR, a_even, True)
             a_ptrs += BLOCK_K
     _gemm2_store(tl.trans(acc_t) * X2_UNSCALE, pid_k, e, pair, mask_m, offs_n, mask_n, b_ptr, topk_w_ptr, out_ptr,
                  stride_be, stride_om, stride_os, HAS_BIAS)
@@ -336,11 +321,12 @@ def _gemm2_ps_tile(pid_m, pid_n, pid_k, a_ptr, w_ptr, ws_ptr, b_ptr, topk_w_ptr,
 @triton.jit
 def _gemm2_step(acc_t, a_ptrs, mask_m, k0, offs_k, w_base, s_base, slab0, N, stride_ws, stride_ss, K: tl.constexpr,
                 S: tl.constexpr, C: tl.constexpr, DOT_F32: tl.constexpr, SCALE_WORDS: tl.constexpr,
-                ABLATE: tl.constexpr, TILE_MAJOR: tl.constexpr, WHOLE: tl.constexpr):
-    """One K step of gemm2 at ``k0`` (``-pk``): ``WHOLE`` when the step lies inside K (no K masks)."""
-    at = tl.trans(_act_tile(a_ptrs, mask_m, k0, offs_k, K, WHOLE))
+                ABLATE: tl.constexpr, TILE_MAJOR: tl.constexpr, A_EVEN: tl.constexpr, MASK_K: tl.constexpr):
+    """One K step of gemm2 at ``k0``: the activation tile with no K mask when ``A_EVEN`` (:func:`_act_tile`'s
+    ``EVEN_K``), the weight tile with its chunks masked past K when ``MASK_K`` (``-pk``'s whole steps: neither)."""
+    at = tl.trans(_act_tile(a_ptrs, mask_m, k0, offs_k, K, A_EVEN))
     w = _ps_tile(w_base, s_base, slab0, k0 // 64, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32, SCALE_WORDS,
-                 ABLATE, TILE_MAJOR, 0, not WHOLE)
+                 ABLATE, TILE_MAJOR, 0, MASK_K)
     return _dot(w, at, acc_t, DOT_F32)
 
 
@@ -348,16 +334,17 @@ def _gemm2_step(acc_t, a_ptrs, mask_m, k0, offs_k, w_base, s_base, slab0, N, str
 def _gemm1_step(acc_lt, acc_gt, x_ptrs, mask_m, k0, offs_k, w_lin, s_lin, w_gate, s_gate, slab0, N, stride_ws,
                 stride_ss, K: tl.constexpr, S: tl.constexpr, C: tl.constexpr, DOT_F32: tl.constexpr,
                 SCALE_WORDS: tl.constexpr, ABLATE: tl.constexpr, TILE_MAJOR: tl.constexpr, TILES_FIRST: tl.constexpr,
-                WHOLE: tl.constexpr):
-    """One K step of gemm1 at ``k0`` (``-pk``): ``WHOLE`` when the step lies inside K (no K masks)."""
-    xt = tl.trans(_act_tile(x_ptrs, mask_m, k0, offs_k, K, WHOLE))
+                X_EVEN: tl.constexpr, MASK_K: tl.constexpr):
+    """One K step of gemm1 at ``k0``: ``X_EVEN`` and ``MASK_K`` as :func:`_gemm2_step`'s.  ``TILES_FIRST`` (the
+    launcher's choice, :func:`.tiling.ps_tiles_first`): the lin dot after the gate tile's upcast, not before."""
+    xt = tl.trans(_act_tile(x_ptrs, mask_m, k0, offs_k, K, X_EVEN))
     c0 = k0 // 64
     w_l = _ps_tile(w_lin, s_lin, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32, SCALE_WORDS, ABLATE,
-                   TILE_MAJOR, 0, not WHOLE)
+                   TILE_MAJOR, 0, MASK_K)
     if not TILES_FIRST:
         acc_lt = _dot(w_l, xt, acc_lt, DOT_F32)
     w_g = _ps_tile(w_gate, s_gate, slab0, c0, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32, SCALE_WORDS,
-                   ABLATE, TILE_MAJOR, 0, not WHOLE)
+                   ABLATE, TILE_MAJOR, 0, MASK_K)
     if TILES_FIRST:
         acc_lt = _dot(w_l, xt, acc_lt, DOT_F32)
     acc_gt = _dot(w_g, xt, acc_gt, DOT_F32)

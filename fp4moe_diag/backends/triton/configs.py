@@ -66,6 +66,8 @@ class KernelConfig:
             raise ValueError(f"tactic: split_k2 must be an int >= 0 (0: as split_k), got {self.split_k2!r}")
         if self.split_k2 == self.split_k:
             object.__setattr__(self, "split_k2", 0)  # one id per tactic
+        if self.num_stages2 == self.num_stages:
+            object.__setattr__(self, "num_stages2", 0)
         if not isinstance(self.block_n2, int) or isinstance(self.block_n2, bool) or self.block_n2 < 0:
             raise ValueError(f"tactic: block_n2 must be an int >= 0 (0: as block_n), got {self.block_n2!r}")
         if self.block_n2 == self.block_n:
@@ -362,7 +364,8 @@ PS_PDL_CONFIGS += tuple(KernelConfig(*c, pdl=1, fused=True) for c in (
 
 _LABEL = re.compile(r"^m(?P<m>\d+)n(?P<n>\d+)k(?P<k>\d+)w(?P<w>\d+)s(?P<s>\d+)"
                     r"(?:-(?P<mode>ds|x2|sw|f8|p8)|-(?P<ps>ps)(?P<gu>-gu)?(?P<tm>-tm)?(?P<pk>-pk)?)?"
-                    r"(?:-sk(?P<sk>\d+))?(?:-g2sk(?P<g2sk>\d+))?(?:-g2n(?P<g2n>\d+))?(?:-g2s(?P<g2s>\d+))?(?:-t(?P<t>\d+))?(?P<pt>-ptf|-pt)?"
+                    r"(?:-sk(?P<sk>\d+))?(?:-g2sk(?P<g2sk>\d+))?(?:-g2n(?P<g2n>\d+))?(?:-g2s(?P<g2s>\d+))?"
+                    r"(?:-t(?P<t>\d+))?(?P<pt>-ptf|-pt)?"
                     r"(?P<pdl>-pdlpfe|-pdlpf|-pdlw|-pdl)?(?P<fs>-fs)?(?:~(?P<ab>[a-z]+))?$")
 
 
@@ -374,13 +377,14 @@ def parse_config(cfg: Any) -> KernelConfig:
     if isinstance(cfg, str):
         m = _LABEL.match(cfg)
         if m is None:
-            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu][-tm][-pk]|-f8|-p8][-skN]"
-                             f"[-g2skN][-g2nN][-g2sN][-tN][-pt|-ptf][-pdl|-pdlpf|-pdlpfe|-pdlw][-fs][~nodeq|~load|~seq], "
-                             f"got {cfg!r}")
+            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu][-tm][-pk]|-f8|-p8]"
+                             f"[-skN][-g2skN][-g2nN][-g2sN][-tN][-pt|-ptf][-pdl|-pdlpf|-pdlpfe|-pdlw][-fs]"
+                             f"[~nodeq|~load|~seq], got {cfg!r}")
         nums = [int(m[g]) for g in "mnkws"]
         pdl = {v: k for k, v in PDL_LABELS.items()}[m["pdl"] or ""]
         return KernelConfig(*nums, mode=m["mode"] or m["ps"] or "bits", split_k=int(m["sk"] or 1),
-                            split_k2=int(m["g2sk"] or 0), pdl=pdl, block_n2=int(m["g2n"] or 0), num_stages2=int(m["g2s"] or 0),
+                            split_k2=int(m["g2sk"] or 0), pdl=pdl, block_n2=int(m["g2n"] or 0),
+                            num_stages2=int(m["g2s"] or 0),
                             gate_up=m["gu"] is not None, fused=m["fs"] is not None, tail_m=int(m["t"] or 0),
                             ablate=m["ab"] or "", tile_major=m["tm"] is not None,
                             persist={v: k for k, v in PERSIST_LABELS.items()}[m["pt"] or ""], peel=m["pk"] is not None)

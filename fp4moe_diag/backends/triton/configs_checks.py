@@ -48,14 +48,12 @@ def _check_persist(kc: Any) -> None:
 
 
 def _check_stages2(kc: Any) -> None:
-    """``-g2sN`` (:mod:`.configs_stages`): gemm2's own pipeline depth, a mode ps option; equal to ``num_stages`` it is
-    dropped (one id per tactic)."""
+    """``-g2sN`` (:mod:`.configs_stages`): gemm2's own pipeline depth, a mode ps option (equal to ``num_stages``,
+    :class:`.configs.KernelConfig` has already dropped it: one id per tactic)."""
     s2 = kc.num_stages2
     if not isinstance(s2, int) or isinstance(s2, bool) or s2 < 0:
         raise ValueError(f"tactic: num_stages2 must be an int >= 0 (0: as num_stages), got {s2!r}")
-    if s2 == kc.num_stages:
-        object.__setattr__(kc, "num_stages2", 0)
-    elif s2 and kc.mode != "ps":
+    if s2 and kc.mode != "ps":
         raise ValueError(f"tactic: num_stages2 (-g2sN, gemm2's own pipeline depth) is a mode ps option, got mode "
                          f"{kc.mode!r}")
 

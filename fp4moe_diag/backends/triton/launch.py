@@ -18,7 +18,7 @@ from ._kernels import (BUILD_OPTIONS, INTERPRETED, _moe_mxfp4_gemm1_finalize_ker
 from ._kernels_ps import _moe_mxfp4_gemm1_ps_kernel, _moe_mxfp4_gemm2_ps_kernel
 from ._kernels_ps_gu import _moe_mxfp4_gemm1_ps_gu_kernel
 from .configs import PDL_LABELS, even_k, k_split, ps_n_fastest, ps_scale_words, ps_tiles_first, split_k_fits
-from .launch_bind import INTERPRETED_PROGRAMS, _bound, _persist_check, _persistent  # noqa: F401 (tests)
+from .launch_bind import _persist_check, _persistent
 from .tiling import k_main
 from .configs_gu import ps_gu_chunk_dots
 

@@ -86,10 +86,14 @@ def residency(registers: int, shared_bytes: int, num_warps: int, limits: Optiona
         raise ValueError(f"residency: expected 1..255 registers, >= 0 shared bytes and >= 1 warps, got {registers}, "
                          f"{shared_bytes}, {num_warps}")
     lim = {**SM90_LIMITS, **(limits or {})}
-    per_warp = -(-registers // 8) * 8 * 32
-    by_regs = lim["registers"] // (per_warp * num_warps)
     by_smem = lim["shared_bytes"] // (shared_bytes + lim["reserved_per_block"])
-    return min(by_regs, by_smem, lim["warps"] // num_warps, lim["blocks"])
+    return min(_by_registers(registers, num_warps, lim), by_smem, lim["warps"] // num_warps, lim["blocks"])
+
+
+def _by_registers(registers: int, num_warps: int, lim: dict) -> int:
+    """Programs of ``num_warps`` warps the register file ``lim["registers"]`` holds at ``registers`` a thread
+    (allocated per warp in units of 256: 8 a thread)."""
+    return lim["registers"] // (-(-registers // 8) * 8 * 32 * num_warps)
 
 
 def residency_cap(registers: int, num_warps: int, limits: Optional[dict] = None, slack: int = 8) -> Optional[int]:
@@ -97,6 +101,6 @@ def residency_cap(registers: int, num_warps: int, limits: Optional[dict] = None,
     ``registers`` a thread, when that takes at most ``slack`` registers away (one allocation granule: nothing to
     spill, or almost); None when it would take more, or when registers are not what limits the residency."""
     lim = {**SM90_LIMITS, **(limits or {})}
-    now = lim["registers"] // (-(-registers // 8) * 8 * 32 * num_warps)
+    now = _by_registers(registers, num_warps, lim)
     cap = lim["registers"] // ((now + 1) * 32 * num_warps) // 8 * 8
     return cap if 0 < registers - cap <= slack and now + 1 <= lim["warps"] // num_warps else None
