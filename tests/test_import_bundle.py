@@ -118,6 +118,10 @@ def test_only_takes_the_named_sweeps_and_ablations_and_names_an_unknown_one(tmp_
     again = importer(str(tgz), "x", "--runs-root", str(runs), "--overwrite", "--only", "wide-t256")
     assert again.returncode == 0 and not list((runs / "x").glob("ablate-*"))  # replaced whole
     assert sorted(pd.read_parquet(runs / "x" / "results.parquet")["num_tokens"]) == [256, 256]
+    failed = importer(str(tgz), "x", "--runs-root", str(runs), "--overwrite", "--only", "nothing-such")
+    assert failed.returncode == 2  # a failed --overwrite import leaves the old run as it was, and no staging folder
+    assert sorted(pd.read_parquet(runs / "x" / "results.parquet")["num_tokens"]) == [256, 256]
+    assert sorted(p.name for p in runs.iterdir()) == ["x"]
     everything = importer(str(tgz), "y", "--runs-root", str(runs))
     assert everything.returncode == 0 and len(pd.read_parquet(runs / "y" / "results.parquet")) == 4
     assert sorted(p.name for p in (runs / "y").glob("ablate-*")) == ["ablate-a.csv", "ablate-b.csv"]
@@ -143,3 +147,20 @@ def test_a_call_without_a_sweep_keeps_its_duels_and_ablations_with_the_environme
     assert "Duels (`python -m fp4moe_diag.profiling.duel`: two tactics timed in alternating rounds): " \
            "duel-20b-t16384.csv." in prov and "Ablations (" in prov
     assert "Files: " not in prov  # no results to name: the CSVs are named above
+
+
+def test_a_torn_bundle_is_exit_2_and_leaves_no_folder(tmp_path):
+    """A bundle cut short in transfer: a one-line error naming the argument; nothing under the runs root."""
+    snap = tmp_path / "snap"
+    with RunFolder(snap / "r" / "a", CFG) as rf:
+        rf.append_case("T1", rows(1))
+        rf.merge()
+    tgz = tmp_path / "runs.tgz"
+    with tarfile.open(tgz, "w:gz") as tf:
+        tf.add(snap / "r", "r")
+    torn = tmp_path / "torn.tgz"
+    torn.write_bytes(tgz.read_bytes()[: len(tgz.read_bytes()) // 2])
+    runs = tmp_path / "runs"
+    cp = importer(str(torn), "t", "--runs-root", str(runs))
+    assert cp.returncode == 2 and "bundle: " in cp.stderr and "is not a readable .tgz" in cp.stderr
+    assert list(runs.iterdir()) == []
