@@ -40,6 +40,6 @@ echo "bootstrap.sh: installed. Open the notebooks with:  jupyter lab notebooks/"
 
 case "$MODE" in
   --deps) ;;
-  --test) exec $PY -m pytest -q ;;
+  --test) exec $PY -m pytest -q -n auto --dist loadfile ;;  # one test file per process, as many as cores
   *) exec $PY -m fp4moe_diag report --out reports ;;
 esac
