@@ -20,6 +20,15 @@ from fp4moe_diag.problem.case import MoECase
 B = dict(num_tokens=8, hidden_size=64, intermediate_size=64, num_experts=8, top_k=2)
 
 
+def _runs_or_raises(fn, msg):
+    """A family's entry: ``fn()`` runs (its own asserts) when ``msg`` is None, else raises a ValueError matching it."""
+    if msg is None:
+        fn()
+    else:
+        with pytest.raises(ValueError, match=msg):
+            fn()
+
+
 # ================================================================ family 4: values that make a case silently wrong
 FAMILY4 = {
     "has_bias_no": (lambda: MoECase(**B, has_bias="no"), "has_bias"),
@@ -68,12 +77,7 @@ def _build_env(case, value):
 
 @pytest.mark.parametrize("name", sorted(FAMILY4))
 def test_family4_case_values(name):
-    fn, msg = FAMILY4[name]
-    if msg is None:
-        fn()
-    else:
-        with pytest.raises(ValueError, match=msg):
-            fn()
+    _runs_or_raises(*FAMILY4[name])
 
 
 def test_family4_estimate_says_what_build_inputs_allocates():
@@ -127,12 +131,7 @@ FAMILY5 = {
 
 @pytest.mark.parametrize("name", sorted(FAMILY5))
 def test_family5_parser(name):
-    fn, msg = FAMILY5[name]
-    if msg is None:
-        fn()
-    else:
-        with pytest.raises(ValueError, match=msg):
-            fn()
+    _runs_or_raises(*FAMILY5[name])
 
 
 def test_family5_whitespace_lines_are_linear():
