@@ -164,3 +164,20 @@ def test_a_torn_bundle_is_exit_2_and_leaves_no_folder(tmp_path):
     cp = importer(str(torn), "t", "--runs-root", str(runs))
     assert cp.returncode == 2 and "bundle: " in cp.stderr and "is not a readable .tgz" in cp.stderr
     assert list(runs.iterdir()) == []
+
+
+def test_the_gpu_state_csvs_are_copied_and_named(tmp_path):
+    """plan_lib.sh's gpu-NAME.csv (clocks, power, temperature at the plan's start and end) travel with the run."""
+    snap = tmp_path / "snap"
+    (snap / "r").mkdir(parents=True)
+    (snap / "r" / "duel-a.csv").write_text("model,verdict,gpu_name\ngpt-oss-20b,level,NVIDIA H200\n")
+    (snap / "r" / "gpu-evidence.csv").write_text("timestamp,name,clocks.sm\n2026/12/05 20:00:00.000, NVIDIA H200, 1980\n")
+    tgz = tmp_path / "runs.tgz"
+    with tarfile.open(tgz, "w:gz") as tf:
+        tf.add(snap / "r", "r")
+    runs = tmp_path / "runs"
+    cp = importer(str(tgz), "g", "--runs-root", str(runs))
+    assert cp.returncode == 0, cp.stderr
+    assert (runs / "g" / "gpu-evidence.csv").read_text().endswith("NVIDIA H200, 1980\n")
+    prov = (runs / "g" / "PROVENANCE.md").read_text()
+    assert "The GPU's state at each plan's start and end" in prov and "gpu-evidence.csv." in prov

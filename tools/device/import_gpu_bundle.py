@@ -9,7 +9,8 @@ notebooks/HTML, and writes PROVENANCE.md (GPU, driver, torch, flashinfer, triton
 A ``partial.tgz`` (``SNAPSHOT_S`` in gpu_session.sh: what a call that ran past its time limit left) holds the
 run folders as they were (``r/<name>/parts/*.parquet``, one atomic file per finished case) beside the bundle so
 far; their finished cases are imported and PROVENANCE.md says the run is partial.  ``r/ablate-*.csv``
-(``profiling.ablate``'s tables) and ``r/duel-*.csv`` (``profiling.duel``'s) are copied beside the results.  ``--only`` takes some of what ``r/`` holds (a call on a
+(``profiling.ablate``'s tables), ``r/duel-*.csv`` (``profiling.duel``'s) and ``r/gpu-*.csv`` (the GPU's clocks, power
+and temperature at each plan's start and end, ``plan_lib.sh``) are copied beside the results.  ``--only`` takes some of what ``r/`` holds (a call on a
 warm machine finds the earlier calls' folders there too).  An existing
 ``data/runs/<run_id>`` is never written over: that is an error unless ``--overwrite``.  The run is assembled in a
 hidden folder beside it and renamed into place at the end, so a killed import leaves no half run folder.
@@ -102,7 +103,8 @@ def environment_lines(df: pd.DataFrame | None, csvs: list[Path]) -> list[str]:
 
 
 def provenance(args: argparse.Namespace, df: pd.DataFrame | None, complete: list[str], partial: list[str],
-               ablations: list[Path], duels: list[Path], folder: Path) -> str:
+               csvs: dict[str, list[Path]], folder: Path) -> str:
+    ablations, duels, states = csvs["ablate"], csvs["duel"], csvs["gpu"]
     lines = [f"# Run {args.run_id}", ""] + environment_lines(df, [folder / f.name for f in ablations + duels])
     lines += ["", "Produced on the lent GPU machine" + (f" by:\n\n```\n{args.command}\n```" if args.command
                                                          else " by `tools/device/gpu_session.sh`."), ""]
@@ -118,6 +120,9 @@ def provenance(args: argparse.Namespace, df: pd.DataFrame | None, complete: list
     if duels:
         lines += ["Duels (`python -m fp4moe_diag.profiling.duel`: two tactics timed in alternating rounds): "
                   + ", ".join(f.name for f in duels) + ".", ""]
+    if states:
+        lines += ["The GPU's state at each plan's start and end (nvidia-smi: SM and memory clocks, their maxima, power, "
+                  "temperature, clock event reasons): " + ", ".join(f.name for f in states) + ".", ""]
     if args.note:
         lines += ["## Notes", "", args.note, ""]
     present = [n for n in ("results.parquet", "results.csv") + KEEP + ("reports",) if (folder / n).exists()]
@@ -149,11 +154,11 @@ def assemble(args: argparse.Namespace, tmp: Path, folder: Path) -> None:
         save_run(df, folder)  # parquet + CSV atomically, with the manifest that load_run checks
     if (b / "reports").exists():
         shutil.copytree(b / "reports", folder / "reports", dirs_exist_ok=True)
-    ablations = [p for p in taken if p.is_file() and p.name.startswith("ablate-") and p.suffix == ".csv"]
-    duels = [p for p in taken if p.is_file() and p.name.startswith("duel-") and p.suffix == ".csv"]
-    for f in ablations + duels:
+    csvs = {k: [p for p in taken if p.is_file() and p.name.startswith(f"{k}-") and p.suffix == ".csv"]
+            for k in ("ablate", "duel", "gpu")}
+    for f in sum(csvs.values(), []):
         shutil.copy2(f, folder / f.name)
-    (folder / "PROVENANCE.md").write_text(provenance(args, df, complete, partial, ablations, duels, folder))
+    (folder / "PROVENANCE.md").write_text(provenance(args, df, complete, partial, csvs, folder))
 
 
 def publish(staged: Path, dst: Path) -> None:

@@ -9,16 +9,38 @@
 #                    profiling.duel of A against B (BACKEND=TACTIC each) into /tmp/r/duel-NAME.csv, cut off after
 #                    SECONDS
 #   ncu_env          ncu on PATH and its extras/python on PYTHONPATH (Nsight Compute through nsight-python)
+#   require_gpu      ONLY_ON (part of a GPU name, e.g. H200): on any other card the plan stops before it starts
+#                    (exit 3), so a call meant for one card costs only the machine's start on another
+#   gpu_state CSV    one line of nvidia-smi's clocks, power and temperature appended to CSV (header first); plan_start
+#                    and plan_finish write /tmp/r/gpu-NAME.csv, which the import copies beside the run
 #   SWEEP_ARGS       the one timing method of every plan (CUDA graphs, L2 flushed, CUPTI kernel time, screened);
 #                    a plan adds its own --screen-top
+GPU_FIELDS=timestamp,name,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,power.draw,temperature.gpu
+require_gpu() {
+  [ -z "${ONLY_ON:-}" ] && return 0
+  local gpu; gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  case "$gpu" in *"$ONLY_ON"*) return 0 ;; esac
+  echo "ONLY_ON=$ONLY_ON: this machine's GPU is ${gpu:-unknown}; the plan stops here, nothing run"; exit 3
+}
+gpu_state() {  # an older driver without clocks_event_reasons: that column empty
+  [ -s "$1" ] || echo "$GPU_FIELDS,clocks_event_reasons.active" > "$1"
+  local line
+  if line=$(nvidia-smi --query-gpu=$GPU_FIELDS,clocks_event_reasons.active --format=csv,noheader,nounits 2>/dev/null); then
+    echo "$line" >> "$1"
+  elif line=$(nvidia-smi --query-gpu=$GPU_FIELDS --format=csv,noheader,nounits 2>/dev/null); then
+    echo "$line" | sed 's/$/,/' >> "$1"
+  fi
+}
 plan_start() {
   PLAN=$1
+  require_gpu
   export OUT=${OUT:-/tmp/out}
   T0=${PLAN_T0:-$(date +%s)}  # PLAN_T0: one clock for plans chained in one call
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1
   export PYTHONPATH=$PWD:/tmp/site FP4MOE_TRITON_KERNELS_DIR=$PWD/.carry/triton_kernels
   FP4MOE_GIT_COMMIT=$(cat .git_commit); export FP4MOE_GIT_COMMIT
   mkdir -p /tmp/r
+  gpu_state /tmp/r/gpu-$PLAN.csv
   ( while sleep 30; do tar -czf $OUT/partial.tgz.tmp -C /tmp r 2>/dev/null && mv $OUT/partial.tgz.tmp $OUT/partial.tgz; \
     done ) &
   SNAP=$!
@@ -27,6 +49,7 @@ say() { echo "[$PLAN +$(( $(date +%s) - T0 ))s] $*"; }
 left() { echo $(( $1 - ($(date +%s) - T0) )); }  # seconds left of $1 since plan_start
 plan_finish() {
   kill $SNAP 2>/dev/null; wait $SNAP 2>/dev/null; rm -f $OUT/partial.tgz.tmp
+  gpu_state /tmp/r/gpu-$PLAN.csv
   tar -czf $OUT/runs.tgz -C /tmp r && rm -f $OUT/partial.tgz; say "all done"; ls -la $OUT
 }
 SWEEP_ARGS="--cuda-graph --kernel-time --device cuda --warmup 3 --repeats 10 --screen 2 --max-seconds-per-tactic 0.3"
