@@ -11,17 +11,21 @@ import pandas as pd
 
 
 def cmd_samples(args: argparse.Namespace) -> int:
-    from .analysis.samples import sample_ratios, samples_markdown
+    from .analysis.samples import clocks_line, run_clocks, sample_ratios, samples_markdown
     from .run_folder import load_run_args
 
     if len(set(args.runs)) < 2:
         raise ValueError("argument runs: expected at least two run folders (repeated runs of the same shapes)")
     # each folder one sample, whatever run_id its rows carry
     frames = [f.assign(run_id=str(d)) for d, f in zip(args.runs, load_run_args(args.runs))]
-    table = sample_ratios(pd.concat(frames, ignore_index=True), args.a, args.b)
+    rows = pd.concat(frames, ignore_index=True)
+    table = sample_ratios(rows, args.a, args.b)
     if args.csv:
         table.to_csv(args.csv, index=False)
     print(samples_markdown(table, args.a, args.b))
+    clocks = clocks_line(run_clocks(rows))  # runs from before the column (or without NVML): no line
+    if clocks:
+        print(clocks)
     return 0
 
 

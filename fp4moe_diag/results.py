@@ -69,6 +69,8 @@ SCHEMA: list[tuple[str, str, str]] = [
     ("timing_pass", "string", "full, or screen: timed with the --screen repeats only (the fastest --screen-top "
                               "tactics, the default and the combined tactic are re-timed in full)"),
     ("time_spread", "float64", "(p90 - p10) / median"),
+    ("time_sm_clock_mhz", "float64", "SM clock (MHz, NVML) read as the timed repeats finish; empty on CPU or without "
+                                     "NVML"),
     ("time_median_us_repeat", "float64", "best tactic only: the same tactic timed again at the end of its sweep"),
     ("noise_ratio", "float64", "best tactic only: max/min of the two medians (1.0 = identical)"),
     ("weight_bytes", "Int64", "FP4 weight + scale + bias bytes of experts that received tokens"),

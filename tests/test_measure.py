@@ -66,3 +66,25 @@ def test_time_method_is_a_category():
     st = time_fn(lambda: None, "cpu", warmup=0, repeats=1)
     assert st.method in TIME_METHODS and st.capture_error == "" and "time_capture_error" in st.as_dict()
     assert "time_capture_error" in [c for c, _, _ in SCHEMA]
+
+
+def test_the_sm_clock_is_read_through_nvml_and_left_empty_where_there_is_none(monkeypatch):
+    """``time_sm_clock_mhz``: NVML's SM clock (torch.cuda.clock_rate) as the repeats finish; NaN on CPU and where
+    NVML fails (no pynvml, a device it does not see), never an error that loses the row."""
+    import torch
+
+    from fp4moe_diag.measure import timing
+    from fp4moe_diag.results import SCHEMA, to_frame
+
+    st = time_fn(lambda: None, "cpu", warmup=0, repeats=2)
+    assert math.isnan(st.sm_clock_mhz) and math.isnan(st.as_dict()["time_sm_clock_mhz"])
+    assert ("time_sm_clock_mhz", "float64") in [(c, d) for c, d, _ in SCHEMA]
+    monkeypatch.setattr(torch.cuda, "clock_rate", lambda dev=None: 1980)
+    assert timing.sm_clock_mhz(torch.device("cuda", 0)) == 1980.0
+    def no_nvml(dev=None):
+        raise ModuleNotFoundError("pynvml does not seem to be installed or it can't be imported.")
+    monkeypatch.setattr(torch.cuda, "clock_rate", no_nvml)
+    assert math.isnan(timing.sm_clock_mhz(torch.device("cuda", 0)))
+    row = {"model": "m", "backend": "reference", "status": "ok",
+           **timing.TimingStats(10.0, 9.0, 11.0, 10.0, 0.5, 9.0, 11.0, 5, "cuda-graph", sm_clock_mhz=1755.0).as_dict()}
+    assert to_frame([row])["time_sm_clock_mhz"].tolist() == [1755.0]

@@ -104,7 +104,26 @@ def test_the_cli_takes_each_folder_as_one_sample_and_exits_2_on_bad_input(tmp_pa
     cp = run(*dirs, "--csv", str(tmp_path / "s.csv"))
     assert cp.returncode == 0, cp.stderr
     assert "behind at 1 of 3 shapes" in cp.stdout and len(pd.read_csv(tmp_path / "s.csv")) == 3
+    assert "SM clock" not in cp.stdout  # these runs carry no clock: no line
+    clocked = tmp_path / "r3-clocked"  # r3 again, timed at a lower clock
+    save_run(f[f["run_id"] == "r3"].assign(time_sm_clock_mhz=1755.0), clocked)
+    cp = run(dirs[0], str(clocked))
+    assert cp.returncode == 0 and cp.stdout.strip().splitlines()[-1] == (
+        f"SM clock while timing (NVML, median and range over the rows): {clocked} 1,755 MHz (1,755-1,755).")
     for bad, msg in (((dirs[0],), "at least two run folders"), ((dirs[0], str(tmp_path / "nope")), "not a run folder"),
                      ((*dirs, "--b", "trtllm"), "backend 'trtllm' is in none")):
         cp = run(*bad)
         assert cp.returncode == 2 and cp.stderr.count("\n") == 1 and msg in cp.stderr, cp.stderr
+
+
+def test_run_clocks_give_each_run_its_median_and_range_and_skip_runs_without():
+    from fp4moe_diag.analysis.samples import clocks_line, run_clocks
+
+    f = frame()
+    f["time_sm_clock_mhz"] = f["run_id"].map({"r1": 1980.0, "r2": float("nan")})
+    f.loc[f.index[0], "time_sm_clock_mhz"] = 1830.0  # one row of r1 read lower
+    clocks = run_clocks(f)
+    assert clocks == {"r1": (1980.0, 1830.0, 1980.0)}  # r2 (NaN) and r3 (none) have no entry
+    assert clocks_line(clocks) == ("SM clock while timing (NVML, median and range over the rows): "
+                                   "r1 1,980 MHz (1,830-1,980).")
+    assert run_clocks(f.drop(columns=["time_sm_clock_mhz"])) == {} and clocks_line({}) == ""

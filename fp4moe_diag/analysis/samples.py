@@ -88,6 +88,25 @@ def sample_ratios(df: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
     return out[COLUMNS].reset_index(drop=True)
 
 
+def run_clocks(df: pd.DataFrame) -> dict[str, tuple[float, float, float]]:
+    """Per run (``run_id``), the SM clock its timed rows read as their repeats finished (``time_sm_clock_mhz``):
+    (median, min, max) MHz over the rows that have one; runs without any (older runs, CPU, no NVML) are left out."""
+    if "time_sm_clock_mhz" not in df or "run_id" not in df:
+        return {}
+    c = pd.to_numeric(df["time_sm_clock_mhz"], errors="coerce")
+    g = c[c > 0].groupby(df["run_id"].astype(str)[c > 0])
+    return {rid: (float(x.median()), float(x.min()), float(x.max())) for rid, x in g}
+
+
+def clocks_line(clocks: dict[str, tuple[float, float, float]]) -> str:
+    """One Markdown line naming each run's SM clock while timing (median, range), or '' where no run has one."""
+    if not clocks:
+        return ""
+    return ("SM clock while timing (NVML, median and range over the rows): "
+            + "; ".join(f"{rid} {m:,.0f} MHz ({lo:,.0f}-{hi:,.0f})" for rid, (m, lo, hi) in sorted(clocks.items()))
+            + ".")
+
+
 def samples_markdown(table: pd.DataFrame, a: str, b: str) -> str:
     """:func:`sample_ratios` as Markdown, one line per shape (per GPU x shape, with a GPU column, where the runs come
     from several), then how many shapes are ahead / level / behind."""

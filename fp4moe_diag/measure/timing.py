@@ -35,6 +35,8 @@ class TimingStats:
     method: str  # one of TIME_METHODS
     #: why a requested CUDA-graph capture failed (the row was then timed with events), else ""
     capture_error: str = ""
+    #: the SM clock (MHz) as the timed repeats finish (:func:`sm_clock_mhz`); NaN on CPU or without NVML
+    sm_clock_mhz: float = float("nan")
 
     @property
     def spread(self) -> float:
@@ -70,6 +72,17 @@ def summarize(times_us: list[float], method: str) -> TimingStats:
         repeats=len(times_us),
         method=method,
     )
+
+
+def sm_clock_mhz(dev: torch.device) -> float:
+    """The SM clock of ``dev`` now (NVML, through ``torch.cuda.clock_rate``), NaN where NVML is not there.  Taken
+    after the timed repeats are queued and before the host waits for them, so that it reads the clock under that load
+    (a GPU's clocks fall within milliseconds of going idle): two samples of one shape that differ by several per
+    cent can then say whether the clocks differed (session 20's 20b EP1 T=16384 could not)."""
+    try:
+        return float(torch.cuda.clock_rate(dev))
+    except Exception:  # noqa: BLE001 -- no pynvml / no NVML / a device NVML does not see: the column stays empty
+        return float("nan")
 
 
 def l2_cache_bytes(device: Any) -> int:
@@ -167,6 +180,7 @@ def time_fn(
             torch.cuda.synchronize(dev)
             if clock() - t_begin > max_seconds:
                 break
+    clock_mhz = sm_clock_mhz(dev)  # the last repeats may still run: the clock under load
     torch.cuda.synchronize(dev)
     ts = [starts[i].elapsed_time(ends[i]) * 1e3 for i in range(done)]
-    return dataclasses.replace(summarize(ts, method), capture_error=capture_error)
+    return dataclasses.replace(summarize(ts, method), capture_error=capture_error, sm_clock_mhz=clock_mhz)
