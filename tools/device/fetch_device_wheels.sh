@@ -2,7 +2,8 @@
 # Download (here, with network) the wheels that the lent H200 machine lacks into .whl/ for `carry`.
 # The device image already has torch 2.11, triton 3.6, pandas, pyarrow, matplotlib, tqdm, pytest
 # (device KINDS.md package list); this adds FlashInfer 0.5.2 (the bug's version), nsight-python and
-# the notebook stack (papermill/nbclient/nbconvert/ipykernel) minus what the image holds.
+# the notebook stack (papermill/nbclient/nbconvert/ipykernel) minus what the image holds, and nvidia-ml-py (NVML:
+# the SM clock each timed row records, time_sm_clock_mhz).
 # nsight-python's own 'ncu-report' dependency is not on PyPI: it comes from ncu's extras/python on
 # the device (gpu_session.sh puts it on PYTHONPATH). Total ~40 MB (the carry limit is 64 MiB).
 set -euo pipefail
@@ -16,7 +17,7 @@ for p in manylinux_2_35 manylinux_2_34 manylinux_2_31 manylinux_2_28 manylinux_2
 done
 PKGS=(
   flashinfer-python==0.5.2 apache-tvm-ffi==0.1.15.post2 nvidia-cudnn-frontend==1.32.0
-  nsight-python==0.9.6 deepdiff orderly-set nvtx cachebox
+  nsight-python==0.9.6 deepdiff orderly-set nvtx cachebox nvidia-ml-py==13.615.71
   papermill==2.7.0 nbclient==0.11.0 nbconvert==7.17.2 ipykernel==7.4.0 comm==0.2.3 debugpy==1.8.22
   ipython==9.18.1 jupyter_client==8.10.0 jupyter_core==5.9.1 matplotlib-inline==0.2.2 mistune==3.4.0
   nbformat==5.11.1 nest-asyncio2==1.7.4 pandocfilters==1.5.1 pyzmq==27.3.0 tenacity==9.2.1
