@@ -158,7 +158,7 @@ ADDED_LATER = ("run_id", "flashinfer_build", "rank", "world_size", "time_capture
                "time_median_us_repeat", "noise_ratio", *(f"time_kernel_{s}" for s in (
                    "median_us", "p10_us", "p90_us", "spread", "span_median_us", "count", "method", "breakdown")),
                "ceiling_read_GBps", "ceiling_datasheet_GBps", "input_source", "recorded_rel_l2", "matches_recorded",
-               "kernel_precision", "rel_l2_bf16_ref")
+               "kernel_precision", "rel_l2_bf16_ref", "time_sm_clock_mhz")
 _BOOLS = {True: True, False: False, "True": True, "False": False, "true": True, "false": False, "1": True, "0": False}
 
 
