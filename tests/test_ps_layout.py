@@ -1,28 +1,21 @@
-"""The pre-shuffled MXFP4 layout of the Triton ``ps`` kernels (ps_layout), its tactics and the sweep ``--tactics``
-filter.  CPU only, no kernels: the layout's positions and bit patterns are checked against constants worked out
-by hand from the ps_layout module docstring (not from the module's own encoder)."""
+"""The pre-shuffled MXFP4 layout of the Triton ``ps`` kernels (ps_layout) and its tactics (the sweep's ``--tactics``
+filter: ``test_tactic_filter.py``).  CPU only, no kernels: the layout's positions and bit patterns are checked against
+constants worked out by hand from the ps_layout module docstring (not from the module's own encoder)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
 
 from fp4moe_diag import MoECase
-from fp4moe_diag import cli_args as A
 from fp4moe_diag.backends.triton import ps_layout as P
 from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend
 from fp4moe_diag.backends.triton.configs import PS_CONFIGS, PS_DECODE_CONFIGS, KernelConfig, parse_config
 from fp4moe_diag.backends.triton.configs_warps import PS_DECODE8_CONFIGS, PS_GU16_CONFIGS
 from fp4moe_diag.backends.triton.configs_gu import PS_GU_CONFIGS, PS_GU_WIDE_CONFIGS
 from fp4moe_diag.backends.triton.configs_tail import PS_TAIL_CONFIGS
-from fp4moe_diag.runs import SweepSpec
 
-ROOT = Path(__file__).resolve().parents[1]
 
 #: e2m1 value of each code 0..15 (sign bit 3, exponent bits 2..1, mantissa bit 0)
 E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
@@ -308,106 +301,6 @@ def test_tactics_offer_no_ps_without_the_layout(h, i):
     tac = TritonMXFP4Backend().tactics(case)
     assert tac and not any(t.id.ps for t in tac)  # the other modes are still offered
     assert not any(t.label.endswith(("-ps",)) or "-ps-" in t.label for t in tac)
-
-
-# ================================================================== 8. sweep --tactics
-def test_tactic_filter_type():
-    assert A.tactic_filter("triton=-ps") == "triton=-ps"
-    assert A.tactic_filter(" triton =m16.*-ps$") == "triton=m16.*-ps$"
-    assert A.tactic_filter("reference=a=b") == "reference=a=b"  # only the first '=' splits
-    assert A.type_error_line(A.tactic_filter, "reference=torch") is None
-    for text, msg in (("reference=(", "not a valid regular expression"),
-                      ("reference=[a-", "not a valid regular expression"),
-                      ("nosuch=-ps", "unknown backend 'nosuch'"),
-                      ("reference", "expected BACKEND=REGEX"),
-                      ("=-ps", "expected BACKEND=REGEX"),
-                      ("reference=", "expected BACKEND=REGEX")):
-        line = A.type_error_line(A.tactic_filter, text)
-        assert line is not None and msg in line and "\n" not in line, (text, line)
-
-
-SWEEP_ERRORS = {
-    "bad_regex": (["--tactics", "reference=("], "not a valid regular expression"),
-    "unknown_backend": (["--tactics", "nosuch=x"], "unknown backend"),
-    "missing_equals": (["--tactics", "reference"], "BACKEND=REGEX"),
-    "not_in_backends": (["--backends", "reference", "--tactics", "triton=-ps"], "no backend of backends"),
-    "twice": (["--tactics", "reference=a", "--tactics", "reference=b"], "two filters"),
-}
-
-
-@pytest.mark.parametrize("name", sorted(SWEEP_ERRORS))
-def test_sweep_tactics_errors_exit_2_with_one_line(name, capsys, tmp_path):
-    from fp4moe_diag.cli import main
-
-    argv, msg = SWEEP_ERRORS[name]
-    with pytest.raises(SystemExit) as e:
-        main(["sweep", "--device", "cpu", "--no-progress", "--no-ceilings", "--out", str(tmp_path / "run"), *argv])
-    assert e.value.code == 2
-    err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = [ln for ln in err.strip().splitlines() if "error:" in ln]
-    assert len(lines) == 1 and "argument --tactics" in lines[0] and msg in lines[0], err
-    assert not (tmp_path / "run").exists()  # nothing ran
-
-
-def test_sweep_tactics_error_from_the_command_line(tmp_path):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    p = subprocess.run([sys.executable, "-m", "fp4moe_diag", "sweep", "--device", "cpu", "--out", str(tmp_path / "r"),
-                        "--backends", "reference", "--tactics", "reference=torch", "--tactics", "triton=-ps"],
-                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    assert p.returncode == 2, (p.stdout, p.stderr)
-    last = p.stderr.strip().splitlines()[-1]
-    assert "argument --tactics" in last and "'triton'" in last and "no backend of backends" in last, p.stderr
-    assert "Traceback" not in p.stderr
-
-
-def test_sweep_spec_filter_map():
-    from fp4moe_diag.measure.options import MeasureOptions as M
-
-    spec = SweepSpec(models=("gpt-oss-20b",), backends=("reference",), options=M(tactic_filters=("reference=torch",)))
-    assert dict(spec.options.filters) == {"reference": "torch"} and spec.options.tactic_filter("reference") == "torch"
-    assert spec.options.tactic_filters == ("reference=torch",) and spec.options.tactic_filter("triton") is None
-    assert dict(SweepSpec(models=("gpt-oss-20b",)).options.filters) == {}
-    two = SweepSpec(models=("gpt-oss-20b",), backends=("reference", "triton"),
-                    options=M(tactic_filters=["triton=-ps$", "reference=fp32"]))
-    assert dict(two.options.filters) == {"triton": "-ps$", "reference": "fp32"}
-    assert two.options.tactic_filters == ("triton=-ps$", "reference=fp32")
-    for bad in (("reference",), ("=torch",), ("reference=",), ("triton=-ps",), ("reference=a", "reference=b"),
-                ("reference=(",)):
-        with pytest.raises(ValueError, match=r"^tactic_filters:"):
-            SweepSpec(models=("gpt-oss-20b",), backends=("reference",), options=M(tactic_filters=bad))
-
-
-# ================================================================== 9. tune with a tactic filter
-TUNE_CASE = MoECase(num_tokens=4, hidden_size=64, intermediate_size=32, num_experts=4, top_k=2, seed=3)
-
-
-def test_tune_filter_that_matches_nothing_is_one_unsupported_row():
-    from fp4moe_diag.backends import get_backend
-    from fp4moe_diag.tune import tune
-
-    from fp4moe_diag.measure.options import MeasureOptions
-
-    opts = MeasureOptions(warmup=0, repeats=1, tactic_filters=("reference=-ps$",))
-    res = tune(TUNE_CASE, get_backend("reference"), "cpu", options=opts)
-    df = res.rows
-    assert len(df) == 1
-    row = df.iloc[0]
-    assert row["status"] == "unsupported" and row["stage"] == "tactics" and row["backend"] == "reference"
-    assert "'-ps$'" in row["error_message"] and "reference" in row["error_message"], row["error_message"]
-
-
-def test_tune_filter_that_matches_runs_the_tactic():
-    from fp4moe_diag.backends import get_backend
-    from fp4moe_diag.measure.options import MeasureOptions
-    from fp4moe_diag.tune import tune
-
-    for rx in ("torch", "^torch fp32$", "fp3"):
-        opts = MeasureOptions(warmup=0, repeats=1, tactic_filters=(f"reference={rx}", "triton=nothing-matches"))
-        df = tune(TUNE_CASE, get_backend("reference"), "cpu", options=opts).rows
-        assert list(df["status"]) == ["ok"], df[["status", "stage", "error_message"]].to_dict("records")
-        assert list(df["tactic_label"]) == ["torch fp32"] and list(df["tactic"]) == ["fp32"]
 
 
 def test_shuffle_in_steps_of_experts_is_the_same(monkeypatch):
