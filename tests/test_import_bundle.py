@@ -23,6 +23,14 @@ def rows(case: int, n: int = 2) -> pd.DataFrame:
                           time_median_us=1.0 + i, gpu_name="NVIDIA H200") for i in range(n)])
 
 
+def pack_r(snap: Path, tmp_path: Path) -> Path:
+    """``snap/r`` alone (the run folders and CSVs of a call without a bundle) packed as ``runs.tgz``."""
+    tgz = tmp_path / "runs.tgz"
+    with tarfile.open(tgz, "w:gz") as tf:
+        tf.add(snap / "r", "r")
+    return tgz
+
+
 def importer(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(ROOT / "tools" / "device" / "import_gpu_bundle.py"), *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
@@ -75,9 +83,7 @@ def test_a_runs_tgz_of_finished_sweeps_is_complete_not_partial_and_names_its_cei
         with RunFolder(snap / "r" / name, CFG) as rf:
             rf.append_case(f"T{t}", df)
             rf.merge()
-    tgz = tmp_path / "runs.tgz"
-    with tarfile.open(tgz, "w:gz") as tf:
-        tf.add(snap / "r", "r")
+    tgz = pack_r(snap, tmp_path)
     runs = tmp_path / "runs"
     cp = importer(str(tgz), "2026-12-04-nvidia-h200-x", "--runs-root", str(runs), "--command", "bash call.sh")
     assert cp.returncode == 0, cp.stderr
@@ -101,9 +107,7 @@ def test_only_takes_the_named_sweeps_and_ablations_and_names_an_unknown_one(tmp_
             rf.merge()
     (snap / "r" / "ablate-a.csv").write_text("model,variant\ngpt-oss-20b,tactic\n")
     (snap / "r" / "ablate-b.csv").write_text("model,variant\ngpt-oss-20b,load\n")
-    tgz = tmp_path / "runs.tgz"
-    with tarfile.open(tgz, "w:gz") as tf:
-        tf.add(snap / "r", "r")
+    tgz = pack_r(snap, tmp_path)
     runs = tmp_path / "runs"
     bad = importer(str(tgz), "x", "--runs-root", str(runs), "--only", "headline-decode,headline-prefill")
     assert bad.returncode == 2 and "only: not under r/" in bad.stderr and "headline-prefill" in bad.stderr
@@ -135,9 +139,7 @@ def test_a_call_without_a_sweep_keeps_its_duels_and_ablations_with_the_environme
                                                      "gpt-oss-20b,level,NVIDIA H100 80GB HBM3,3.6.0,abc\n")
     (snap / "r" / "ablate-x.csv").write_text("model,variant,gpu_name,triton_version,git_commit\n"
                                              "gpt-oss-20b,tactic,NVIDIA H100 80GB HBM3,3.6.0,abc\n")
-    tgz = tmp_path / "runs.tgz"
-    with tarfile.open(tgz, "w:gz") as tf:
-        tf.add(snap / "r", "r")
+    tgz = pack_r(snap, tmp_path)
     runs = tmp_path / "runs"
     cp = importer(str(tgz), "z", "--runs-root", str(runs))
     assert cp.returncode == 0, cp.stderr
@@ -155,9 +157,7 @@ def test_a_torn_bundle_is_exit_2_and_leaves_no_folder(tmp_path):
     with RunFolder(snap / "r" / "a", CFG) as rf:
         rf.append_case("T1", rows(1))
         rf.merge()
-    tgz = tmp_path / "runs.tgz"
-    with tarfile.open(tgz, "w:gz") as tf:
-        tf.add(snap / "r", "r")
+    tgz = pack_r(snap, tmp_path)
     torn = tmp_path / "torn.tgz"
     torn.write_bytes(tgz.read_bytes()[: len(tgz.read_bytes()) // 2])
     runs = tmp_path / "runs"
@@ -172,9 +172,7 @@ def test_the_gpu_state_csvs_are_copied_and_named(tmp_path):
     (snap / "r").mkdir(parents=True)
     (snap / "r" / "duel-a.csv").write_text("model,verdict,gpu_name\ngpt-oss-20b,level,NVIDIA H200\n")
     (snap / "r" / "gpu-evidence.csv").write_text("timestamp,name,clocks.sm\n2026/12/05 20:00:00.000, NVIDIA H200, 1980\n")
-    tgz = tmp_path / "runs.tgz"
-    with tarfile.open(tgz, "w:gz") as tf:
-        tf.add(snap / "r", "r")
+    tgz = pack_r(snap, tmp_path)
     runs = tmp_path / "runs"
     cp = importer(str(tgz), "g", "--runs-root", str(runs))
     assert cp.returncode == 0, cp.stderr
