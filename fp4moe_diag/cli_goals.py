@@ -44,6 +44,23 @@ def check_goal_args(args: argparse.Namespace) -> list[Path]:
     return timed
 
 
+def evidence_command(duels: list[str], profiles: list[str], gpu_names: pd.Series) -> str:
+    """The one device call that measures what the goals still lack: ``tools/device/plans/evidence.sh`` with the duels
+    and the profiles, ``ONLY_ON`` the runs' GPU (its model, e.g. H200), or a comment where nothing is left.  A
+    ValueError where ours' rows come from several GPUs (each GPU's lists are its own)."""
+    gpus = sorted(set(gpu_names.dropna().astype(str)) - {"", "cpu"})
+    if len(gpus) != 1:
+        raise ValueError(f"argument --plan: expected the runs of one GPU, got ours' rows from {gpus or 'none'}; pass "
+                         "the run folders of one GPU")
+    if not duels and not profiles:
+        return (f"# {gpus[0]}: nothing left to measure: every missed shape has a profile of ours' tactic and every "
+                "undecided goal-1 shape a duel")
+    parts = " ".join(p for p, items in (("duel", duels), ("profile", profiles)) if items)
+    only_on = gpus[0].removeprefix("NVIDIA ").split()[0]
+    return (f'ONLY_ON={only_on} PARTS="{parts}"' + (f' DUELS="{" ".join(duels)}"' if duels else "")
+            + (f' PROFILES="{" ".join(profiles)}"' if profiles else "") + " bash tools/device/plans/evidence.sh")
+
+
 def cmd_goals(args: argparse.Namespace) -> int:
     from .analysis.ablations import read_ablations
     from .analysis.duels import read_duels, undecided
@@ -69,12 +86,14 @@ def cmd_goals(args: argparse.Namespace) -> int:
                          ablations=read_ablations(args.runs), duels=read_duels(args.runs))
     if args.csv:
         report.table.to_csv(args.csv, index=False)
-    if args.duels:  # the lines evidence.sh takes in DUELS
-        print("\n".join(undecided(report.table)))
+    duels = undecided(report.table)  # the lines evidence.sh takes in DUELS
+    profiles = list(dict.fromkeys(f"{r.model}|{r.ep_size}|{r.num_tokens}|{r.tactic}"  # in PROFILES; one per shape and
+                                  for r in unprofiled(report.table).itertuples()))  # tactic, whatever GPU missed it
+    if args.duels or args.unprofiled:
+        print("\n".join(duels if args.duels else profiles))
         return 0
-    if args.unprofiled:  # the lines evidence.sh takes in PROFILES
-        lines = [f"{r.model}|{r.ep_size}|{r.num_tokens}|{r.tactic}" for r in unprofiled(report.table).itertuples()]
-        print("\n".join(dict.fromkeys(lines)))  # one line per shape and tactic, whatever GPU missed it
+    if args.plan:
+        print(evidence_command(duels, profiles, df.loc[mine, "gpu_name"]))
         return 0
     print(goals_markdown(report, launch_us=args.launch_us), end="")
     return 0
@@ -97,10 +116,14 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--launch-us", type=A.positive_float, default=LAUNCH_US,
                    help=f"one launch in goal 3's bound, us (default {LAUNCH_US:g})")
     g.add_argument("--csv", type=Path, default=None, help="also write the goal table here")
-    g.add_argument("--unprofiled", action="store_true", help="print instead, one per line as MODEL|EP|T|TACTIC, "
+    what = g.add_mutually_exclusive_group()
+    what.add_argument("--unprofiled", action="store_true", help="print instead, one per line as MODEL|EP|T|TACTIC, "
                    "ours' best tactic at each missed shape that no Nsight Compute profile of that tactic explains "
                    "(what tools/device/plans/evidence.sh takes in PROFILES)")
-    g.add_argument("--duels", action="store_true", help="print instead, one per line as MODEL|EP|T|OURS=TACTIC|"
+    what.add_argument("--duels", action="store_true", help="print instead, one per line as MODEL|EP|T|OURS=TACTIC|"
                    "PEER=TACTIC, goal 1's shapes missed or met by less than 2 %% with no duel yet (what "
                    "tools/device/plans/evidence.sh takes in DUELS)")
+    what.add_argument("--plan", action="store_true", help="print instead the one device call that measures both "
+                      "lists: ONLY_ON=<the runs' GPU> PARTS=... DUELS=... PROFILES=... bash "
+                      "tools/device/plans/evidence.sh (the runs of one GPU)")
     g.set_defaults(func=cmd_goals)

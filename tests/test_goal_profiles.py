@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from fp4moe_diag.analysis.goal_profiles import kernel_role, match_profile, read_profiles, reason_text, tactic_match
 from fp4moe_diag.analysis.goals import goal_report
@@ -141,3 +142,43 @@ def test_a_triton_release_takes_only_profiles_that_release_built(tmp_path):
     assert (m.source, m.note) == ("old", "")
     assert list(filled["triton_version"]) == ["3.8.0", "3.6.0", "3.7.1"]  # a recorded one is never overwritten
     assert with_folder_releases(p, {"old": {"3.6.0", "3.7.1"}})["triton_version"].isna().iloc[0]
+
+
+def test_plan_prints_the_one_evidence_call_the_committed_h200_runs_still_need(capsys):
+    """``goals --plan`` over session 15's H200 runs: evidence.sh with both lists, ONLY_ON the runs' GPU; the same lists
+    as --duels and --unprofiled print (5 duels, 11 profiles)."""
+    from fp4moe_diag.cli import main
+
+    s15 = [str(Path(__file__).resolve().parents[1] / "data" / "runs" / f"2026-12-05-nvidia-h200-s15{x}") for x in "abcd"]
+    lists = {}
+    for flag in ("--duels", "--unprofiled", "--plan"):
+        assert main(["goals", *s15, "--ours", "triton@3.6.0", flag]) == 0
+        lists[flag] = capsys.readouterr().out.strip()
+    duels, profiles = lists["--duels"].splitlines(), lists["--unprofiled"].splitlines()
+    assert len(duels) == 5 and len(profiles) == 11
+    assert duels[0] == "gpt-oss-20b|1|4096|triton=m128n128k64w16s3-ps-gu-g2n256-t64|triton_kernels=tk-m128kautow8s3"
+    assert "gpt-oss-20b|1|1|m16n64k256w4s3-ps-sk2-pdl" in profiles
+    assert lists["--plan"] == (f'ONLY_ON=H200 PARTS="duel profile" DUELS="{" ".join(duels)}" '
+                               f'PROFILES="{" ".join(profiles)}" bash tools/device/plans/evidence.sh')
+
+
+def test_plan_says_when_nothing_is_left_and_refuses_runs_of_several_gpus():
+    from fp4moe_diag.cli_goals import evidence_command
+
+    h100 = pd.Series(["NVIDIA H100 80GB HBM3"] * 3)
+    assert evidence_command([], [], h100).startswith("# NVIDIA H100 80GB HBM3: nothing left to measure")
+    assert evidence_command([], ["m|1|4|t"], h100) == ('ONLY_ON=H100 PARTS="profile" PROFILES="m|1|4|t" '
+                                                       'bash tools/device/plans/evidence.sh')
+    two = pd.Series(["NVIDIA H100 80GB HBM3", "NVIDIA H200"])
+    with pytest.raises(ValueError, match=r"^argument --plan: expected the runs of one GPU"):
+        evidence_command(["d"], [], two)
+
+
+def test_plan_duels_and_unprofiled_are_one_choice(tmp_path, capsys):
+    from fp4moe_diag.cli import main
+
+    runs = tmp_path / "run"
+    save_run(frame(), runs)
+    with pytest.raises(SystemExit) as e:
+        main(["goals", str(runs), "--duels", "--unprofiled"])
+    assert e.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
