@@ -80,6 +80,7 @@ def test_a_runs_tgz_of_finished_sweeps_is_complete_not_partial_and_names_its_cei
         df["triton_version"] = "3.7.1" if t == 64 else "3.6.0"  # two releases, one sweep each (tools/device/plans)
         if ceil is not None:
             df["ceiling_read_GBps"] = ceil
+            df["time_sm_clock_mhz"] = [1980.0, 1755.0]  # the prefill sweep's rows read NVML; decode's did not
         with RunFolder(snap / "r" / name, CFG) as rf:
             rf.append_case(f"T{t}", df)
             rf.merge()
@@ -93,6 +94,7 @@ def test_a_runs_tgz_of_finished_sweeps_is_complete_not_partial_and_names_its_cei
     assert "read 4449 GB/s" in prov and "(2 of 4 rows carry them)" in prov
     assert "- triton_version: 3.7.1 (2 rows), 3.6.0 (2 rows)" in prov or "- triton_version: 3.6.0 (2 rows), 3.7.1" in prov
     assert "- gpu_name: NVIDIA H200\n" in prov  # one value: as before
+    assert "- SM clock while timing (NVML, time_sm_clock_mhz): median 1,868 MHz, 1,755-1,980 over the rows\n" in prov
     assert "by:\n\n```\nbash call.sh\n```" in prov and "gpu_session.sh" not in prov
     assert "Files: results.parquet, results.csv (results" in prov and "env.txt" not in prov
 
@@ -146,6 +148,7 @@ def test_a_call_without_a_sweep_keeps_its_duels_and_ablations_with_the_environme
     assert sorted(p.name for p in (runs / "z").iterdir()) == ["PROVENANCE.md", "ablate-x.csv", "duel-20b-t16384.csv"]
     prov = (runs / "z" / "PROVENANCE.md").read_text()
     assert "- gpu_name: NVIDIA H100 80GB HBM3\n- triton_version: 3.6.0\n- git_commit: abc\n" in prov
+    assert "SM clock" not in prov  # no rows: no clock line
     assert "Duels (`python -m fp4moe_diag.profiling.duel`: two tactics timed in alternating rounds): " \
            "duel-20b-t16384.csv." in prov and "Ablations (" in prov
     assert "Files: " not in prov  # no results to name: the CSVs are named above
