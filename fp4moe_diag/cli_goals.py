@@ -86,16 +86,16 @@ def cmd_goals(args: argparse.Namespace) -> int:
                          ablations=read_ablations(args.runs), duels=read_duels(args.runs))
     if args.csv:
         report.table.to_csv(args.csv, index=False)
+    if not (args.duels or args.unprofiled or args.plan):
+        print(goals_markdown(report, launch_us=args.launch_us), end="")
+        return 0
     duels = undecided(report.table)  # the lines evidence.sh takes in DUELS
     profiles = list(dict.fromkeys(f"{r.model}|{r.ep_size}|{r.num_tokens}|{r.tactic}"  # in PROFILES; one per shape and
                                   for r in unprofiled(report.table).itertuples()))  # tactic, whatever GPU missed it
-    if args.duels or args.unprofiled:
-        print("\n".join(duels if args.duels else profiles))
-        return 0
     if args.plan:
         print(evidence_command(duels, profiles, df.loc[mine, "gpu_name"]))
-        return 0
-    print(goals_markdown(report, launch_us=args.launch_us), end="")
+    else:
+        print("\n".join(duels if args.duels else profiles))
     return 0
 
 

@@ -18,6 +18,8 @@ prints it.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import pandas as pd
 
 from .headline import gpu_label, headline_table, several_gpus
@@ -88,14 +90,22 @@ def sample_ratios(df: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
     return out[COLUMNS].reset_index(drop=True)
 
 
+def clock_range(rows: pd.DataFrame) -> Optional[tuple[float, float, float]]:
+    """The SM clock the timed ``rows`` read as their repeats finished (``time_sm_clock_mhz``): (median, min, max) MHz
+    over the rows that have one; None where none has (older runs, CPU, no NVML)."""
+    if "time_sm_clock_mhz" not in rows:
+        return None
+    c = pd.to_numeric(rows["time_sm_clock_mhz"], errors="coerce")
+    c = c[c > 0]
+    return (float(c.median()), float(c.min()), float(c.max())) if len(c) else None
+
+
 def run_clocks(df: pd.DataFrame) -> dict[str, tuple[float, float, float]]:
-    """Per run (``run_id``), the SM clock its timed rows read as their repeats finished (``time_sm_clock_mhz``):
-    (median, min, max) MHz over the rows that have one; runs without any (older runs, CPU, no NVML) are left out."""
-    if "time_sm_clock_mhz" not in df or "run_id" not in df:
+    """Per run (``run_id``), its :func:`clock_range`; runs without one are left out."""
+    if "run_id" not in df:
         return {}
-    c = pd.to_numeric(df["time_sm_clock_mhz"], errors="coerce")
-    g = c[c > 0].groupby(df["run_id"].astype(str)[c > 0])
-    return {rid: (float(x.median()), float(x.min()), float(x.max())) for rid, x in g}
+    per_run = {rid: clock_range(rows) for rid, rows in df.groupby(df["run_id"].astype(str))}
+    return {rid: c for rid, c in per_run.items() if c is not None}
 
 
 def clocks_line(clocks: dict[str, tuple[float, float, float]]) -> str:

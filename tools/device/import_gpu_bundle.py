@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from fp4moe_diag.analysis.samples import run_clocks
+from fp4moe_diag.analysis.samples import clock_range
 from fp4moe_diag.run_folder import load_run, part_files, save_run
 
 KEEP = ("env.txt", "reproduce.txt", "verdict_h200.json", "version_matrix.csv", "debug_cutlass.txt",
@@ -96,7 +96,7 @@ def environment_lines(df: pd.DataFrame | None, csvs: list[Path]) -> list[str]:
                                     if len(seen) > 1 else str(r.get(k, ''))))
     lines.append(f"- rows: {len(df)} ({', '.join(f'{b}: {n}' for b, n in df['backend'].value_counts().items())})")
     lines.append(f"- statuses: {dict(df['status'].value_counts())}")
-    clocks = run_clocks(df.assign(run_id="run")).get("run")
+    clocks = clock_range(df)
     if clocks:  # rows from a commit that reads NVML, on a machine that has it
         lines.append(f"- SM clock while timing (NVML, time_sm_clock_mhz): median {clocks[0]:,.0f} MHz, "
                      f"{clocks[1]:,.0f}-{clocks[2]:,.0f} over the rows")

@@ -21,15 +21,19 @@ def _bound(fn: Any, grid: tuple, *args: Any, **kwargs: Any) -> Callable[[], None
     gemm2 (``W_FIRST``) with those of its ``-pdl`` twin (uncapped, m16n64k256w4s3-ps-sk2-pdlw's takes 136 against
     121: 3 programs per SM, not 4), so that the two differ by the order of the loads alone."""
     if (kwargs.get("ABLATE") == 1 or kwargs.get("W_FIRST")) and not INTERPRETED:
-        base = fn.warmup(*args, grid=grid, **{**kwargs, **{k: 0 for k in ("ABLATE", "W_FIRST") if k in kwargs}})
-        base._init_handles()  # loads the build: n_regs is the driver's count
+        base = _loaded(fn, grid, *args, **{**kwargs, **{k: 0 for k in ("ABLATE", "W_FIRST") if k in kwargs}})
         kwargs = {**kwargs, "maxnreg": int(base.n_regs)}
     if kwargs.get("PEEL") and not INTERPRETED:  # -pk: capped where one granule buys one more program an SM
-        base = fn.warmup(*args, grid=grid, **kwargs)
-        base._init_handles()
-        cap = residency_cap(int(base.n_regs), kwargs["num_warps"])
+        cap = residency_cap(int(_loaded(fn, grid, *args, **kwargs).n_regs), kwargs["num_warps"])
         kwargs = {**kwargs, "maxnreg": cap} if cap else kwargs
     return functools.partial(fn[grid], *args, **kwargs)
+
+
+def _loaded(fn: Any, grid: tuple, *args: Any, **kwargs: Any) -> Any:
+    """``fn``'s build for these arguments, compiled (not run) and loaded, so that ``n_regs`` is the driver's count."""
+    build = fn.warmup(*args, grid=grid, **kwargs)
+    build._init_handles()
+    return build
 
 
 #: the programs of a ``-pt`` launch under the interpreter (no SMs there): fewer than the tiles of the tests' cases, so
@@ -57,8 +61,7 @@ def _persistent(fn: Any, grid: tuple, persist: int, *args: Any, **kwargs: Any) -
         programs = INTERPRETED_PROGRAMS
         kwargs |= dict(TILES=tiles, PROGRAMS=programs)
     else:
-        build = fn.warmup(*args, grid=(1,), **kwargs)
-        build._init_handles()  # loads the build: n_regs is the driver's count
+        build = _loaded(fn, (1,), *args, **kwargs)
         sms, limits = _sm_limits(args[0].device)
         programs = sms * residency(int(build.n_regs), int(build.metadata.shared), kwargs["num_warps"], limits)
     return functools.partial(fn[(min(tiles, programs),)], *args, **kwargs)
