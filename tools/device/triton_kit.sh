@@ -26,6 +26,7 @@ T="$TMP/site/triton"
 if grep -A3 "def get_ptxas(arch" "$T/backends/nvidia/compiler.py" | grep -q "arch < 90"; then UNUSED=ptxas; else UNUSED=ptxas-blackwell; fi
 rm -rf "$T/_C/libproton.so" "$T/backends/nvidia/lib/cupti" "$T/backends/nvidia/bin/$UNUSED" "$T/FileCheck" \
   "$T/backends/nvidia/lib/cupti-blackwell" "$T/backends/amd/lib/libtriton_amd_codegen.so"  # 3.9: 150 + 101 MB
+rm -f "$T"/instrumentation/*TestLib.so "$T"/plugins/*TestLib.so  # 3.9: Triton's own test libraries, 2.4 MB packed
 find "$TMP/site" -name __pycache__ -prune -exec rm -rf {} +
 strip --strip-unneeded "$T/_C/libtriton.so"
 chmod +x "$T"/backends/nvidia/bin/*
