@@ -1,4 +1,4 @@
-"""tools/cutlass_slim/cutlass_slim_common.verify: weak undefined symbols (libstdc++'s transactional-memory clones
+"""tools/cutlass_slim/cutlass_slim_symbols.verify: weak undefined symbols (libstdc++'s transactional-memory clones
 ``_ZGTtnam`` / ``_ZGTtdlPv``, which a libstdc++ without TM support lacks) are allowed; a strong undefined
 symbol that no library provides is an error (issue #22: the H200 build was refused for the weak ones)."""
 
@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None or shutil.which("nm") is None, reason="needs cc and nm")
 
 
-def _common():
-    spec = importlib.util.spec_from_file_location("cutlass_slim_common", ROOT / "tools" / "cutlass_slim" / "cutlass_slim_common.py")
+def _symbols():
+    spec = importlib.util.spec_from_file_location("cutlass_slim_symbols", ROOT / "tools" / "cutlass_slim" / "cutlass_slim_symbols.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -34,13 +34,13 @@ WEAK = ("extern void _ZGTtnam(void) __attribute__((weak));\n"
 
 
 def test_weak_undefined_are_told_apart(tmp_path):
-    strong, weak = _common().undefined_dynamic(_so(tmp_path, WEAK))
+    strong, weak = _symbols().undefined_dynamic(_so(tmp_path, WEAK))
     assert "_ZGTtnam" in weak
     assert "_ZGTtnam" not in strong
 
 
 def test_verify_accepts_unresolved_weak_symbols(tmp_path, capsys):
-    bad = _common().verify(_so(tmp_path, WEAK), exports=("init",))
+    bad = _symbols().verify(_so(tmp_path, WEAK), exports=("init",))
     assert bad == []
     assert "_ZGTtnam" in capsys.readouterr().out  # reported, not refused
 
@@ -48,5 +48,5 @@ def test_verify_accepts_unresolved_weak_symbols(tmp_path, capsys):
 def test_verify_refuses_an_unresolved_strong_symbol(tmp_path):
     so = _so(tmp_path, "extern void fp4moe_no_such_symbol(void);\n"
                        "void __tvm_ffi_init(void) { fp4moe_no_such_symbol(); }\n")
-    bad = _common().verify(so, exports=("init",))
+    bad = _symbols().verify(so, exports=("init",))
     assert "fp4moe_no_such_symbol" in " ".join(map(str, bad))

@@ -51,6 +51,7 @@ import time
 from pathlib import Path
 
 import cutlass_slim_common as common  # tools/ is sys.path[0] when this runs as a script (PYTHONPATH=tools to import)
+import cutlass_slim_symbols as symbols  # stubs, the link-only libcuda, verify
 import cutlass_slim_sources as slim_sources
 
 DEFAULT_OUT = Path(os.environ.get("FI_SLIM_OUT", "/work/cutlass_slim"))
@@ -140,7 +141,7 @@ def main(argv=None):
         from flashinfer.jit import env as jit_env
 
         so = jit_env.FLASHINFER_JIT_DIR / args.name / f"{args.name}.so"
-        return 1 if common.verify(so, EXPORTS) or common.smoke(so, SMOKE_INIT) else 0
+        return 1 if symbols.verify(so, EXPORTS) or common.smoke(so, SMOKE_INIT) else 0
     spec, items, n_gen, stubs, jit_env = make_spec(args)
     # 0.5.2: the dispatcher references 40 Ktile=128 tiles + the workspace kernel
     expected = {"fast": 36, "full": 0}[args.tactics]

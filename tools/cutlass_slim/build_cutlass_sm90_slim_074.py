@@ -63,6 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import cutlass_slim_common as common  # tools/ is sys.path[0] when this runs as a script (PYTHONPATH=tools to import)
+import cutlass_slim_symbols as symbols  # stubs, the link-only libcuda, verify
 import cutlass_slim_sources as slim_sources
 
 DEFAULT_OUT = Path(os.environ.get("FI_SLIM_OUT", "/work/cutlass_slim_074"))
@@ -268,7 +269,7 @@ def main(argv=None):
         from flashinfer.jit import env as jit_env
 
         so = jit_env.FLASHINFER_JIT_DIR / args.name / f"{args.name}.so"
-        return 1 if common.verify(so, EXPORTS) or common.smoke(so, *smoke_args(so)) else 0
+        return 1 if symbols.verify(so, EXPORTS) or common.smoke(so, *smoke_args(so)) else 0
     spec, items, n_gen, stubs, jit_env, expected = make_spec(args)
     what = " + ".join(PATHS[k].what for k in args.paths) + " on SM90"
     return common.run_build(args, spec, jit_env.FLASHINFER_JIT_DIR, items, n_gen, stubs,

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import build_cutlass_sm90_slim as slim  # tools/ is sys.path[0] when this runs as a script (its DEFAULT_OUT)
 import cutlass_slim_common as common  # the kit's env/header/stub helpers
+import cutlass_slim_symbols as symbols  # stubs, the link-only libcuda, verify
 
 
 def main(argv=None) -> int:
@@ -40,7 +41,7 @@ def main(argv=None) -> int:
         fallback = slim.DEFAULT_OUT / "deps/nvidia/cu13/include"
         args.extra_include = [str(p) for p in (d, fallback) if p.exists()][:1]
     common.setup_env(args)
-    common.write_libcuda_stub(args.out, [])
+    symbols.write_libcuda_stub(args.out, [])
 
     from flashinfer.jit.fp4_quantization import gen_fp4_quantization_sm90_module
 
