@@ -241,3 +241,24 @@ def test_tritons_plan_refuses_a_bad_part_and_a_missing_kit_before_any_work(tmp_p
     cp = _bash([plan], tmp_path, {"PART": "decode"})  # no .carry/ here: no kit
     assert cp.returncode == 2 and "KIT: no .carry/triton-X.Y.Z-cp312.tar.xz" in cp.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing unpacked, installed or written
+
+
+_GET_PTXAS = {  # triton/backends/nvidia/compiler.py's get_ptxas, as 3.6-3.8 and 3.9 ship it
+    "3.7": 'def get_ptxas(arch: int) -> knobs.NvidiaTool:\n    return knobs.nvidia.ptxas_blackwell if arch >= 100 '
+           'else knobs.nvidia.ptxas\n',
+    "3.9": 'def get_ptxas(arch: int) -> knobs.NvidiaTool:\n    if arch < 90:\n        return knobs.nvidia.ptxas\n'
+           '    # The ptxas-blackwell name is misleading; keep it until legacy ptxas is removed.\n'
+           '    return knobs.nvidia.ptxas_blackwell\n',
+}
+
+
+@pytest.mark.parametrize("release,unused", [("3.7", "ptxas-blackwell"), ("3.9", "ptxas")])
+def test_triton_kit_keeps_the_ptxas_that_sm90_calls(tmp_path, release, unused):
+    """The kit's own line picks the ptxas to leave out from the release's get_ptxas (3.9's first device call lost
+    every row to 'Cannot find ptxas-blackwell' when the kit dropped that one)."""
+    line = next(x for x in (TOOLS / "device" / "triton_kit.sh").read_text().splitlines() if "UNUSED=" in x)
+    nvidia = tmp_path / "triton" / "backends" / "nvidia"
+    nvidia.mkdir(parents=True)
+    (nvidia / "compiler.py").write_text("import functools\n\n\n" + _GET_PTXAS[release] + "\n\nX = 1\n")
+    cp = _bash(["-c", f'T={tmp_path}/triton; {line}; echo "$UNUSED"'], tmp_path)
+    assert cp.returncode == 0 and cp.stdout.strip() == unused, cp.stderr
