@@ -70,6 +70,9 @@ def add_measure_flags(p: argparse.ArgumentParser) -> None:
                    help="two-pass timing: every tactic N timed runs, then the --screen-top fastest, the default "
                         "and the combined tactic in full (every tactic is still checked for correctness)")
     p.add_argument("--screen-top", type=A.positive_int, default=4, help="tactics re-timed in full after --screen (default 4)")
+    p.add_argument("--interleave", action="store_true",
+                   help="with --screen and --cuda-graph: the tactics of the second pass timed in --repeats alternating "
+                        "rounds (one replay each a round, the order rotated), not one after another")
     p.add_argument("--kernel-time", action="store_true", help="also record the summed GPU kernel time per call "
                    "(torch.profiler / CUPTI) of every fully timed tactic, beside the event / graph timing")
     p.add_argument("--tactics", type=A.tactic_filter, action="append", default=None, metavar="BACKEND=REGEX",
@@ -80,7 +83,7 @@ def add_measure_flags(p: argparse.ArgumentParser) -> None:
 #: MeasureOptions fields set by add_measure_flags (the others are library-only: runs.LIBRARY_ONLY_OPTIONS)
 MEASURE_FLAGS = {"warmup": "warmup", "repeats": "repeats", "cuda_graph": "cuda_graph",
                  "max_seconds_per_tactic": "max_seconds_per_tactic", "screen": "screen", "screen_top": "screen_top",
-                 "kernel_time": "kernel_time", "tactic_filters": "tactics"}
+                 "kernel_time": "kernel_time", "tactic_filters": "tactics", "interleave": "interleave"}
 
 
 def sweep_spec(args: argparse.Namespace) -> "SweepSpec":

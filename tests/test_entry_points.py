@@ -23,9 +23,9 @@ from recording_backend import RECORD_ENV, read_records
 ROOT = Path(__file__).resolve().parent.parent
 WRAPPER = Path(__file__).resolve().parent / "recording_backend.py"
 OPTS = MeasureOptions(warmup=2, repeats=3, cuda_graph=True, max_seconds_per_tactic=7.5, screen=2, screen_top=1,
-                      kernel_time=True, tactic_filters=("recorder=^rec-",))
+                      kernel_time=True, tactic_filters=("recorder=^rec-",), interleave=True)
 FLAGS = ["--warmup", "2", "--repeats", "3", "--cuda-graph", "--max-seconds-per-tactic", "7.5", "--screen", "2",
-         "--screen-top", "1", "--kernel-time", "--tactics", "recorder=^rec-"]
+         "--screen-top", "1", "--kernel-time", "--tactics", "recorder=^rec-", "--interleave"]
 SHAPE = ["--models", "gpt-oss-20b", "--ep", "2", "--hidden-scale", "24", "--device", "cpu", "--backends", "recorder"]
 
 

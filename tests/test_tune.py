@@ -296,3 +296,40 @@ def test_error_message_keeps_the_cause_of_a_multiline_error():
     assert _err(e) == ("RuntimeError", "at 59:20: ... NameError('Cannot access global variable _X2_ASM')")
     assert _err(ValueError("one line")) == ("ValueError", "one line")
     assert _err(KeyError()) == ("KeyError", "")
+
+
+class DriftingBackend(SleepyBackend):
+    """A GPU whose clock falls as it works: each call takes its tactic's time times (1 + 1 % per call made before
+    it). Tactic 1 (1.00 ms) is slower than tactic 2 (0.99 ms), but timed one after the other it looks faster."""
+
+    SLEEP_MS = (3.0, 1.0, 0.99, 5.0)
+
+    def run(self, prepared, tactic, output: Optional[torch.Tensor] = None):
+        self.clock.now += self.SLEEP_MS[tactic.id] * 0.01 * len(self.calls) / 1e3  # the drift, before the call
+        return super().run(prepared, tactic, output)
+
+
+def test_interleaving_the_second_pass_takes_the_clock_drift_out_of_the_pick():
+    opts = dict(warmup=1, repeats=6, screen=1, screen_top=2, repeat_best=False, cuda_graph=True)
+    b = DriftingBackend()
+    one_by_one = tune(CASE, b, "cpu", options=MeasureOptions(**opts), clock=b.clock)
+    assert one_by_one.best.id == 1  # timed first, at a higher clock
+    b = DriftingBackend()
+    res = tune(CASE, b, "cpu", options=MeasureOptions(**opts, interleave=True), clock=b.clock)
+    df = res.rows.set_index("tactic_label")
+    assert dict(df["timing_pass"]) == {"t0": "interleaved", "t1": "interleaved", "t2": "interleaved",
+                                       "t3": "screen"}  # the two fastest screened and the default
+    assert res.best.id == 2 and dict(df["time_repeats"])["t2"] == 6
+    # round r calls t0, t1, t2 in an order rotated by r: the three medians differ by their own times only, plus
+    # at most the 1 % drift of the two calls between them in a round
+    med = df["time_median_us"]
+    assert med["t2"] < med["t1"] < med["t2"] * 1.01 * (1 + 0.02)
+    calls = [i for i in b.calls if i != 3]
+    assert calls[-18:] == [0, 1, 2, 1, 2, 0, 2, 0, 1, 0, 1, 2, 1, 2, 0, 2, 0, 1]  # the rounds, rotated
+
+
+def test_interleave_needs_the_screen_and_graphs():
+    with pytest.raises(ValueError, match="^interleave: needs screen .* got screen=None, cuda_graph=True"):
+        MeasureOptions(interleave=True, cuda_graph=True)
+    with pytest.raises(ValueError, match="^interleave: needs screen .* got screen=2, cuda_graph=False"):
+        MeasureOptions(interleave=True, screen=2)

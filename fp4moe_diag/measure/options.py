@@ -50,7 +50,9 @@ class MeasureOptions:
     stop timing a tactic after this long; ``screen`` / ``screen_top`` (``--screen`` / ``--screen-top``): two-pass
     timing, every tactic ``screen`` runs, then the ``screen_top`` fastest, the default and the combined tactic in
     full; ``kernel_time`` (``--kernel-time``): also the summed GPU kernel time per call (CUDA only);
-    ``tactic_filters`` (``--tactics``): ``"backend=REGEX"`` entries, only that backend's tactics whose label matches.
+    ``tactic_filters`` (``--tactics``): ``"backend=REGEX"`` entries, only that backend's tactics whose label matches;
+    ``interleave`` (``--interleave``): the second pass times its tactics in ``repeats`` alternating rounds, one graph
+    replay each a round, instead of one tactic after another (a clock that drifts over the pass falls on all alike).
     Library-only: ``flush_l2`` (write 2x L2 before each timed launch), ``check_correctness`` (every tactic against the
     float32 reference), ``repeat_best`` (re-time the best tactic at the end: ``noise_ratio``), ``commit_best`` (hand
     the best tactic to the library's own tuner)."""
@@ -67,6 +69,7 @@ class MeasureOptions:
     check_correctness: bool = True
     repeat_best: bool = True
     commit_best: bool = False
+    interleave: bool = False
     #: ``tactic_filters`` parsed: backend -> regular expression (made once, in ``__post_init__``)
     filters: Mapping[str, str] = field(init=False, repr=False, compare=False, default_factory=dict)
 
@@ -79,9 +82,13 @@ class MeasureOptions:
         if m is not None and (isinstance(m, bool) or not isinstance(m, (int, float)) or not math.isfinite(m)
                               or m <= 0):
             raise ValueError(f"max_seconds_per_tactic: expected a finite number > 0 or None, got {m!r}")
-        for name in ("cuda_graph", "kernel_time", "flush_l2", "check_correctness", "repeat_best", "commit_best"):
+        for name in ("cuda_graph", "kernel_time", "flush_l2", "check_correctness", "repeat_best", "commit_best",
+                     "interleave"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name}: expected True or False, got {getattr(self, name)!r}")
+        if self.interleave and (self.screen is None or not self.cuda_graph):
+            raise ValueError(f"interleave: needs screen (its finalists are the ones interleaved) and cuda_graph (a "
+                             f"round replays each one's graph), got screen={self.screen}, cuda_graph={self.cuda_graph}")
         filters = parse_tactic_filters(self.tactic_filters)
         object.__setattr__(self, "tactic_filters", tuple(self.tactic_filters))
         object.__setattr__(self, "filters", filters)

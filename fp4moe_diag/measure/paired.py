@@ -7,18 +7,20 @@ Why: at 20b EP1 T=16384 on the H100 (6.2-6.9 ms a call) the timing pass and the 
 cannot tell a 1 % difference.  The per-round ratio can: :func:`paired_summary` gives its median and p10 / p90 and the
 verdict ``ahead`` (a is faster in at least 9 rounds of 10: p90 below 1), ``behind`` (p10 above 1) or ``level``.
 
-:func:`round_orders` and :func:`paired_summary` are pure (tested on CPU); :func:`time_paired` needs a CUDA GPU."""
+:func:`round_orders` and :func:`paired_summary` are pure (tested on CPU); :func:`time_paired` needs a CUDA GPU.
+:func:`replay_rounds` also times the finalists of a sweep's ``--interleave`` pass (on CPU by a clock: tested)."""
 
 from __future__ import annotations
 
 import statistics
+import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Hashable, Optional, Sequence
 
 from .timing import TimingStats, _quantile, summarize
 
 
-def round_orders(names: Sequence[str], rounds: int) -> list[list[str]]:
+def round_orders(names: Sequence[Hashable], rounds: int) -> list[list[Hashable]]:
     """The order of the calls in each round: rotated by one each round (a, b / b, a / ... for two), so that each call
     goes first in as many rounds as the others (to within one)."""
     if len(set(names)) != len(names) or len(names) < 2:
@@ -62,36 +64,85 @@ def paired_summary(a_us: Sequence[float], b_us: Sequence[float]) -> PairedSummar
                          a_faster_share=sum(x < y for x, y in zip(a_us, b_us)) / len(a_us), verdict=verdict)
 
 
+def capture_graph(fn: Callable[[], Any], device: Any) -> Callable[[], Any]:
+    """``fn`` captured in a CUDA graph: its replay (a ValueError if it cannot be captured); on CPU ``fn`` itself,
+    called once (what the capture's first call does on GPU: lazy allocations, compiles)."""
+    import torch
+
+    from .timing import _capture
+
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        fn()
+        return fn
+    g, why = _capture(fn, dev, torch.cuda.current_stream(dev))
+    if g is None:
+        raise ValueError(f"launch: cannot be captured in a CUDA graph ({why})")
+    return g.replay
+
+
+def replay_rounds(calls: dict[Hashable, Callable[[], Any]], device: Any, rounds: int, warmup: int = 0,
+                  flush_l2: bool = True, max_seconds: Optional[float] = None,
+                  clock: Callable[[], float] = time.perf_counter) -> tuple[dict[Hashable, list[float]], float]:
+    """Per call, its time (us) in each round (:func:`round_orders`), and the SM clock (MHz, NaN on CPU) read as the
+    last rounds run. Each call is made ``warmup`` times first, untimed. On GPU each call is timed by CUDA events, the
+    L2 flushed before it; on CPU by ``clock``. ``max_seconds``: no round starts after that long (every call keeps
+    the same number of rounds)."""
+    import torch
+
+    from .timing import L2Flusher, sm_clock_mhz
+
+    dev = torch.device(device)
+    for fn in calls.values():
+        for _ in range(warmup):
+            fn()
+    orders = round_orders(list(calls), rounds)
+    t_begin = clock()
+    if dev.type != "cuda":
+        times: dict[Hashable, list[float]] = {k: [] for k in calls}
+        for order in orders:
+            for k in order:
+                t0 = clock()
+                calls[k]()
+                times[k].append((clock() - t0) * 1e6)
+            if max_seconds is not None and clock() - t_begin > max_seconds:
+                break
+        return times, float("nan")
+    stream = torch.cuda.current_stream(dev)
+    torch.cuda.synchronize(dev)
+    flush = L2Flusher(dev) if flush_l2 else None
+    events: dict[Hashable, list] = {k: [] for k in calls}
+    for r, order in enumerate(orders):
+        for k in order:
+            if flush is not None:
+                flush()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record(stream)
+            calls[k]()
+            end.record(stream)
+            events[k].append((start, end))
+        if max_seconds is not None and r % 8 == 7:
+            torch.cuda.synchronize(dev)
+            if clock() - t_begin > max_seconds:
+                break
+    mhz = sm_clock_mhz(dev)  # the last rounds may still run: the clock under load
+    torch.cuda.synchronize(dev)
+    return {k: [s.elapsed_time(e) * 1e3 for s, e in pairs] for k, pairs in events.items()}, mhz
+
+
 def time_paired(launches: dict[str, Callable[[], Any]], device: Any, rounds: int = 30,
                 warmup: int = 30) -> dict[str, list[float]]:
     """Per call name, its time (us) in each round: every call captured in a CUDA graph, replayed ``warmup`` times
-    untimed, then ``rounds`` rounds of one replay each (:func:`round_orders`), the L2 flushed before each replay and
-    CUDA events around it.  A call that cannot be captured is a ValueError (a paired time is a graph replay's)."""
+    untimed, then ``rounds`` rounds of one replay each (:func:`replay_rounds`), the L2 flushed before each replay.
+    A call that cannot be captured is a ValueError naming it (a paired time is a graph replay's)."""
     import torch
 
-    from .timing import L2Flusher, _capture
-
-    dev = torch.device(device)
-    stream = torch.cuda.current_stream(dev)
+    if torch.device(device).type != "cuda":
+        raise ValueError(f"device: a paired timing needs a CUDA device, got {device}")
     graphs = {}
     for name, fn in launches.items():
-        g, why = _capture(fn, dev, stream)
-        if g is None:
-            raise ValueError(f"launches: {name} cannot be captured in a CUDA graph ({why})")
-        graphs[name] = g
-    for g in graphs.values():
-        for _ in range(warmup):
-            g.replay()
-    torch.cuda.synchronize(dev)
-    flush = L2Flusher(dev)
-    events = {name: [] for name in graphs}
-    for order in round_orders(list(graphs), rounds):
-        for name in order:
-            flush()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record(stream)
-            graphs[name].replay()
-            end.record(stream)
-            events[name].append((start, end))
-    torch.cuda.synchronize(dev)
-    return {name: [s.elapsed_time(e) * 1e3 for s, e in pairs] for name, pairs in events.items()}
+        try:
+            graphs[name] = capture_graph(fn, device)
+        except ValueError as e:
+            raise ValueError(f"launches: {name}: {e}") from None
+    return replay_rounds(graphs, device, rounds, warmup)[0]
