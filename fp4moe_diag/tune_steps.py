@@ -18,7 +18,7 @@ from .problem.inputs import MoEInputs
 from .measure.ceilings import Ceilings, roofline_fields
 from .measure.correctness import error_metrics, poison_
 from .measure.options import MeasureOptions
-from .measure.timing import TimingStats, time_fn
+from .measure.timing import TimingStats, summarize, time_fn
 from .results import to_frame
 
 
@@ -328,10 +328,9 @@ def interleaved_pass(st: TuneState, picks: list[int]) -> None:
     """``picks`` (indices of ``st.ok``) timed in ``repeats`` alternating rounds (:func:`.measure.paired.replay_rounds`:
     each round replays every one's graph once, L2 flushed, the order rotated a round), so that a clock that drifts
     over the pass falls on all of them alike: on the H100 at 20b EP1 T=16384 the SM clock fell from 1935 to 1560 MHz
-    over 5 s of tactics timed one after another, and each backend's first-timed tactic won (session 21, ``-s21a``).
-    A tactic that cannot be captured keeps its earlier timing and says why in the notes."""
+    over 5 s of tactics timed one after another, and each backend's first-timed tactic won (session 21, ``-s21a``);
+    a tactic that cannot be captured keeps its earlier timing (the notes say why)."""
     from .measure.paired import capture_graph, replay_rounds
-    from .measure.timing import summarize
 
     o, dev = st.options, st.ctx.device
     calls = {}
@@ -346,7 +345,7 @@ def interleaved_pass(st: TuneState, picks: list[int]) -> None:
     if len(calls) < 2:
         st.result.notes.append("interleaved timing: fewer than two tactics captured, none re-timed")
         return
-    clock_kw = {} if st.ctx.clock is None else {"clock": st.ctx.clock}
+    clock_kw = {} if st.ctx.clock is None else {"clock": st.ctx.clock}  # tests: a fake clock
     max_s = None if o.max_seconds_per_tactic is None else o.max_seconds_per_tactic * len(calls)
     try:
         times, mhz = replay_rounds(calls, dev, o.repeats, o.warmup, o.flush_l2, max_s, **clock_kw)
