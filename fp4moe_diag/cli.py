@@ -204,7 +204,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
 
 def cmd_headline(args: argparse.Namespace) -> int:
     from .analysis.builds import common_release_tactics
-    from .analysis.headline import headline_markdown, headline_table, release_note
+    from .analysis.headline import clock_note, headline_markdown, headline_table, release_note
     from .run_folder import load_runs
 
     df = pd.concat([load_runs(d) for d in args.runs], ignore_index=True)
@@ -214,9 +214,9 @@ def cmd_headline(args: argparse.Namespace) -> int:
     if args.csv:
         table.to_csv(args.csv, index=False)
     print(headline_markdown(table, backends=args.backends))
-    note = release_note(df)
-    if note:
-        print("\n" + note)
+    for note in (release_note(df), clock_note(table, args.backends)):
+        if note:
+            print("\n" + note)
     return 0
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from fp4moe_diag.analysis import x_of_best
-from fp4moe_diag.analysis.headline import headline_markdown, headline_table
+from fp4moe_diag.analysis.headline import clock_note, headline_markdown, headline_table
 from fp4moe_diag.run_folder import save_run
 from fp4moe_diag.results import to_frame
 from frames import _row
@@ -231,3 +231,21 @@ def test_the_report_says_when_triton_releases_were_given_different_tactics():
     notes = list(comparison_tables(to_frame(rows))["notes"]["note"])
     assert any(n.startswith("headline: Not like for like") for n in notes), notes
     assert not any("like for like" in n for n in comparison_tables(frame())["notes"]["note"])
+
+
+def test_the_headline_says_where_the_best_rows_ran_at_clocks_more_than_5_percent_apart(tmp_path):
+    df = frame()
+    mhz = {("triton_kernels", 64): 1935.0, ("triton", 64): 1845.0, ("triton_kernels", 4096): 1935.0,
+           ("triton", 4096): 1560.0}  # T=64: 4.9 % apart; T=4096: 24 %
+    df["time_sm_clock_mhz"] = [mhz.get((b, t), float("nan")) for b, t in zip(df["backend"], df["num_tokens"])]
+    t = headline_table(df, backends=["triton_kernels", "triton"])
+    assert t["triton:clock_mhz"].tolist() == [1845.0, 1560.0]
+    assert clock_note(t) == ("Not like for like in clocks at 1 shape(s): the best rows were timed at SM clocks more "
+                             "than 5 % apart: gpt-oss-20b EP1 T=4096 (triton_kernels 1,935, triton 1,560 MHz). A duel "
+                             "compares them at the same clocks.")
+    assert clock_note(headline_table(frame())) == ""  # no clock read: nothing said
+    run = tmp_path / "2026-12-01-nvidia-h100"
+    save_run(df, run)
+    cp = subprocess.run([sys.executable, "-m", "fp4moe_diag", "headline", str(run)], cwd=REPO, capture_output=True,
+                        text=True, timeout=120)
+    assert cp.returncode == 0 and cp.stdout.rstrip().endswith("compares them at the same clocks."), cp.stderr

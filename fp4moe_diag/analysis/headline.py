@@ -23,7 +23,8 @@ SHAPE = ["gpu_name", "model", "ep_size", "has_bias", "num_tokens"]
 
 def headline_table(df: pd.DataFrame, backends: Optional[Sequence[str]] = None) -> pd.DataFrame:
     """One row per shape (GPU x model x EP x T) with, per backend ``b``: ``b:us`` (best median time),
-    ``b:tactic``, ``b:x_of_best`` and ``b:frac_read`` (share of the read ceiling), and per shape
+    ``b:tactic``, ``b:x_of_best``, ``b:frac_read`` (share of the read ceiling) and ``b:clock_mhz`` (the SM clock
+    its best row read as its repeats finished, NaN where none was read), and per shape
     ``best_backend``, ``best_us``, ``best_TFLOPs`` and ``best_frac_bf16`` (of the fastest backend's best row), and
     ``b:precision`` (``kernel_precision``: a W4A8 backend's x of best is against the best bf16-activation kernel and
     its column says so; it is never the fastest).
@@ -42,10 +43,10 @@ def headline_table(df: pd.DataFrame, backends: Optional[Sequence[str]] = None) -
     out = x[SHAPE].drop_duplicates().reset_index(drop=True)
     for b in backends:
         part = x[x["backend"] == b][SHAPE + ["best_us", "best_tactic", "x_of_best", "frac_bw_roofline",
-                                              "kernel_precision"]]
+                                              "kernel_precision", "best_sm_clock_mhz"]]
         part = part.rename(columns={"best_us": f"{b}:us", "best_tactic": f"{b}:tactic",
                                     "x_of_best": f"{b}:x_of_best", "frac_bw_roofline": f"{b}:frac_read",
-                                    "kernel_precision": f"{b}:precision"})
+                                    "kernel_precision": f"{b}:precision", "best_sm_clock_mhz": f"{b}:clock_mhz"})
         out = out.merge(part, on=SHAPE, how="left")
     top = x[x["x_of_best"] == 1.0].drop_duplicates(SHAPE)
     top = top[SHAPE + ["backend", "best_us", "achieved_TFLOPs", "frac_flops_roofline"]].rename(
@@ -118,3 +119,31 @@ def release_note(df: pd.DataFrame) -> str:
              for b, g in m.groupby("backend", sort=True)]
     return ("Not like for like: the Triton releases were given different tactics for " + "; ".join(parts)
             + " (the counts at the first such shape); --common-tactics compares only the tactics every release ran.")
+
+
+#: :func:`clock_note`'s threshold: the backends' best rows of a shape timed at SM clocks further apart than this
+CLOCK_GAP = 1.05
+
+
+def clock_note(table: pd.DataFrame, backends: Optional[Sequence[str]] = None) -> str:
+    """One line under a headline where, at some shapes, the backends' best rows were timed at SM clocks more than
+    :data:`CLOCK_GAP` apart (``b:clock_mhz``): there a column pair compares clocks as well as kernels (on the H100,
+    a power-limited 20b EP1 T=16384 ran at 1455-1935 MHz; session 21). Empty where the clocks agree or none was
+    read. A duel (``profiling.duel``, alternating rounds) compares two kernels at the same clocks."""
+    if backends is None:
+        backends = [c[:-3] for c in table.columns if c.endswith(":us")]
+    cols = [f"{b}:clock_mhz" for b in backends if f"{b}:clock_mhz" in table]
+    if len(cols) < 2:
+        return ""
+    clk = table[cols].apply(pd.to_numeric, errors="coerce")
+    clk = clk.where(clk > 0)
+    gap = clk.max(axis=1) / clk.min(axis=1)
+    apart = table[(clk.notna().sum(axis=1) >= 2) & (gap > CLOCK_GAP)]
+    if apart.empty:
+        return ""
+    parts = []
+    for i, r in apart.iterrows():
+        each = ", ".join(f"{c[:-10]} {clk.loc[i, c]:,.0f}" for c in cols if pd.notna(clk.loc[i, c]))
+        parts.append(f"{r['model']} EP{r['ep_size']} T={r['num_tokens']} ({each} MHz)")
+    return (f"Not like for like in clocks at {len(parts)} shape(s): the best rows were timed at SM clocks more than "
+            f"{100 * (CLOCK_GAP - 1):.0f} % apart: " + "; ".join(parts) + ". A duel compares them at the same clocks.")

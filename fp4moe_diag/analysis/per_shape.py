@@ -70,7 +70,7 @@ def best_per_shape(df: pd.DataFrame) -> pd.DataFrame:
     Columns: the shape columns, ``best_tactic``, ``best_us``, ``best_p10_us``, ``best_p90_us``,
     ``default_tactic``, ``default_us``, ``default_status``, ``speedup`` (default / best),
     ``frac_bw_roofline``, ``achieved_GBps``, ``achieved_TFLOPs`` and ``frac_flops_roofline`` of the best tactic,
-    ``best_rel_l2``, ``n_tactics``
+    ``best_rel_l2``, ``best_sm_clock_mhz`` (the SM clock as its repeats finished, NaN where not read), ``n_tactics``
     and ``n_ok``.  The best is the ``is_best`` row when the tuner marked one (the fastest such row where a run
     merged several sweeps of the shape), else the fastest ``ok`` row.
     """
@@ -97,7 +97,7 @@ def best_per_shape(df: pd.DataFrame) -> pd.DataFrame:
     for src, dst in (("time_median_us", "best_us"), ("time_p10_us", "best_p10_us"), ("time_p90_us", "best_p90_us"),
                      ("frac_bw_roofline", "frac_bw_roofline"), ("achieved_GBps", "achieved_GBps"),
                      ("achieved_TFLOPs", "achieved_TFLOPs"), ("frac_flops_roofline", "frac_flops_roofline"),
-                     ("rel_l2", "best_rel_l2")):
+                     ("rel_l2", "best_rel_l2"), ("time_sm_clock_mhz", "best_sm_clock_mhz")):
         b[dst] = pd.to_numeric(get(best, src), errors="coerce").astype(float)
     dflt = d[flag("is_default_tactic")].groupby(keys, dropna=False, sort=False).head(1)
     dd = pd.DataFrame({k: dflt[k] for k in keys})

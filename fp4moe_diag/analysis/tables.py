@@ -157,7 +157,7 @@ def x_of_best(df: pd.DataFrame) -> pd.DataFrame:
     One row per shape x backend: the backend's best tactic and time, the best backend of the shape and its
     time, ``x_of_best`` (this backend's best time / the best of all backends; 1.0 = the fastest),
     ``frac_bw_roofline`` (weight + activation bytes over the read-only streaming ceiling), ``achieved_TFLOPs`` and
-    ``frac_flops_roofline`` (of the bf16 GEMM ceiling) of that tactic, and the time method.  The reference backend is
+    ``frac_flops_roofline`` (of the bf16 GEMM ceiling) and ``best_sm_clock_mhz`` of that tactic, and the time method.  The reference backend is
     left out (it is the float32 check, not a kernel).  FlashInfer's backends are told apart by version and build
     (``cutlass@0.7.4``, ``cutlass@0.7.4 (fast build)``), the Triton-built ones by Triton release where the rows hold
     several (``triton@3.7.1``; :func:`.builds.backend_label`): each is a kernel of its own.
@@ -186,7 +186,7 @@ def x_of_best(df: pd.DataFrame) -> pd.DataFrame:
     cols = ["gpu_name", "model", "ep_size", "has_bias", "num_tokens", "backend", "kernel_precision", "best_tactic",
             "best_us", "best_backend",
             "best_of_all_us", "x_of_best", "frac_bw_roofline", "achieved_GBps", "achieved_TFLOPs",
-            "frac_flops_roofline", "time_method", "run_id"]
+            "frac_flops_roofline", "best_sm_clock_mhz", "time_method", "run_id"]
     return out[cols].sort_values(["gpu_name", "model", "ep_size", "has_bias", "num_tokens", "x_of_best"]
                                  ).reset_index(drop=True)
 
