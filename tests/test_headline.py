@@ -249,3 +249,7 @@ def test_the_headline_says_where_the_best_rows_ran_at_clocks_more_than_5_percent
     cp = subprocess.run([sys.executable, "-m", "fp4moe_diag", "headline", str(run)], cwd=REPO, capture_output=True,
                         text=True, timeout=120)
     assert cp.returncode == 0 and cp.stdout.rstrip().endswith("compares them at the same clocks."), cp.stderr
+    from fp4moe_diag.report.nb05 import comparison_tables
+
+    notes = list(comparison_tables(df)["notes"]["note"])
+    assert any(n.startswith("headline: Not like for like in clocks at 1 shape(s)") for n in notes), notes
