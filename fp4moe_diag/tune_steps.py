@@ -3,6 +3,7 @@ state they share: :class:`TuneState` holds one case x backend being measured, ea
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import re
 import traceback
@@ -312,10 +313,10 @@ def second_pass(st: TuneState) -> None:
     screened = sorted((r["time_median_us"], i) for i, (t, r) in enumerate(st.ok) if r["timing_pass"] == "screen")
     pick = {i for _, i in screened[: st.options.screen_top]}
     pick |= {i for i, (t, r) in enumerate(st.ok) if t.is_default and r["timing_pass"] == "screen"}
-    if st.options.interleave:
-        pick |= {i for i, (t, r) in enumerate(st.ok) if r["timing_pass"] == "full"}
-        if len(pick) > 1:
-            return interleaved_pass(st, sorted(pick))
+    if st.options.interleave:  # beside the tactics already timed in full, which the sequential pass leaves alone
+        together = pick | {i for i, (t, r) in enumerate(st.ok) if r["timing_pass"] == "full"}
+        if len(together) > 1:
+            return interleaved_pass(st, sorted(together))
     for i in sorted(pick):
         t, row = st.ok[i]
         try:
@@ -355,9 +356,8 @@ def interleaved_pass(st: TuneState, picks: list[int]) -> None:
     method = "cuda-graph" if dev.type == "cuda" else "wall-clock"
     for i, us in times.items():
         t, row = st.ok[i]
-        stats = summarize(us, method)
-        row.update(_timing_fields(st, TimingStats(**{**stats.__dict__, "sm_clock_mhz": mhz}), False),
-                   timing_pass="interleaved")
+        stats = dataclasses.replace(summarize(us, method), sm_clock_mhz=mhz)
+        row.update(_timing_fields(st, stats, False), timing_pass="interleaved")
         try:
             _kernel_time(st, st.backend.launcher(st.prepared, t, st.out), row)
         finally:

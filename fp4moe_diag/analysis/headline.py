@@ -61,6 +61,11 @@ def several_gpus(table: pd.DataFrame) -> bool:
     return "gpu_name" in table and table["gpu_name"].dropna().astype(str).nunique() > 1
 
 
+def table_backends(table: pd.DataFrame) -> list[str]:
+    """The backends of a :func:`headline_table`, in its column order (one ``b:us`` column each)."""
+    return [c[:-3] for c in table.columns if c.endswith(":us")]
+
+
 def gpu_label(name: object) -> str:
     """A GPU column's cell: the device name without its vendor prefix."""
     return str(name).removeprefix("NVIDIA ")
@@ -79,7 +84,7 @@ def headline_markdown(table: pd.DataFrame, backends: Optional[Sequence[str]] = N
     if table is None or table.empty:
         raise ValueError("table: headline_markdown needs the rows of headline_table, got none")
     if backends is None:
-        backends = [c[:-3] for c in table.columns if c.endswith(":us")]
+        backends = table_backends(table)
     other = {b for b in backends if f"{b}:precision" in table
              and (table[f"{b}:precision"].dropna().astype(str) != "w4a16").any()}
     per_gpu = several_gpus(table)
@@ -131,7 +136,7 @@ def clock_note(table: pd.DataFrame, backends: Optional[Sequence[str]] = None) ->
     a power-limited 20b EP1 T=16384 ran at 1455-1935 MHz; session 21). Empty where the clocks agree or none was
     read. A duel (``profiling.duel``, alternating rounds) compares two kernels at the same clocks."""
     if backends is None:
-        backends = [c[:-3] for c in table.columns if c.endswith(":us")]
+        backends = table_backends(table)
     cols = [f"{b}:clock_mhz" for b in backends if f"{b}:clock_mhz" in table]
     if len(cols) < 2:
         return ""

@@ -22,7 +22,7 @@ from typing import Optional
 
 import pandas as pd
 
-from .headline import gpu_label, headline_table, several_gpus
+from .headline import gpu_label, headline_table, several_gpus, table_backends
 
 SHAPE = ["gpu_name", "model", "ep_size", "has_bias", "num_tokens"]
 COLUMNS = [*SHAPE, "runs", "a_us", "b_us", "ratio_median", "ratio_min", "ratio_max", "verdict", "kratio_min",
@@ -64,7 +64,7 @@ def sample_ratios(df: pd.DataFrame, a: str, b: str) -> pd.DataFrame:
     per_run, have = [], set()
     for rid in runs:
         t = headline_table(df[df["run_id"].astype(str) == rid])
-        labels = {c[:-3] for c in t.columns if c.endswith(":us")}
+        labels = set(table_backends(t))
         have |= labels
         if {a, b} <= labels:
             per_run.append(t[SHAPE].assign(run_id=rid, a_us=t[f"{a}:us"], b_us=t[f"{b}:us"]))

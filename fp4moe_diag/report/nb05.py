@@ -90,10 +90,8 @@ def comparison_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
         except ValueError as e:
             out[name] = pd.DataFrame()
             notes.append(f"{name}: {e}")
-    if release_note(df):  # Triton releases given different tactics: the headline says it is not like for like
-        notes.append("headline: " + release_note(df))
-    if len(out["headline"]) and clock_note(out["headline"]):  # best rows timed at clocks > 5 % apart
-        notes.append("headline: " + clock_note(out["headline"]))
+    # not like for like: Triton releases given different tactics, best rows timed at clocks > 5 % apart
+    notes += ["headline: " + n for n in (release_note(df), clock_note(out["headline"])) if n]
     out["versions_summary"] = ratio_summary(out["versions"]) if len(out["versions"]) else pd.DataFrame()
     out["versions_refused"] = out["versions"].attrs.get("refused", pd.DataFrame())
     out["tuner_regret_summary"] = regret_summary(out["tuner_regret"]) if len(out["tuner_regret"]) else pd.DataFrame()
