@@ -12,6 +12,8 @@
 #   run(command="bash tools/device/plans/evidence.sh", carry=[".carry/triton_kernels", ".whl", ".git_commit"])
 #   4. (PARTS=duel) DUELS (space-separated MODEL|EP|T|BACKEND=TACTIC|BACKEND=TACTIC): each pair timed in alternating
 #      rounds (profiling.duel), for the shapes where two medians taken one after the other cannot tell them apart.
+# KIT (a .carry/triton-X.Y.Z-cp312.tar.xz, tools/device/triton_kit.sh): every step under that Triton release instead of
+# the image's, its outputs named -tritonX.Y.Z (the Triton releases' question, tritons.sh, per kernel).
 # PARTS (default "sweep ablate profile") picks the steps. About 7 minutes. $OUT/runs.tgz: the sweep's run folder and the ablation CSVs (one run: import_gpu_bundle.py);
 # $OUT/profiles.tgz: the profiles (beside the run, kernels.csv as ncu_<name>.csv: what goals reads).
 set -u
@@ -21,21 +23,29 @@ for p in $PARTS; do case $p in sweep|ablate|profile|duel) ;; *) echo "PARTS: exp
 has() { case " $PARTS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 . "$(dirname "$0")/plan_lib.sh"
 export TRITON_CACHE_DIR=/tmp/tc
+if [ -n "${KIT:-}" ]; then
+  mkdir -p /tmp/tnew && tar -xJf "$KIT" -C /tmp/tnew || { echo "KIT: $KIT does not unpack" >&2; exit 2; }
+fi
 plan_start evidence
+TV=""
+if [ -n "${KIT:-}" ]; then
+  export PYTHONPATH=/tmp/tnew:$PYTHONPATH TRITON_CACHE_DIR=/tmp/tc-kit
+  TV=-triton$(python3 -c "import triton; print(triton.__version__)") || { plan_finish; exit 3; }; say "KIT: ${TV#-}"
+fi
 ncu_env
 mkdir -p /tmp/p
 has sweep && timeout $(left 170) python3 -m fp4moe_diag sweep --backends triton,triton_kernels \
   --models gpt-oss-20b:1,gpt-oss-120b:4:4096 --tokens 256 $SWEEP_ARGS --screen-top 8 \
   --tactics 'triton=^m(16|32|64)n[0-9]+k[0-9]+w[0-9]+s[0-9]-ps' --tactics 'triton_kernels=^tk-' \
-  --out /tmp/r/wide-t256 2>&1 | grep -v "^ *gpt-oss" | tail -3
+  --out /tmp/r/wide-t256$TV 2>&1 | grep -v "^ *gpt-oss" | tail -3
 has sweep && say "sweep done"
-has ablate && ablate 120b-ep4-t64-r100 gpt-oss-120b 4 64 $(left 230) --repeats 100 m16n128k128w4s3-ps-g2sk2-pdl
-has ablate && ablate 20b-ep1-t4 gpt-oss-20b 1 4 $(left 270) m16n64k256w4s3-ps-sk2-pdl m16n128k128w4s3-ps-g2sk2-pdl
-has ablate && ablate 120b-ep4-t4096 gpt-oss-120b 4 4096 $(left 320) m128n128k64w16s3-ps-gu-g2n256-t64
+has ablate && ablate 120b-ep4-t64-r100$TV gpt-oss-120b 4 64 $(left 230) --repeats 100 m16n128k128w4s3-ps-g2sk2-pdl
+has ablate && ablate 20b-ep1-t4$TV gpt-oss-20b 1 4 $(left 270) m16n64k256w4s3-ps-sk2-pdl m16n128k128w4s3-ps-g2sk2-pdl
+has ablate && ablate 120b-ep4-t4096$TV gpt-oss-120b 4 4096 $(left 320) m128n128k64w16s3-ps-gu-g2n256-t64
 has duel && for d in ${DUELS:-}; do
   IFS='|' read -r dm dep dt da db <<< "$d"
   L=$(left 560); [ "$L" -gt 40 ] || { say "no time left for the duel $d"; continue; }
-  duel "${dm#gpt-oss-}-ep$dep-t$dt" "$dm" "$dep" "$dt" "$L" "$da" "$db"
+  duel "${dm#gpt-oss-}-ep$dep-t$dt$TV" "$dm" "$dep" "$dt" "$L" "$da" "$db"
 done
 n=0
 PROFILES=${PROFILES:-"gpt-oss-20b|1|1|m16n64k256w4s3-ps-sk2-pdl gpt-oss-20b|1|16|m16n128k128w4s3-ps-g2sk2-pdl \
@@ -44,7 +54,7 @@ has profile && for p in $PROFILES; do
   IFS='|' read -r pm pep pt ptac <<< "$p"; n=$((n + 1))
   L=$(left 560); [ "$L" -gt 45 ] || { say "no time left for the profile of $ptac"; continue; }
   timeout $L python3 -m fp4moe_diag profile --backend triton --model "$pm" --ep "$pep" --tokens "$pt" \
-    --tactics "$ptac" --stalls --out /tmp/p/$n-triton-$pm-ep$pep-t$pt 2>&1 | tail -4 | cut -c1-240
+    --tactics "$ptac" --stalls --out /tmp/p/$n-triton-$pm-ep$pep-t$pt$TV 2>&1 | tail -4 | cut -c1-240
   tar -czf $OUT/profiles.tgz -C /tmp p; say "profile $n done"
 done
 plan_finish
