@@ -105,3 +105,15 @@ def test_undecided_lists_goal_1_shapes_a_duel_should_decide():
                                              "gpt-oss-20b|2|16|triton=ours-16|triton_kernels=tk-a"]
     with pytest.raises(ValueError, match="^margin: expected a fraction"):
         undecided(table, margin=1.0)
+
+
+def test_a_duel_counts_only_for_the_triton_release_it_was_timed_under(tmp_path):
+    """evidence.sh with KIT duels under another Triton release: that duel must not decide ours@3.6.0's goal 1."""
+    rows = [{**_duel(4096, "s3", 0.98, 0.97, 0.99, "ahead", 1.0), "triton_version": "3.6.0"},
+            {**_duel(4096, "s3", 1.03, 1.02, 1.04, "behind", 0.0), "triton_version": "3.9.0"}]
+    duels = read_duels([_folder(tmp_path, rows)])
+    assert duel_verdict(duels, H100, "gpt-oss-20b", 2, 4096, "triton@3.6.0", "triton_kernels")["ratio_median"] == 0.98
+    assert duel_verdict(duels, H100, "gpt-oss-20b", 2, 4096, "triton@3.9.0", "triton_kernels")["ratio_median"] == 1.03
+    assert duel_verdict(duels, H100, "gpt-oss-20b", 2, 4096, "triton@3.7.1", "triton_kernels") is None
+    # without a release, every duel of the backend counts (ours' best of them)
+    assert duel_verdict(duels, H100, "gpt-oss-20b", 2, 4096, "triton", "triton_kernels")["ratio_median"] == 0.98

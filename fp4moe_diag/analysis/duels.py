@@ -43,13 +43,18 @@ def duel_verdict(duels: pd.DataFrame, gpu_name: str, model: str, ep: int, t: int
                  peer: str) -> Optional[pd.Series]:
     """The duel of ours (``a``, backend ``ours`` without its ``@release``) against the peer (``b``) at this GPU and
     shape: of several (other tactics of ours), the one where ours did best (the lowest median ratio); None when
-    there is none.  A duel of ours against the peer's other tactic counts too: the note names both tactics."""
+    there is none.  A duel of ours against the peer's other tactic counts too: the note names both tactics.  When
+    ours is a Triton backend with its release (``triton@3.6.0``), only the duels timed under that Triton release
+    count (a duel under another release answers another question: ``evidence.sh`` with ``KIT``)."""
     if duels is None or duels.empty:
         return None
     d = duels[(duels["gpu_name"].astype(str) == str(gpu_name)) & (duels["model"].astype(str) == str(model))
               & (duels["ep_size"].astype(int) == int(ep)) & (duels["num_tokens"].astype(int) == int(t))
               & (duels["a_backend"].astype(str) == ours.partition("@")[0])
               & (duels["b_backend"].astype(str) == peer.partition("@")[0])]
+    backend, _, release = ours.partition("@")
+    if release and backend.startswith("triton") and "triton_version" in d.columns:
+        d = d[d["triton_version"].astype(str) == release]
     return None if d.empty else d.loc[d["ratio_median"].astype(float).idxmin()]
 
 
