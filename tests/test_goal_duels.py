@@ -117,3 +117,24 @@ def test_a_duel_counts_only_for_the_triton_release_it_was_timed_under(tmp_path):
     assert duel_verdict(duels, H100, "gpt-oss-20b", 2, 4096, "triton@3.7.1", "triton_kernels") is None
     # without a release, every duel of the backend counts (ours' best of them)
     assert duel_verdict(duels, H100, "gpt-oss-20b", 2, 4096, "triton", "triton_kernels")["ratio_median"] == 0.98
+
+
+def test_a_duel_of_another_tactic_of_ours_decides_only_when_ours_is_ahead(tmp_path):
+    """s23 on the H200: the run's best at 20b EP2 T=16384 is a tile the duel (of session 15's winners) did not time;
+    that duel, behind by 0.4 %, says nothing of the best tile, and the shape goes back on the duel list."""
+    from fp4moe_diag.analysis.duels import NOT_DECIDING, undecided
+
+    duels = read_duels([_folder(tmp_path, [_duel(16384, "old", 1.004, 1.001, 1.007, "behind", 0.07),
+                                           _duel(4096, "old", 0.98, 0.97, 0.99, "ahead", 1.0),
+                                           _duel(1024, "best", 1.01, 1.005, 1.02, "behind", 0.0)])])
+
+    def row(t: int, x: float, status: str) -> dict:
+        return {**_goal1(t, x, status), "ours_tactic": "best", "peer_tactic": "tk-m128kautow8s3"}
+
+    t = apply_duels(pd.DataFrame([row(16384, 0.987, "met"), row(4096, 1.003, "not met"), row(1024, 0.99, "met")]),
+                    duels)
+    assert t["status"].tolist() == ["met", "met", "not met"]  # medians kept; another tactic ahead; the best behind
+    assert t["x_goal"].tolist() == [0.987, 0.98, 1.01]
+    assert t["note"].iloc[0].endswith(f": behind ({NOT_DECIDING}: not this run's best `best`)")
+    assert NOT_DECIDING not in t["note"].iloc[1] + t["note"].iloc[2]
+    assert undecided(t) == ["gpt-oss-20b|2|16384|triton=best|triton_kernels=tk-m128kautow8s3"]

@@ -66,10 +66,17 @@ def duel_text(r: pd.Series) -> str:
             f"{r['verdict']}")
 
 
+#: what a goal row's note says of a duel that cannot decide it (``behind`` or ``level`` with another tactic of ours than
+#: the run's best); :func:`undecided` lists such shapes again
+NOT_DECIDING = "not deciding"
+
+
 def apply_duels(table: pd.DataFrame, duels: pd.DataFrame) -> pd.DataFrame:
     """Goal 1's rows of a goal table (:func:`.goals.goal_rows`) with a duel at their shape: ``status`` from the duel
     (``ahead``: met, ``behind``: not met; ``level`` keeps the medians' status), ``x_goal`` its median ratio, and the
-    duel's line in ``note``.  Other rows unchanged."""
+    duel's line in ``note``.  A duel of another tactic of ours than the row's (``ours_tactic``, the run's best) decides
+    only when ours is ahead in it (some tactic of ours beats the peer); behind or level, it says nothing of the best
+    one: the note says :data:`NOT_DECIDING` and the medians' status stays.  Other rows unchanged."""
     t = table.copy()
     for i, r in t[t["goal"] == 1].iterrows():
         if not isinstance(r.get("peer_backend"), str) or not isinstance(r.get("ours_backend"), str):
@@ -78,22 +85,27 @@ def apply_duels(table: pd.DataFrame, duels: pd.DataFrame) -> pd.DataFrame:
                          r["ours_backend"], r["peer_backend"])
         if d is None:
             continue
-        if d["verdict"] in ("ahead", "behind"):
+        best = r.get("ours_tactic")
+        other = isinstance(best, str) and best != str(d["a_tactic"]) and d["verdict"] != "ahead"
+        if d["verdict"] in ("ahead", "behind") and not other:
             t.at[i, "status"] = "met" if d["verdict"] == "ahead" else "not met"
             t.at[i, "x_goal"] = float(d["ratio_median"])
-        t.at[i, "note"] = "; ".join(s for s in (str(r["note"] or ""), duel_text(d)) if s)
+        text = duel_text(d) + (f" ({NOT_DECIDING}: not this run's best `{best}`)" if other else "")
+        t.at[i, "note"] = "; ".join(s for s in (str(r["note"] or ""), text) if s)
     return t
 
 
 def undecided(table: pd.DataFrame, margin: float = 0.02) -> list[str]:
     """Goal 1's shapes that a duel should decide: not met, or met by less than ``margin`` (medians taken one after
-    the other, within the run-to-run spread), and not duelled yet: one line each, ``MODEL|EP|T|OURS=TACTIC|PEER=TACTIC``
-    (backends without their ``@release``), what ``tools/device/plans/evidence.sh`` takes in ``DUELS``."""
+    the other, within the run-to-run spread), and not duelled yet (or only with another tactic of ours than the
+    run's best, behind or level): one line each, ``MODEL|EP|T|OURS=TACTIC|PEER=TACTIC`` (backends without their
+    ``@release``), what ``tools/device/plans/evidence.sh`` takes in ``DUELS``."""
     if not 0 <= margin < 1:
         raise ValueError(f"margin: expected a fraction in [0, 1), got {margin!r}")
     t = table[(table["goal"] == 1) & table["peer_tactic"].notna() & table["ours_tactic"].notna()]
-    t = t[((t["status"] == "not met") | (t["x_goal"] > 1 - margin)) & ~t["note"].astype(str).str.contains("duel (",
-                                                                                                      regex=False)]
+    note = t["note"].astype(str)
+    duelled = note.str.contains("duel (", regex=False) & ~note.str.contains(NOT_DECIDING, regex=False)
+    t = t[((t["status"] == "not met") | (t["x_goal"] > 1 - margin)) & ~duelled]
     lines = [f"{r.model}|{int(r.ep_size)}|{int(r.num_tokens)}|{str(r.ours_backend).partition('@')[0]}={r.ours_tactic}|"
              f"{str(r.peer_backend).partition('@')[0]}={r.peer_tactic}" for r in t.itertuples()]
     return list(dict.fromkeys(lines))
