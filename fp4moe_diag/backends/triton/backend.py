@@ -153,7 +153,8 @@ class TritonMXFP4Backend(Backend):
             configs += DOT_SCALED_CONFIGS
             if decode:
                 configs += tuple(c for c in DECODE_CONFIGS if _split_fits(case, c))
-        default = measured_default(case, configs, device_capability("cuda") if compiled else None)
+        default = measured_default(case, configs, device_capability("cuda") if compiled else None,
+                                   self.versions().get("triton") if compiled else None)
         return [Tactic(id=kc, label=kc.label, is_default=kc == default, params=kc.params()) for kc in configs]
 
     def tactic_by_label(self, case: MoECase, label: str, prepared: Any = None) -> Tactic:

@@ -37,17 +37,38 @@ MEASURED_DEFAULTS: tuple[tuple[float, float, tuple[str, ...]], ...] = (
 )
 
 
-def measured_default(case: Any, offered: Sequence[KernelConfig], capability: Optional[tuple[int, int]]
-                     ) -> KernelConfig:
+#: the rules from Triton 3.9 on: :data:`MEASURED_DEFAULTS` with one more after T <= 4 (3.9's sm_90a builds keep fewer
+#: wgmma groups in flight and build the k128 decode tiles with 240-243 registers, 2 programs per SM;
+#: ``m16n128k64w4s6-ps-sk2`` keeps 3 with 130: ``docs/triton39-h200-s23.md``).  Measured under 3.9.0 on the H200
+#: (``-s23d``) and the H100 (``-s22a``).
+MEASURED_DEFAULTS_TRITON39: tuple[tuple[float, float, tuple[str, ...]], ...] = MEASURED_DEFAULTS[:1] + (
+    # 120b EP4 T=16 (at most 1 pair per expert): the best on the H200, 1.01x on the H100 (the 3.6 rule: 1.07x, 1.15x)
+    (256, 1, ("m16n128k64w4s6-ps-sk2",)),
+) + MEASURED_DEFAULTS[1:]
+
+
+def _release(version: Optional[str]) -> tuple[int, int]:
+    """``"3.9.0"`` -> (3, 9); None or unreadable -> (0, 0) (no release-keyed rule applies)."""
+    try:
+        major, minor = str(version).split(".")[:2]
+        return int(major), int(minor)
+    except ValueError:
+        return 0, 0
+
+
+def measured_default(case: Any, offered: Sequence[KernelConfig], capability: Optional[tuple[int, int]],
+                     triton_version: Optional[str] = None) -> KernelConfig:
     """The default tactic of ``case`` (a MoECase) among ``offered`` (what :meth:`TritonBackend.tactics` offers there)
-    on a GPU of compute ``capability`` (None: no GPU): on SM90 the first label of the first rule of
-    :data:`MEASURED_DEFAULTS` that holds and is offered, else :func:`default_config`."""
+    on a GPU of compute ``capability`` (None: no GPU), built by ``triton_version``: on SM90 the first label of the
+    first rule that holds and is offered (:data:`MEASURED_DEFAULTS`; from Triton 3.9 on
+    :data:`MEASURED_DEFAULTS_TRITON39`), else :func:`default_config`."""
     if capability is None or capability[0] != 9:
         return default_config(case)
     pairs = case.num_tokens * case.top_k
     avg = pairs / case.num_experts
     by_label = {kc.label: kc for kc in offered}
-    for max_pairs, max_avg, labels in MEASURED_DEFAULTS:
+    rules = MEASURED_DEFAULTS_TRITON39 if _release(triton_version) >= (3, 9) else MEASURED_DEFAULTS
+    for max_pairs, max_avg, labels in rules:
         if pairs <= max_pairs and avg <= max_avg:
             for label in labels:
                 if label in by_label:
