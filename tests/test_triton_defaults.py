@@ -88,7 +88,7 @@ def test_under_triton_39_the_default_is_within_8_percent_of_its_best(compiled_sm
         t = g.set_index("tactic_label")["time_median_us"]
         best = g.loc[g["is_best"].astype(bool), "time_median_us"].iloc[0]  # the sweep's (screen-only rows aside)
         worst[(model, int(ep), int(tokens))] = t[b.default_tactic(case(model, int(ep), int(tokens))).label] / best
-    assert len(worst) >= 8
+    assert len(worst) >= 6
     assert max(worst.values()) <= 1.08, max(worst.items(), key=lambda kv: kv[1])
     assert worst[("gpt-oss-120b", 4, 16)] <= 1.01
 
