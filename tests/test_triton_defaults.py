@@ -90,7 +90,8 @@ def test_under_triton_39_the_default_is_within_8_percent_of_its_best(compiled_sm
         worst[(model, int(ep), int(tokens))] = t[b.default_tactic(case(model, int(ep), int(tokens))).label] / best
     assert len(worst) >= 6
     assert max(worst.values()) <= 1.08, max(worst.items(), key=lambda kv: kv[1])
-    assert worst[("gpt-oss-120b", 4, 16)] <= 1.01
+    if "s23e" not in run:  # -s23e: T >= 1024 only
+        assert worst[("gpt-oss-120b", 4, 16)] <= 1.01
 
 
 def test_the_triton_39_rule_applies_from_39_on_and_only_where_it_holds(compiled_sm90, monkeypatch):
