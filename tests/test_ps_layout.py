@@ -262,9 +262,11 @@ def _case(**kw) -> MoECase:
 def _ps_ids(case: MoECase) -> list[KernelConfig]:
     """The ps tactics offered, less the -pdl ones (compiled only; tests/test_triton_backend.py counts those), the
     -gu ones (PS_GU_CONFIGS, offered after them wherever ps is: tests/test_triton_gu.py), the -tm ones (where
-    their tiles are whole: tests/test_triton_tm.py) and the -pk ones (at decode: tests/test_triton_peel.py)."""
+    their tiles are whole: tests/test_triton_tm.py), the -pk ones (at decode: tests/test_triton_peel.py) and the -rN
+    ones (compiled by Triton 3.7+: tests/test_triton_regcap.py)."""
     return [t.id for t in TritonMXFP4Backend().tactics(case)
-            if t.id.ps and not t.id.pdl and not t.id.gate_up and not t.id.tile_major and not t.id.peel]
+            if t.id.ps and not t.id.pdl and not t.id.gate_up and not t.id.tile_major and not t.id.peel
+            and not t.id.reg_cap]
 
 
 def test_tactics_offer_ps_where_the_layout_exists():

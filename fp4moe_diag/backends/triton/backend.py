@@ -32,6 +32,7 @@ from .configs_gu import (PS_GU_CONFIGS, PS_GU_DECODE_CONFIGS, PS_GU_DECODE_PDL_C
                          PS_GU_WIDE_CONFIGS)
 from .configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS
 from .configs_peel import PS_PK_DECODE_CONFIGS, PS_PK_DECODE_PDL_CONFIGS
+from .configs_regcap import regcap_configs
 from .configs_tm import PS_TM_DECODE_CONFIGS, PS_TM_DECODE_PDL_CONFIGS, PS_TM_PREFILL_CONFIGS, tm_refusal
 from .configs_warps import PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS
 from .defaults import measured_default
@@ -129,8 +130,9 @@ class TritonMXFP4Backend(Backend):
         fused ends (``-fs``); the ``-tm`` twins of the winners (:mod:`.configs_tm`) where their tiles are whole (not
         the persistent ``-pt`` / ``-ptf`` ones of :mod:`.configs_persist`: measured slower, run by label only); at
         decode the ``-pk`` twins of :mod:`.configs_peel` (K steps without K masks; their ``-pdl`` ones compiled); not
-        the ``-g2sN`` ones of :mod:`.configs_stages` (gemm2's deeper pipeline: measured slower, run by label).  The
-        default: :mod:`.defaults`."""
+        the ``-g2sN`` ones of :mod:`.configs_stages` (gemm2's deeper pipeline: measured slower, run by label);
+        compiled by Triton 3.7+ the ``-rN`` register-capped twins of :mod:`.configs_regcap`.  The default:
+        :mod:`.defaults`."""
         decode = decode_sized(case)
         configs: tuple[KernelConfig, ...] = CONFIGS + X2_CONFIGS + SW_CONFIGS
         if decode:
@@ -143,6 +145,9 @@ class TritonMXFP4Backend(Backend):
             configs += tuple(c for c in PS_PK_DECODE_CONFIGS if _split_fits(case, c)) if decode else ()
         compiled = not (interpret_enabled() or kernels_interpreted())
         if compiled:
+            if ps_refusal(case) is None:  # -rN: register caps, from Triton 3.7 on (configs_regcap)
+                rc = regcap_configs(decode, self.versions().get("triton"))
+                configs += tuple(c for c in rc if _split_fits(case, c))
             if decode and ps_refusal(case) is None:  # programmatic dependent launch: compiled kernels only
                 configs += tuple(c for c in PS_PDL_CONFIGS + PS_GU_PDL_CONFIGS + PS_DECODE8_PDL_CONFIGS
                                  + PS_GU_DECODE_PDL_CONFIGS if _split_fits(case, c))
@@ -245,7 +250,8 @@ class TritonMXFP4Backend(Backend):
         y = output if direct else p.out_bf16
         w13, w13_scale, w2, w2_scale = p.ps if kc.ps else (p.w13, p.w13_scale, p.w2, p.w2_scale)
         modes = dict(dot_scaled=kc.dot_scaled, x2=kc.x2, swap=kc.swap, ps=kc.ps, pdl=kc.pdl,
-                     ablate=ABLATIONS[kc.ablate], tile_major=kc.tile_major, persist=kc.persist, peel=kc.peel)
+                     ablate=ABLATIONS[kc.ablate], tile_major=kc.tile_major, persist=kc.persist, peel=kc.peel,
+                     reg_cap=kc.reg_cap)
         if kc.gate_up:  # gemm1 reads the gate/up-interleaved copy of w13 (made now on first use); gemm2 as ps
             w13, w13_scale = p.gate_up_weights()
         if kc.tile_major:  # -tm: both read copies stored tile by tile (made now on first use, configs_tm)

@@ -59,7 +59,7 @@ class KernelConfig:
     persist: int = 0  # mode ps only (label PERSIST_LABELS, before the PDL one): persistent gemm1 / gemm2, as many
     # programs as an SM holds, each looping over tiles: 1 (-pt) a K loop pipelined per tile, 2 (-ptf) the tile and K
     # loops flattened into one, pipelined across tiles (configs_persist.py)
-
+    reg_cap: int = 0  # mode ps only (label -rN, after -fs): both GEMMs built with maxnreg N (configs_regcap.py)
 
     def __post_init__(self) -> None:
         if not isinstance(self.split_k2, int) or isinstance(self.split_k2, bool) or self.split_k2 < 0:
@@ -169,7 +169,8 @@ class KernelConfig:
                 + (f"-g2s{self.num_stages2}" if self.num_stages2 else "")
                 + (f"-t{self.tail_m}" if self.tail_m else "") + PERSIST_LABELS[self.persist]
                 + PDL_LABELS[self.pdl]
-                + (FUSED_LABEL if self.fused else "") + (f"~{self.ablate}" if self.ablate else ""))
+                + FUSED_LABEL * self.fused + f"-r{self.reg_cap}" * bool(self.reg_cap)
+                + f"~{self.ablate}" * bool(self.ablate))
 
     def __str__(self) -> str:
         return self.label
@@ -186,8 +187,8 @@ class KernelConfig:
                     **({"fused": True} if self.fused else {}), **({"tail_m": self.tail_m} if self.tail_m else {}),
                     **({"ablate": self.ablate} if self.ablate else {}),
                     **({"tile_major": True} if self.tile_major else {}),
-                    **({"persist": self.persist} if self.persist else {}), **({"peel": True} if self.peel else {}))
-
+                    **({"persist": self.persist} if self.persist else {}), **({"peel": True} if self.peel else {}),
+                    **({"reg_cap": self.reg_cap} if self.reg_cap else {}))
 
 
 #: (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages); shared by both GEMMs
@@ -206,7 +207,6 @@ CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
     (128, 128, 64, 8, 3),
 ))
 # gemm1 holds two dequantized weight tiles and two accumulators, so the larger tiles use 8 warps.
-
 #: the same kernels with ``tl.dot_scaled`` (bf16 x e2m1, ue8m0 scales) instead of the bit-arithmetic
 #: dequant: mode ``"ds"``, label suffix ``-ds``.
 #: GPU only (Triton 3.6's interpreter has no dot_scaled).  Chosen so that neither GEMM spills
@@ -235,10 +235,9 @@ DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
     (16, 64, 128, 4, 3, "ds", 4),
     (16, 32, 256, 4, 3, "ds", 2),
 ))
-# H200, gpt-oss-20b/120b decode (2026-12-03): m16n64k128-ds-sk2 is best from T=4 up (32% of the
-# copy roofline), -sk4 at T<=2; BLOCK_N=16 tiles are 2x slower.  A register-prefetch variant of
-# the dot_scaled loop (tiles of step k+1 loaded before the MMAs of step k) was 10-15% slower than
-# Triton's own cp.async pipeline and was dropped (data/runs/2026-12-03-nvidia-h200-s3-*: "-dsp").
+# H200, gpt-oss-20b/120b decode (2026-12-03): m16n64k128-ds-sk2 is best from T=4 up (32% of the copy roofline), -sk4
+# at T<=2; BLOCK_N=16 tiles are 2x slower.  A register-prefetch variant of the dot_scaled loop (tiles of step k+1
+# loaded before the MMAs of step k) was 10-15% slower than Triton's cp.async pipeline (s3-*: "-dsp"), dropped.
 
 #: the bit-arithmetic kernels with the packed bf16x2 upcast (mode ``"x2"``, label suffix ``-x2``; issue #16):
 #: a 4-bit code becomes the bf16 bit pattern of its value times 2**-126 by shifts and masks (two codes
@@ -366,7 +365,7 @@ _LABEL = re.compile(r"^m(?P<m>\d+)n(?P<n>\d+)k(?P<k>\d+)w(?P<w>\d+)s(?P<s>\d+)"
                     r"(?:-(?P<mode>ds|x2|sw|f8|p8)|-(?P<ps>ps)(?P<gu>-gu)?(?P<tm>-tm)?(?P<pk>-pk)?)?"
                     r"(?:-sk(?P<sk>\d+))?(?:-g2sk(?P<g2sk>\d+))?(?:-g2n(?P<g2n>\d+))?(?:-g2s(?P<g2s>\d+))?"
                     r"(?:-t(?P<t>\d+))?(?P<pt>-ptf|-pt)?"
-                    r"(?P<pdl>-pdlpfe|-pdlpf|-pdlw|-pdl)?(?P<fs>-fs)?(?:~(?P<ab>[a-z]+))?$")
+                    r"(?P<pdl>-pdlpfe|-pdlpf|-pdlw|-pdl)?(?P<fs>-fs)?(?:-r(?P<r>\d+))?(?:~(?P<ab>[a-z]+))?$")
 
 
 def parse_config(cfg: Any) -> KernelConfig:
@@ -378,7 +377,7 @@ def parse_config(cfg: Any) -> KernelConfig:
         m = _LABEL.match(cfg)
         if m is None:
             raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu][-tm][-pk]|-f8|-p8]"
-                             f"[-skN][-g2skN][-g2nN][-g2sN][-tN][-pt|-ptf][-pdl|-pdlpf|-pdlpfe|-pdlw][-fs]"
+                             f"[-skN][-g2skN][-g2nN][-g2sN][-tN][-pt|-ptf][-pdl|-pdlpf|-pdlpfe|-pdlw][-fs][-rN]"
                              f"[~nodeq|~load|~seq], got {cfg!r}")
         nums = [int(m[g]) for g in "mnkws"]
         pdl = {v: k for k, v in PDL_LABELS.items()}[m["pdl"] or ""]
@@ -387,7 +386,8 @@ def parse_config(cfg: Any) -> KernelConfig:
                             num_stages2=int(m["g2s"] or 0),
                             gate_up=m["gu"] is not None, fused=m["fs"] is not None, tail_m=int(m["t"] or 0),
                             ablate=m["ab"] or "", tile_major=m["tm"] is not None,
-                            persist={v: k for k, v in PERSIST_LABELS.items()}[m["pt"] or ""], peel=m["pk"] is not None)
+                            persist={v: k for k, v in PERSIST_LABELS.items()}[m["pt"] or ""], peel=m["pk"] is not None,
+                            reg_cap=int(m["r"] or 0))
     if not isinstance(cfg, (tuple, list)):
         raise ValueError(f"tactic: expected a KernelConfig, a label or a tuple, got {type(cfg).__name__}")
     cfg = tuple(cfg)

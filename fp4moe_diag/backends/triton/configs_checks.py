@@ -1,6 +1,6 @@
-"""The checks of :class:`.configs.KernelConfig`'s mode-ps options (``-g2sN``, ``-tN``, ``~ablation``, ``-tm``, ``-gu``,
-``-pt`` / ``-ptf``, ``-pk``), the ablations' names and the persistent loops' labels.  Imports nothing of ours, no
-triton."""
+"""The checks of :class:`.configs.KernelConfig`'s mode-ps options (``-g2sN``, ``-tN``, ``~ablation``, ``-tm``,
+``-gu``, ``-pt`` / ``-ptf``, ``-pk``, ``-rN``), the ablations' names and the persistent loops' labels.  Imports
+nothing of ours, no triton."""
 
 from __future__ import annotations
 
@@ -74,3 +74,15 @@ def check_ps_options(kc: Any) -> None:
         raise ValueError(f"tactic: peel (-pk, whole K steps without K masks) is a mode ps option, a bool, without -gu, "
                          f"-pt / -ptf, -pdlw or an ablation; got {kc.peel!r} in "
                          f"{kc.label if kc.mode == 'ps' and isinstance(kc.peel, bool) else kc.mode!r}")
+    _check_reg_cap(kc)
+
+
+def _check_reg_cap(kc: Any) -> None:
+    """``-rN`` (:mod:`.configs_regcap`): a register cap, a multiple of 8 from 24 to 256 (ptxas' range, allocated in
+    granules of 8), in mode ps; not with ``-pk`` or an ablation, which set their own caps (``launch_bind``)."""
+    r = kc.reg_cap
+    if isinstance(r, bool) or not isinstance(r, int) or (r and (kc.mode != "ps" or r % 8 or not 24 <= r <= 256
+                                                               or kc.peel or kc.ablate)):
+        raise ValueError(f"tactic: reg_cap (-rN, at most N registers a thread) is a mode ps option, a multiple of 8 "
+                         f"from 24 to 256, without -pk or an ablation; got {r!r} in "
+                         f"{kc.label if kc.mode == 'ps' and type(r) is int else kc.mode!r}")

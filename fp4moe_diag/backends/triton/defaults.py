@@ -1,5 +1,6 @@
 """The tactic our Triton backend runs with no tuning: on Hopper, the winners the H200 measured; elsewhere the old
-heuristic (:func:`default_config`).  Imports nothing of ours but :mod:`.configs`, no triton.
+heuristic (:func:`default_config`).  Imports nothing of ours but :mod:`.configs` (and ``triton_release``), no
+triton.
 
 ``Backend.run`` without a tactic, a sweep's ``default`` row and a caller that does not tune get this tactic.  The old
 heuristic (session 1, three shapes, before the pre-shuffled layout) was 1.5-2.5x slower than the best tactic at most
@@ -17,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 from .configs import KernelConfig
+from .configs_regcap import triton_release
 
 #: (max pairs, max avg pairs per expert, tactic labels in order of preference); the first rule that holds applies
 MEASURED_DEFAULTS: tuple[tuple[float, float, tuple[str, ...]], ...] = (
@@ -47,15 +49,6 @@ MEASURED_DEFAULTS_TRITON39: tuple[tuple[float, float, tuple[str, ...]], ...] = M
 ) + MEASURED_DEFAULTS[1:]
 
 
-def _release(version: Optional[str]) -> tuple[int, int]:
-    """``"3.9.0"`` -> (3, 9); None or unreadable -> (0, 0) (no release-keyed rule applies)."""
-    try:
-        major, minor = str(version).split(".")[:2]
-        return int(major), int(minor)
-    except ValueError:
-        return 0, 0
-
-
 def measured_default(case: Any, offered: Sequence[KernelConfig], capability: Optional[tuple[int, int]],
                      triton_version: Optional[str] = None) -> KernelConfig:
     """The default tactic of ``case`` (a MoECase) among ``offered`` (what :meth:`TritonBackend.tactics` offers there)
@@ -67,7 +60,7 @@ def measured_default(case: Any, offered: Sequence[KernelConfig], capability: Opt
     pairs = case.num_tokens * case.top_k
     avg = pairs / case.num_experts
     by_label = {kc.label: kc for kc in offered}
-    rules = MEASURED_DEFAULTS_TRITON39 if _release(triton_version) >= (3, 9) else MEASURED_DEFAULTS
+    rules = MEASURED_DEFAULTS_TRITON39 if triton_release(triton_version) >= (3, 9) else MEASURED_DEFAULTS
     for max_pairs, max_avg, labels in rules:
         if pairs <= max_pairs and avg <= max_avg:
             for label in labels:

@@ -166,7 +166,7 @@ def gemm1_calls(
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
     split_k: int = 1, part: Optional[torch.Tensor] = None, x2: bool = False, swap: bool = False, ps: bool = False,
     pdl: int = 0, counters: Optional[torch.Tensor] = None, gate_up: bool = False, ablate: int = 0,
-    tile_major: bool = False, persist: int = 0, peel: bool = False,
+    tile_major: bool = False, persist: int = 0, peel: bool = False, reg_cap: int = 0,
 ) -> list[Callable[[], None]]:
     """The launches of gemm1 on ``block_expert_ids.numel()`` M-blocks. ``w [L, 2I, H/2]`` (``ps``: the layout of
     :mod:`.ps_layout`, ``[L, 2I/16, H/64, 512]``), ``out [P, I]``.
@@ -178,13 +178,14 @@ def gemm1_calls(
     CHUNK_DOTS by ``configs_gu.ps_gu_chunk_dots``).  ``ablate`` (ps only): the kernels' ABLATE, :mod:`._kernels_ablate`.
     ``tile_major`` (ps only, ``-tm``): ``w`` / ``w_scale`` are the tile-major copy (``ps_layout.tile_major``).
     ``persist`` (ps only: 1 ``-pt``, 2 ``-ptf``; not with ``gate_up``): a persistent grid (:func:`_persistent`).
-    ``peel`` (ps only, not ``gate_up``; ``-pk``): the K steps inside K without K masks (:func:`_peel_args`)."""
+    ``peel`` (ps only, not ``gate_up``; ``-pk``): the K steps inside K without K masks (:func:`_peel_args`).
+    ``reg_cap`` (ps only, ``-rN``): built with at most that many registers a thread (:func:`_reg_cap_args`)."""
     inter, hidden = _weight_dims(w, ps)[0] // 2, x.shape[1]
     _persist_check(persist, ps, gate_up=gate_up, counters=counters is not None, ablate=ablate, pdl_over_1=pdl > 1)
     tile_rows = _gate_up_rows(gate_up, ps, block_n)
     modes = (_mode_args(dot_scaled, x2, swap, ps, (block_m, tile_rows, block_k, num_warps)) | _pdl_args(pdl, ps)
              | _ablate_args(ablate, ps, num_stages) | _tile_major_args(tile_major, ps)
-             | _peel_args(peel, ps, gate_up, hidden, block_k, split_k))
+             | _peel_args(peel, ps, gate_up, hidden, block_k, split_k) | _reg_cap_args(reg_cap, ps))
     if gate_up:
         modes["CHUNK_DOTS"] = ps_gu_chunk_dots(block_k, num_warps)
     elif ps:
@@ -250,6 +251,15 @@ def launch_gemm2(*args, **kwargs) -> None:
         call()
 
 
+def _reg_cap_args(reg_cap: int, ps: bool) -> dict:
+    """``-rN`` (:mod:`.configs_regcap`): Triton's ``maxnreg`` launch option, compiled only (the interpreter has no
+    registers); none when 0."""
+    if isinstance(reg_cap, bool) or not isinstance(reg_cap, int) or (reg_cap and (not ps or not 24 <= reg_cap <= 256)):
+        raise ValueError(f"reg_cap: an int, 0 (off) or 24..256 registers a thread for the pre-shuffled kernels "
+                         f"(ps=True); got {reg_cap!r} with ps={ps}")
+    return {"maxnreg": reg_cap} if reg_cap and not INTERPRETED else {}
+
+
 def gemm2_calls(
     a: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bias: Optional[torch.Tensor],
     topk_weights: torch.Tensor, out: torch.Tensor, sorted_pair_ids: torch.Tensor,
@@ -257,7 +267,7 @@ def gemm2_calls(
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
     split_k: int = 1, x2: bool = False, swap: bool = False, ps: bool = False, pdl: int = 0,
     fused: Optional[FusedSum] = None, ablate: int = 0, tile_major: bool = False, persist: int = 0,
-    peel: bool = False,
+    peel: bool = False, reg_cap: int = 0,
 ) -> list[Callable[[], None]]:
     """The launch of gemm2. ``a [P, I]`` bf16, ``w [L, H, I/2]`` (``ps``: ``[L, H/16, I/64, 512]``), ``out [T*k, H]``
     (rows by pair index), or ``out [>= split_k, T*k, H]`` (one plane per split; the caller sums them, or with
@@ -265,13 +275,13 @@ def gemm2_calls(
     ``pdl`` (ps only): 1 programmatic dependent launch, 2 that and the L2 prefetch of its first weight chunks, 4
     that and its first K step's weights loaded before its wait (``W_FIRST``, set under the interpreter too: the
     same peeled first step, run without the wait).
-    ``ablate`` (ps only): the kernel's ABLATE, :mod:`._kernels_ablate`; ``tile_major``, ``persist``, ``peel``: as
-    :func:`gemm1_calls`."""
+    ``ablate`` (ps only): the kernel's ABLATE, :mod:`._kernels_ablate`; ``tile_major``, ``persist``, ``peel``,
+    ``reg_cap``: as :func:`gemm1_calls`."""
     _persist_check(persist, ps, fused=fused is not None, ablate=ablate, pdl_over_1=pdl > 1)
     hidden, inter = _weight_dims(w, ps)[0], a.shape[1]
     modes = (_mode_args(dot_scaled, x2, swap, ps, (block_m, block_n, block_k, num_warps)) | _pdl_args(pdl, ps)
              | _ablate_args(ablate, ps, num_stages) | _tile_major_args(tile_major, ps) | _w_first_args(pdl)
-             | _peel_args(peel, ps, False, inter, block_k, split_k))
+             | _peel_args(peel, ps, False, inter, block_k, split_k) | _reg_cap_args(reg_cap, ps))
     if fused is not None and not ps:
         raise ValueError("fused: only the pre-shuffled kernels (ps=True) have the fused top-k sum")
     num_blocks = block_expert_ids.numel()

@@ -15,6 +15,8 @@
 # Both run folders come back in $OUT/runs.tgz; import them as one run (tools/device/import_gpu_bundle.py): the rows
 # carry triton_version, and the headline tells the releases apart (triton@3.6.0, triton@3.7.1, triton_kernels@...).
 # The newer release runs first, the image's second: an order effect would favour the image's, not the new one.
+# From Triton 3.7 on the sweeps also offer the -rN register-capped twins (configs_regcap.py; -r168 at decode, -r128 for
+# the 64-row tile), so a kit's sweep times them beside their uncapped twins (read with twins RUN --variant=-r168).
 set -u
 PART=${PART:-decode}
 case "$PART" in decode|prefill) ;; *) echo "PART: expected decode or prefill, got $PART" >&2; exit 2 ;; esac
@@ -33,12 +35,12 @@ case "$PART" in
     # the winners under 3.6.0 (-pdl), their plain twins, and the k64 tiles (-gu too) that keep 3-4 programs per SM
     # from 3.7 on
     TT='triton=^(m16n64k256w4s3-ps-sk[24](-pdl)?(-fs)?|m16n128k128w4s3-ps(-g2sk2)?(-pdl)?(-fs)?'
-    TT="$TT"'|m16n128k128w8s3-ps(-g2sk2)?-pdl|m16n128k64w4s6-ps(-sk2|-gu(-pdl)?)?|m16n64k128w4s6-ps-sk[24])$'
+    TT="$TT"'|m16n128k128w8s3-ps(-g2sk2)?-pdl|m16n128k64w4s6-ps(-sk2|-gu(-pdl)?)?|m16n64k128w4s6-ps-sk[24])(-r168)?$'
     TK='triton_kernels=^tk-(mautokautow4|m16k128w[48]|m32k128w4)$'
     MODELS=gpt-oss-20b:1,gpt-oss-120b:4; TOKENS=${TOKENS:-1,4,16,64} ;;
   prefill)
     TT='triton=^(m256n64k64w8s3-ps-gu-g2n128(-t128)?(-pdl)?|m128n128k64w8s3-ps-g2n256(-t64)?(-pdl)?'
-    TT="$TT"'|m64n128k64w8s4-ps(-t32)?|m128n128k64w16s[34]-ps-gu-g2n256(-t64)?)$'  # 16-warp -gu: s15 winners
+    TT="$TT"'|m64n128k64w8s4-ps(-t32)?|m128n128k64w16s[34]-ps-gu-g2n256(-t64)?)(-r128)?$'  # 16-warp -gu: s15 winners
     TK='triton_kernels=^tk-(mautokautow8|m64k128w4|m128kautow8s3|m128k128w8)$'
     MODELS=gpt-oss-20b:1,gpt-oss-20b:2,gpt-oss-120b:4; TOKENS=${TOKENS:-1024,4096} ;;
 esac
