@@ -19,7 +19,13 @@ What the cap does to the sm_90a builds under 3.9.0 (static, on this CPU; K = 307
   uncapped 4, <= 3): more programs to hide the weight stream, none of the MMA overlap inside one.
 
 Which one wins is a question for the GPU: these are offered, compiled, from Triton 3.7 on, beside their uncapped
-twins (under 3.6.0 the caps are at or above what the builds take, so not offered there).  Not timed yet.  Imports nothing of
+twins (under 3.6.0 the caps are at or above what the builds take, so not offered there).  Not timed yet.
+
+Under any release, the k128 decode winner capped at 128 (``-r128``, :data:`PS_RC4_DECODE_PDL_CONFIGS`): gemm1 94
+registers under 3.6.0 (103 under 3.9.0), 4 programs an SM instead of 3, no spill, every wgmma waited (3.6.0
+uncapped: 16 groups, waits <= 7).  Why: on the H200 the decode loop's SM work no longer hides under the weight stream
+(``-s23c``: dequant 14 % and the rest of the loop 7 % of 20b EP1 T=16's time, 3 % and 4 % on the H100) and Nsight
+Compute finds 16-17 % occupancy (``-s23a``); a fourth program per SM is the other way to hide it.  Not timed yet.  Imports nothing of
 ours but :mod:`.configs`, no triton."""
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from typing import Optional
 
 from .configs import KernelConfig, parse_config
 
-#: (3 programs of 4 warps an SM hold at most 168 registers a thread; 2 of 8 warps at most 128)
+#: (3 programs of 4 warps an SM hold at most 168 registers a thread; 2 of 8 warps, or 4 of 4, at most 128)
 _CAP_4_WARPS, _CAP_8_WARPS = 168, 128
 
 #: decode (tiling.decode_sized), with programmatic dependent launch: the decode winners and defaults
@@ -37,6 +43,10 @@ PS_RC_DECODE_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(
     dataclasses.replace(parse_config(lab), reg_cap=_CAP_4_WARPS)
     for lab in ("m16n128k128w4s3-ps-g2sk2-pdl", "m16n128k128w4s3-ps-pdl", "m16n64k256w4s3-ps-sk2-pdl",
                 "m16n64k256w4s3-ps-sk2-pdl-fs"))
+#: decode, any release: the k128 winners with 4 programs of 4 warps an SM (at most 128 registers)
+PS_RC4_DECODE_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(
+    dataclasses.replace(parse_config(lab), reg_cap=_CAP_8_WARPS)
+    for lab in ("m16n128k128w4s3-ps-g2sk2-pdl", "m16n128k128w4s3-ps-pdl"))
 #: every size: the 64-row tile (20b EP2 T=256's winner); above decode also its tail-block twin (120b EP4 T=1024's)
 PS_RC_CONFIGS: tuple[KernelConfig, ...] = (dataclasses.replace(parse_config("m64n128k64w8s4-ps"),
                                                                reg_cap=_CAP_8_WARPS),)
@@ -55,7 +65,9 @@ def triton_release(version: Optional[str]) -> tuple[int, int]:
 
 def regcap_configs(decode: bool, triton_version: Optional[str]) -> tuple[KernelConfig, ...]:
     """The ``-rN`` tactics a compiled ps run offers (``decode``: :func:`.tiling.decode_sized`) when built by
-    ``triton_version``: none before Triton 3.7."""
+    ``triton_version``: at decode the 4-program twins, and from Triton 3.7 on the caps that restore 3.6.0's
+    programs per SM."""
+    four = PS_RC4_DECODE_PDL_CONFIGS if decode else ()
     if triton_release(triton_version) < (3, 7):
-        return ()
-    return PS_RC_CONFIGS + (PS_RC_DECODE_PDL_CONFIGS if decode else PS_RC_PREFILL_CONFIGS)
+        return four
+    return PS_RC_CONFIGS + (PS_RC_DECODE_PDL_CONFIGS if decode else PS_RC_PREFILL_CONFIGS) + four

@@ -15,8 +15,9 @@
 # Both run folders come back in $OUT/runs.tgz; import them as one run (tools/device/import_gpu_bundle.py): the rows
 # carry triton_version, and the headline tells the releases apart (triton@3.6.0, triton@3.7.1, triton_kernels@...).
 # The newer release runs first, the image's second: an order effect would favour the image's, not the new one.
-# From Triton 3.7 on the sweeps also offer the -rN register-capped twins (configs_regcap.py; -r168 at decode, -r128 for
-# the 64-row tile), so a kit's sweep times them beside their uncapped twins (read with twins RUN --variant=-r168).
+# The sweeps also time the -rN register-capped twins (configs_regcap.py: -r128 of the k128 decode winners under any
+# release; from Triton 3.7 on -r168 at decode and -r128 for the 64-row tile) beside their uncapped twins (read with
+# twins RUN --variant=-r168).
 set -u
 PART=${PART:-decode}
 case "$PART" in decode|prefill) ;; *) echo "PART: expected decode or prefill, got $PART" >&2; exit 2 ;; esac
@@ -35,7 +36,7 @@ case "$PART" in
     # the winners under 3.6.0 (-pdl), their plain twins, and the k64 tiles (-gu too) that keep 3-4 programs per SM
     # from 3.7 on
     TT='triton=^(m16n64k256w4s3-ps-sk[24](-pdl)?(-fs)?|m16n128k128w4s3-ps(-g2sk2)?(-pdl)?(-fs)?'
-    TT="$TT"'|m16n128k128w8s3-ps(-g2sk2)?-pdl|m16n128k64w4s6-ps(-sk2|-gu(-pdl)?)?|m16n64k128w4s6-ps-sk[24])(-r168)?$'
+    TT="$TT"'|m16n128k128w8s3-ps(-g2sk2)?-pdl|m16n128k64w4s6-ps(-sk2|-gu(-pdl)?)?|m16n64k128w4s6-ps-sk[24])(-r1[26]8)?$'
     TK='triton_kernels=^tk-(mautokautow4|m16k128w[48]|m32k128w4)$'
     MODELS=gpt-oss-20b:1,gpt-oss-120b:4; TOKENS=${TOKENS:-1,4,16,64} ;;
   prefill)
