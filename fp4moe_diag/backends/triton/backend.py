@@ -131,8 +131,8 @@ class TritonMXFP4Backend(Backend):
         the persistent ``-pt`` / ``-ptf`` ones of :mod:`.configs_persist`: measured slower, run by label only); at
         decode the ``-pk`` twins of :mod:`.configs_peel` (K steps without K masks; their ``-pdl`` ones compiled); not
         the ``-g2sN`` ones of :mod:`.configs_stages` (gemm2's deeper pipeline: measured slower, run by label);
-        compiled by Triton 3.7+ the ``-rN`` register-capped twins of :mod:`.configs_regcap`.  The default:
-        :mod:`.defaults`."""
+        compiled, the ``-rN`` register-capped twins of :mod:`.configs_regcap` (at decode; more from Triton 3.7 on).
+        The default: :mod:`.defaults`."""
         decode = decode_sized(case)
         configs: tuple[KernelConfig, ...] = CONFIGS + X2_CONFIGS + SW_CONFIGS
         if decode:
@@ -145,7 +145,7 @@ class TritonMXFP4Backend(Backend):
             configs += tuple(c for c in PS_PK_DECODE_CONFIGS if _split_fits(case, c)) if decode else ()
         compiled = not (interpret_enabled() or kernels_interpreted())
         if compiled:
-            if ps_refusal(case) is None:  # -rN: register caps, from Triton 3.7 on (configs_regcap)
+            if ps_refusal(case) is None:  # -rN: register caps (configs_regcap: which ones depends on the release)
                 rc = regcap_configs(decode, self.versions().get("triton"))
                 configs += tuple(c for c in rc if _split_fits(case, c))
             if decode and ps_refusal(case) is None:  # programmatic dependent launch: compiled kernels only
