@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -90,3 +91,33 @@ def check_twins(results: dict, errors: int, twins: int, tol: float) -> None:
     same = {k: v for k, v in results.items() if k.endswith("/same_bits")}
     assert len(same) == twins and all(same.values()), same
 
+
+
+_TWIN_SCRIPT = r"""
+import json, torch
+from fp4moe_diag import MoECase, build_inputs
+from fp4moe_diag.problem.reference import reference_moe
+from fp4moe_diag.backends.base import Tactic
+from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend, kernels_interpreted
+
+b = TritonMXFP4Backend()
+out = {{}}
+for name, kw in {cases}.items():
+    inp = build_inputs(MoECase(**{{**dict(num_tokens=6, top_k=2, num_experts=8, local_num_experts=4,
+                                          local_expert_offset=4), **kw}}))
+    ref = reference_moe(inp)
+    prep = b.prepare(inp)
+    for base, lab in {pairs}:
+        y0 = b.run(prep, Tactic(id=base, label=base))
+        y = b.run(prep, Tactic(id=lab, label=lab))
+        out[f"{{name}}/{{lab}}/err"] = float((y.float() - ref).norm() / ref.norm())
+        out[f"{{name}}/{{lab}}/same_bits"] = bool(torch.equal(y, y0))
+"""
+
+
+def twin_script(cases: dict[str, dict], pairs: Sequence[tuple[str, str]]) -> str:
+    """The interpreter script of a tactic family against its plain twins (for :func:`interpreter_fixture`, read by
+    :func:`check_twins`): per case (MoECase keywords over 6 tokens, top_k 2, 8 experts of which this rank holds 4..7)
+    and per ``(plain label, variant label)``, ``<case>/<variant>/err`` (relative L2 against the fp32 reference) and
+    ``<case>/<variant>/same_bits`` (the variant's output equals the plain one's)."""
+    return _TWIN_SCRIPT.format(cases=repr(dict(cases)), pairs=repr([tuple(p) for p in pairs]))

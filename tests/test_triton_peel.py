@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from interpreter import HAS_TRITON, bundled_tools, check_twins, interpreter_fixture
+from interpreter import HAS_TRITON, bundled_tools, check_twins, interpreter_fixture, twin_script
 
 from fp4moe_diag.backends.triton.configs import KernelConfig, parse_config
 from fp4moe_diag.backends.triton.configs_peel import PS_PK_DECODE_CONFIGS, PS_PK_DECODE_PDL_CONFIGS
@@ -79,29 +79,11 @@ def test_peel_launch_switches_and_offers(monkeypatch):
         assert len(pk) == n and {lab.replace("-pk", "") for lab in pk} <= labels
 
 
-_INTERP_SCRIPT = r"""
-import json, torch
-from fp4moe_diag import MoECase, build_inputs
-from fp4moe_diag.problem.reference import reference_moe
-from fp4moe_diag.backends.base import Tactic
-from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend, kernels_interpreted
-
-b = TritonMXFP4Backend()
-# 8 experts, this rank holds 4..7; K = 192 / 320 and 704 / 448: not whole 128-wide steps, and short last splits
-cases = {"a": dict(hidden_size=192, intermediate_size=320), "b": dict(hidden_size=704, intermediate_size=448)}
-bases = ("m16n64k128w4s1-ps", "m16n64k128w4s1-ps-sk2", "m32n128k64w4s1-ps-sk3-g2sk2", "m16n64k128w4s1-ps-sk2-fs")
-out = {}
-for name, kw in cases.items():
-    inp = build_inputs(MoECase(num_tokens=6, top_k=2, num_experts=8, local_num_experts=4, local_expert_offset=4, **kw))
-    ref = reference_moe(inp)
-    prep = b.prepare(inp)
-    for base in bases:
-        y0 = b.run(prep, Tactic(id=base, label=base))
-        lab = base.replace("-ps", "-ps-pk")
-        y = b.run(prep, Tactic(id=lab, label=lab))
-        out[f"{name}/{lab}/err"] = float((y.float() - ref).norm() / ref.norm())
-        out[f"{name}/{lab}/same_bits"] = bool(torch.equal(y, y0))
-"""
+# K = 192 / 320 and 704 / 448: not whole 128-wide steps, and short last splits
+_BASES = ("m16n64k128w4s1-ps", "m16n64k128w4s1-ps-sk2", "m32n128k64w4s1-ps-sk3-g2sk2", "m16n64k128w4s1-ps-sk2-fs")
+_INTERP_SCRIPT = twin_script({"a": dict(hidden_size=192, intermediate_size=320),
+                              "b": dict(hidden_size=704, intermediate_size=448)},
+                             [(base, base.replace("-ps", "-ps-pk")) for base in _BASES])
 
 interp_results = interpreter_fixture(_INTERP_SCRIPT)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from interpreter import HAS_TRITON, bundled_tools, check_twins, interpreter_fixture
+from interpreter import HAS_TRITON, bundled_tools, check_twins, interpreter_fixture, twin_script
 
 from fp4moe_diag.backends.triton.configs import KernelConfig, parse_config
 from fp4moe_diag.backends.triton.configs_regcap import (PS_RC4_DECODE_PDL_CONFIGS, PS_RC_CONFIGS,
@@ -72,26 +72,8 @@ def test_regcap_launch_option_and_offers(monkeypatch):
             assert {lab.rsplit("-r", 1)[0] for lab in rc} <= labels  # each beside its uncapped twin
 
 
-_INTERP_SCRIPT = r"""
-import json, torch
-from fp4moe_diag import MoECase, build_inputs
-from fp4moe_diag.problem.reference import reference_moe
-from fp4moe_diag.backends.base import Tactic
-from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend, kernels_interpreted
-
-b = TritonMXFP4Backend()
-inp = build_inputs(MoECase(num_tokens=6, top_k=2, num_experts=8, local_num_experts=4, local_expert_offset=4,
-                           hidden_size=192, intermediate_size=320))
-ref = reference_moe(inp)
-prep = b.prepare(inp)
-out = {}
-for base in ("m16n64k128w4s1-ps-sk2", "m32n64k64w4s1-ps-t16"):
-    y0 = b.run(prep, Tactic(id=base, label=base))
-    lab = base + "-r128"
-    y = b.run(prep, Tactic(id=lab, label=lab))
-    out[f"a/{lab}/err"] = float((y.float() - ref).norm() / ref.norm())
-    out[f"a/{lab}/same_bits"] = bool(torch.equal(y, y0))
-"""
+_INTERP_SCRIPT = twin_script({"a": dict(hidden_size=192, intermediate_size=320)},
+                             [(base, base + "-r128") for base in ("m16n64k128w4s1-ps-sk2", "m32n64k64w4s1-ps-t16")])
 
 interp_results = interpreter_fixture(_INTERP_SCRIPT)
 
