@@ -92,7 +92,6 @@ def check_twins(results: dict, errors: int, twins: int, tol: float) -> None:
     assert len(same) == twins and all(same.values()), same
 
 
-
 _TWIN_SCRIPT = r"""
 import json, torch
 from fp4moe_diag import MoECase, build_inputs

@@ -48,11 +48,11 @@ def duel_verdict(duels: pd.DataFrame, gpu_name: str, model: str, ep: int, t: int
     count (a duel under another release answers another question: ``evidence.sh`` with ``KIT``)."""
     if duels is None or duels.empty:
         return None
+    backend, _, release = ours.partition("@")
     d = duels[(duels["gpu_name"].astype(str) == str(gpu_name)) & (duels["model"].astype(str) == str(model))
               & (duels["ep_size"].astype(int) == int(ep)) & (duels["num_tokens"].astype(int) == int(t))
-              & (duels["a_backend"].astype(str) == ours.partition("@")[0])
+              & (duels["a_backend"].astype(str) == backend)
               & (duels["b_backend"].astype(str) == peer.partition("@")[0])]
-    backend, _, release = ours.partition("@")
     if release and backend.startswith("triton") and "triton_version" in d.columns:
         d = d[d["triton_version"].astype(str) == release]
     return None if d.empty else d.loc[d["ratio_median"].astype(float).idxmin()]

@@ -144,10 +144,10 @@ class TritonMXFP4Backend(Backend):
             configs += _tile_major(case, PS_TM_DECODE_CONFIGS if decode else PS_TM_PREFILL_CONFIGS)
             configs += tuple(c for c in PS_PK_DECODE_CONFIGS if _split_fits(case, c)) if decode else ()
         compiled = not (interpret_enabled() or kernels_interpreted())
+        release = self.versions().get("triton") if compiled else None  # the -rN twins and the defaults depend on it
         if compiled:
             if ps_refusal(case) is None:  # -rN: register caps (configs_regcap: which ones depends on the release)
-                rc = regcap_configs(decode, self.versions().get("triton"))
-                configs += tuple(c for c in rc if _split_fits(case, c))
+                configs += tuple(c for c in regcap_configs(decode, release) if _split_fits(case, c))
             if decode and ps_refusal(case) is None:  # programmatic dependent launch: compiled kernels only
                 configs += tuple(c for c in PS_PDL_CONFIGS + PS_GU_PDL_CONFIGS + PS_DECODE8_PDL_CONFIGS
                                  + PS_GU_DECODE_PDL_CONFIGS if _split_fits(case, c))
@@ -158,8 +158,7 @@ class TritonMXFP4Backend(Backend):
             configs += DOT_SCALED_CONFIGS
             if decode:
                 configs += tuple(c for c in DECODE_CONFIGS if _split_fits(case, c))
-        default = measured_default(case, configs, device_capability("cuda") if compiled else None,
-                                   self.versions().get("triton") if compiled else None)
+        default = measured_default(case, configs, device_capability("cuda") if compiled else None, release)
         return [Tactic(id=kc, label=kc.label, is_default=kc == default, params=kc.params()) for kc in configs]
 
     def tactic_by_label(self, case: MoECase, label: str, prepared: Any = None) -> Tactic:
