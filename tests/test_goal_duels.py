@@ -138,3 +138,20 @@ def test_a_duel_of_another_tactic_of_ours_decides_only_when_ours_is_ahead(tmp_pa
     assert t["note"].iloc[0].endswith(f": behind ({NOT_DECIDING}: not this run's best `best`)")
     assert NOT_DECIDING not in t["note"].iloc[1] + t["note"].iloc[2]
     assert undecided(t) == ["gpt-oss-20b|2|16384|triton=best|triton_kernels=tk-m128kautow8s3"]
+
+
+def test_a_lost_duel_of_the_runs_best_is_not_hidden_behind_a_level_duel_of_an_older_tactic(tmp_path):
+    """Session 24: 20b EP1 T=16384 had a level duel of session 15's tile (1.001) and a lost duel of the run's best
+    (1.004); goal 1 must read the second, and an ahead duel of any tactic of ours still decides."""
+    rows = [_duel(16384, "old", 1.001, 1.000, 1.002, "level", 0.1),
+            _duel(16384, "best", 1.004, 1.003, 1.010, "behind", 0.03)]
+    duels = read_duels([_folder(tmp_path, rows)])
+    assert duel_verdict(duels, H100, "gpt-oss-20b", 2, 16384, "triton", "triton_kernels")["a_tactic"] == "old"
+    assert duel_verdict(duels, H100, "gpt-oss-20b", 2, 16384, "triton", "triton_kernels", "best")["a_tactic"] == "best"
+    row = {**_goal1(16384, 0.99, "met"), "ours_tactic": "best"}
+    t = apply_duels(pd.DataFrame([row]), duels)
+    assert t["status"].tolist() == ["not met"] and t["x_goal"].tolist() == [1.004]
+    assert "not deciding" not in t["note"].iloc[0] and t["note"].iloc[0].endswith(": behind")
+    ahead = read_duels([_folder(tmp_path, rows + [_duel(16384, "other", 0.995, 0.99, 0.998, "ahead", 0.9)], "more")])
+    t = apply_duels(pd.DataFrame([row]), ahead)
+    assert t["status"].tolist() == ["met"] and t["x_goal"].tolist() == [0.995]

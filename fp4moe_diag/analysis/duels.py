@@ -40,10 +40,13 @@ def committed_duels(root: Optional[Path] = None) -> pd.DataFrame:
 
 
 def duel_verdict(duels: pd.DataFrame, gpu_name: str, model: str, ep: int, t: int, ours: str,
-                 peer: str) -> Optional[pd.Series]:
+                 peer: str, best: Optional[str] = None) -> Optional[pd.Series]:
     """The duel of ours (``a``, backend ``ours`` without its ``@release``) against the peer (``b``) at this GPU and
-    shape: of several (other tactics of ours), the one where ours did best (the lowest median ratio); None when
-    there is none.  A duel of ours against the peer's other tactic counts too: the note names both tactics.  When
+    shape; None when there is none.  Of several (other tactics of ours, other sessions): the one where ours did
+    best (the lowest median ratio) of those ours won; else, with ``best`` (the run's best tactic of ours), the
+    lowest of that tactic's duels; else the lowest of all.  So a duel of the run's best that ours lost is not hidden
+    behind a level duel of an older tactic.  A duel of ours against the peer's other tactic counts too: the note
+    names both tactics.  When
     ours is a Triton backend with its release (``triton@3.6.0``), only the duels timed under that Triton release
     count (a duel under another release answers another question: ``evidence.sh`` with ``KIT``)."""
     if duels is None or duels.empty:
@@ -55,7 +58,10 @@ def duel_verdict(duels: pd.DataFrame, gpu_name: str, model: str, ep: int, t: int
               & (duels["b_backend"].astype(str) == peer.partition("@")[0])]
     if release and backend.startswith("triton") and "triton_version" in d.columns:
         d = d[d["triton_version"].astype(str) == release]
-    return None if d.empty else d.loc[d["ratio_median"].astype(float).idxmin()]
+    for pick in (d[d["verdict"].astype(str) == "ahead"], d[d["a_tactic"].astype(str) == str(best)], d):
+        if not pick.empty:
+            return pick.loc[pick["ratio_median"].astype(float).idxmin()]
+    return None
 
 
 def duel_text(r: pd.Series) -> str:
@@ -81,11 +87,11 @@ def apply_duels(table: pd.DataFrame, duels: pd.DataFrame) -> pd.DataFrame:
     for i, r in t[t["goal"] == 1].iterrows():
         if not isinstance(r.get("peer_backend"), str) or not isinstance(r.get("ours_backend"), str):
             continue
+        best = r.get("ours_tactic")
         d = duel_verdict(duels, r["gpu_name"], r["model"], int(r["ep_size"]), int(r["num_tokens"]),
-                         r["ours_backend"], r["peer_backend"])
+                         r["ours_backend"], r["peer_backend"], best if isinstance(best, str) else None)
         if d is None:
             continue
-        best = r.get("ours_tactic")
         other = isinstance(best, str) and best != str(d["a_tactic"]) and d["verdict"] != "ahead"
         if d["verdict"] in ("ahead", "behind") and not other:
             t.at[i, "status"] = "met" if d["verdict"] == "ahead" else "not met"
