@@ -66,3 +66,23 @@ def test_gpu_state_on_a_driver_without_clock_event_reasons_leaves_that_column_em
     lines = csv.read_text().splitlines()
     assert len(lines) == 2 and lines[1] == "2026/12/05 20:00:00.000, NVIDIA H200, 1980, 3201, 7, 7, 7, 7,"
     assert "not a valid field" not in csv.read_text()
+
+
+def test_a_triton_kit_goes_first_on_the_path_and_names_the_outputs(tmp_path):
+    """kit_check refuses a missing KIT before a plan starts; use_kit unpacks it first on PYTHONPATH and sets TV (the
+    suffix evidence.sh and twins.sh name their outputs with); without KIT, TV is empty and nothing changes."""
+    import tarfile
+
+    smi = fake_smi(tmp_path, "NVIDIA H200")
+    cp = bash(tmp_path, smi, "kit_check; echo ran", KIT=str(tmp_path / "missing.tar.xz"))
+    assert cp.returncode == 2 and "ran" not in cp.stdout and "KIT: no file" in cp.stderr
+    pkg = tmp_path / "src" / "triton"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text('__version__ = "9.9.0"\n')
+    kit = tmp_path / "triton-9.9.0-cp312.tar.xz"
+    with tarfile.open(kit, "w:xz") as t:
+        t.add(pkg, arcname="triton")
+    body = 'PLAN=t; T0=$(date +%s); use_kit; echo "TV=$TV PP=$PYTHONPATH"'
+    out = bash(tmp_path, smi, f"kit_check; {body}", KIT=str(kit), KIT_DIR=str(tmp_path / "k"), PYTHONPATH="/x").stdout
+    assert out.splitlines() == ["[t +0s] KIT: triton9.9.0", f"TV=-triton9.9.0 PP={tmp_path / 'k'}:/x"]
+    assert bash(tmp_path, smi, body, PYTHONPATH="/x").stdout == "TV= PP=/x\n"

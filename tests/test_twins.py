@@ -65,3 +65,20 @@ def test_twins_cli_reads_run_folders_and_rejects_a_non_run(tmp_path, capsys):
     assert main(["twins", str(tmp_path / "missing"), "--variant=-pdlw"]) == 2
     assert "argument runs: " in capsys.readouterr().err
 
+
+
+def test_a_twin_is_of_the_same_triton_release():
+    """Session 24: a run imported from two sweeps (Triton 3.9.0 and 3.6.0) paired a 3.9.0 -r128 row with the 3.6.0
+    uncapped twin; each row must meet the twin of its own release."""
+    base = dict(run_id="r1", gpu_name="NVIDIA H200", model="gpt-oss-20b", ep_size=1, num_tokens=16, backend="triton",
+                status="ok", time_spread=0.01)
+    rows = [("3.6.0", "m16n128k128w4s3-ps-pdl", 160.0), ("3.6.0", "m16n128k128w4s3-ps-pdl-r128", 168.0),
+            ("3.9.0", "m16n128k128w4s3-ps-pdl", 175.0), ("3.9.0", "m16n128k128w4s3-ps-pdl-r128", 175.0),
+            ("3.9.0", "m16n128k128w4s3-ps-g2sk2-pdl-r128", 170.0)]  # its 3.9.0 twin not measured: no row
+    df = pd.DataFrame([{**base, "triton_version": v, "tactic_label": lab, "time_median_us": us} for v, lab, us in rows]
+                      + [{**base, "triton_version": "3.6.0", "tactic_label": "m16n128k128w4s3-ps-g2sk2-pdl",
+                          "time_median_us": 150.0}])
+    t = twin_table(df, "-r128", "")
+    assert t["triton_version"].tolist() == ["3.6.0", "3.9.0"] and t["ratio"].tolist() == [1.05, 1.0]
+    assert t["verdict"].tolist() == ["slower", "level"]
+    assert "| NVIDIA H200 | 3.9.0 | gpt-oss-20b |" in twins_markdown(t, "-r128", "")

@@ -1,6 +1,7 @@
 """A tactic family against its twins: each measured tactic whose label holds ``variant`` (``-pdlw``) beside the tactic
 of the same run, shape and backend whose label has ``base`` there instead (``-pdl``; ``""``: the suffix taken out),
-timed by the same sweep.  The ratio is the variant's median over its twin's (below 1: the variant is faster), by
+timed by the same sweep under the same library releases (a run imported from two sweeps, one per Triton release,
+pairs each row with its twin of its own release).  The ratio is the variant's median over its twin's (below 1: the variant is faster), by
 the replay median and, where both rows have it, by the CUPTI kernel span; each row keeps both spreads, so that a
 difference smaller than them reads as level."""
 
@@ -10,9 +11,12 @@ import pandas as pd
 
 from .per_shape import ok_rows, require_frame
 
-#: one twin pair per run x shape x backend
+#: one twin pair per run x shape x backend x library release
 KEYS = ["run_id", "gpu_name", "model", "ep_size", "num_tokens", "backend"]
-COLUMNS = KEYS + ["tactic", "twin", "us", "twin_us", "ratio", "kernel_ratio", "spread", "twin_spread", "verdict"]
+#: the releases a twin must share (where the rows have them; '' for rows without)
+RELEASES = ["triton_version", "flashinfer_version", "torch_version"]
+COLUMNS = KEYS + RELEASES + ["tactic", "twin", "us", "twin_us", "ratio", "kernel_ratio", "spread", "twin_spread",
+                             "verdict"]
 
 
 def twin_label(label: str, variant: str, base: str) -> str:
@@ -37,35 +41,38 @@ def twin_table(df: pd.DataFrame, variant: str, base: str) -> pd.DataFrame:
     var = df[df["tactic_label"].str.contains(variant, regex=False)]
     if var.empty:
         raise ValueError(f"variant: no measured tactic label holds {variant!r}")
+    df = df.assign(**{c: df[c].fillna("").astype(str) if c in df else "" for c in RELEASES})
     spread = (df["time_spread"] if "time_spread" in df else pd.Series(0.0, index=df.index)).fillna(0.0)
     span = df["time_kernel_span_median_us"] if "time_kernel_span_median_us" in df else pd.Series(float("nan"),
                                                                                                  index=df.index)
     both = df.assign(_spread=spread, _span=span)
-    idx = both.set_index(KEYS + ["tactic_label"])
+    keys = KEYS + RELEASES
+    idx = both.set_index(keys + ["tactic_label"])
     rows = []
     for _, r in both.loc[var.index].iterrows():
         twin = twin_label(r["tactic_label"], variant, base)
-        key = tuple(r[k] for k in KEYS) + (twin,)
+        key = tuple(r[k] for k in keys) + (twin,)
         if key not in idx.index:
             continue
         t = idx.loc[key]
         t = t.iloc[0] if isinstance(t, pd.DataFrame) else t
         ratio = r["time_median_us"] / t["time_median_us"]
-        rows.append({**{k: r[k] for k in KEYS}, "tactic": r["tactic_label"], "twin": twin, "us": r["time_median_us"],
+        rows.append({**{k: r[k] for k in keys}, "tactic": r["tactic_label"], "twin": twin, "us": r["time_median_us"],
                      "twin_us": t["time_median_us"], "ratio": ratio, "kernel_ratio": r["_span"] / t["_span"],
                      "spread": r["_spread"], "twin_spread": t["_spread"],
                      "verdict": _verdict(ratio, max(r["_spread"], t["_spread"]))})
     out = pd.DataFrame(rows, columns=COLUMNS)
-    return out.sort_values(KEYS + ["tactic"], kind="stable").reset_index(drop=True)
+    return out.sort_values(keys + ["tactic"], kind="stable").reset_index(drop=True)
 
 
 def twins_markdown(table: pd.DataFrame, variant: str, base: str) -> str:
     """The table as Markdown, then one line: how many pairs are faster, level and slower, and the median ratio."""
-    head = ("| GPU | model | EP | T | tactic | twin | us | twin us | ratio | kernel-span ratio | spreads | verdict |\n"
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    head = ("| GPU | Triton | model | EP | T | tactic | twin | us | twin us | ratio | kernel-span ratio | spreads | "
+            "verdict |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     lines = [head]
     for r in table.itertuples(index=False):
-        lines.append(f"| {r.gpu_name} | {r.model} | {r.ep_size} | {r.num_tokens} | `{r.tactic}` | `{r.twin}` | "
+        lines.append(f"| {r.gpu_name} | {r.triton_version or '-'} | {r.model} | {r.ep_size} | {r.num_tokens} | "
+                     f"`{r.tactic}` | `{r.twin}` | "
                      f"{r.us:.1f} | {r.twin_us:.1f} | {r.ratio:.3f} | "
                      f"{'-' if pd.isna(r.kernel_ratio) else f'{r.kernel_ratio:.3f}'} | "
                      f"{r.spread:.1%} / {r.twin_spread:.1%} | {r.verdict} |")

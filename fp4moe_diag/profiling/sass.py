@@ -221,7 +221,7 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
     cap = {} if twin is None else {"maxnreg": resource_usage(_compile(twin, gemm, k, arch))["reg"]}
     options = dict(num_warps=kc.num_warps, num_stages=kc.gemm2_stages if gemm == "gemm2" else kc.num_stages,
                    **K.BUILD_OPTIONS)
-    cap |= {"maxnreg": kc.reg_cap} if kc.reg_cap else {}  # -rN (configs_regcap), as launch._reg_cap_args
+    cap |= {"maxnreg": kc.reg_cap} if kc.reg_cap and gemm == "gemm1" else {}  # -rN: gemm1 only, as the backend
     if kc.peel:  # -pk: capped where a granule of registers buys one more program an SM (launch_bind._bound)
         free = resource_usage(triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options))["reg"]
         cap = {"maxnreg": c} if (c := residency_cap(free, kc.num_warps)) else {}

@@ -131,7 +131,7 @@ class TritonMXFP4Backend(Backend):
         the persistent ``-pt`` / ``-ptf`` ones of :mod:`.configs_persist`: measured slower, run by label only); at
         decode the ``-pk`` twins of :mod:`.configs_peel` (K steps without K masks; their ``-pdl`` ones compiled); not
         the ``-g2sN`` ones of :mod:`.configs_stages` (gemm2's deeper pipeline: measured slower, run by label);
-        compiled, the ``-rN`` register-capped twins of :mod:`.configs_regcap` (at decode; more from Triton 3.7 on).
+        compiled, from Triton 3.7 on, the ``-rN`` register-capped twins of :mod:`.configs_regcap`.
         The default: :mod:`.defaults`."""
         decode = decode_sized(case)
         configs: tuple[KernelConfig, ...] = CONFIGS + X2_CONFIGS + SW_CONFIGS
@@ -249,8 +249,7 @@ class TritonMXFP4Backend(Backend):
         y = output if direct else p.out_bf16
         w13, w13_scale, w2, w2_scale = p.ps if kc.ps else (p.w13, p.w13_scale, p.w2, p.w2_scale)
         modes = dict(dot_scaled=kc.dot_scaled, x2=kc.x2, swap=kc.swap, ps=kc.ps, pdl=kc.pdl,
-                     ablate=ABLATIONS[kc.ablate], tile_major=kc.tile_major, persist=kc.persist, peel=kc.peel,
-                     reg_cap=kc.reg_cap)
+                     ablate=ABLATIONS[kc.ablate], tile_major=kc.tile_major, persist=kc.persist, peel=kc.peel)
         if kc.gate_up:  # gemm1 reads the gate/up-interleaved copy of w13 (made now on first use); gemm2 as ps
             w13, w13_scale = p.gate_up_weights()
         if kc.tile_major:  # -tm: both read copies stored tile by tile (made now on first use, configs_tm)
@@ -267,7 +266,7 @@ class TritonMXFP4Backend(Backend):
                 x, w13, w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
                 g.sorted_pair_ids, g.block_expert_ids, g.num_pairs, g.top_k, p.activation,
                 bm, bn, bk, nw, ns, split_k=kc.split_k, part=p.gemm1_partials(kc.split_k, g.num_padded_pairs),
-                **modes, gate_up=kc.gate_up,
+                **modes, gate_up=kc.gate_up, reg_cap=kc.reg_cap,  # -rN caps gemm1 only (configs_regcap)
                 counters=p.arrival_counters("gemm1", n1) if kc.fused and kc.split_k > 1 else None,
             )
         for g, bm, inter in rounds:

@@ -59,7 +59,7 @@ class KernelConfig:
     persist: int = 0  # mode ps only (label PERSIST_LABELS, before the PDL one): persistent gemm1 / gemm2, as many
     # programs as an SM holds, each looping over tiles: 1 (-pt) a K loop pipelined per tile, 2 (-ptf) the tile and K
     # loops flattened into one, pipelined across tiles (configs_persist.py)
-    reg_cap: int = 0  # mode ps only (label -rN, after -fs): both GEMMs built with maxnreg N (configs_regcap.py)
+    reg_cap: int = 0  # mode ps only (label -rN, after -fs): gemm1 built with maxnreg N (configs_regcap.py)
 
     def __post_init__(self) -> None:
         if not isinstance(self.split_k2, int) or isinstance(self.split_k2, bool) or self.split_k2 < 0:

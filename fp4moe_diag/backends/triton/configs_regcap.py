@@ -1,6 +1,9 @@
-"""The ``-rN`` tactics of mode ps (:class:`.configs.KernelConfig` ``reg_cap``): a winner's gemm1 and gemm2 built with
-at most N registers a thread (Triton's ``maxnreg`` launch option, compiled only), N chosen so that an SM holds as many
-of its programs as it did under Triton 3.6.0.
+"""The ``-rN`` tactics of mode ps (:class:`.configs.KernelConfig` ``reg_cap``): a winner's gemm1 built with at most N
+registers a thread (Triton's ``maxnreg`` launch option, compiled only), N chosen so that an SM holds as many of its
+programs as it did under Triton 3.6.0.  gemm2 is built uncapped: capped, ptxas gave it *more* registers and it ran
+slower (Nsight Compute under 3.9.0, ``-s24c``: the 64-row tile's tail gemm2 64 -> 82 registers, 43.8 -> 49.4 us;
+the k128 decode winner's gemm2 128 -> 160, 54.0 -> 57.1 us), while the capped gemm1 ran 9 % faster (110.7 -> 100.8
+us) or level.  The rows of ``-s24a`` / ``-s24b`` (``git_commit`` c6a57ae) capped both.
 
 Why: from Triton 3.7 on the sm_90a builds of our winners take more registers, and an SM holds fewer of their
 programs (``docs/triton39-h200-s23.md``; ``python -m fp4moe_diag.profiling.sass --table --triton 3.6.0 --triton
@@ -17,16 +20,25 @@ What the cap does to the sm_90a builds under 3.9.0 (static, on this CPU; K = 307
 - ``m16n128k128w4s3-ps-g2sk2-pdl-r168``: gemm1 124 registers, 4 programs an SM, 3.20 loop instructions a weight
   (uncapped: 243, 2, 3.14), no spill, but ptxas then waits for every wgmma before the next (32 groups, waits <= 0;
   uncapped 4, <= 3): more programs to hide the weight stream, none of the MMA overlap inside one.
+- ``m16n128k128w4s3-ps-g2sk2-pdl-r128`` (:data:`PS_RC4_DECODE_PDL_CONFIGS`): gemm1 103 registers (94 under 3.6.0),
+  4 programs an SM, no spill, every wgmma waited.  Why it was tried: on the H200 the decode loop's SM work no longer
+  hides under the weight stream (``-s23c``: dequant 14 % and the rest of the loop 7 % of 20b EP1 T=16's time, 3 %
+  and 4 % on the H100) and Nsight Compute finds 16-17 % occupancy (``-s23a``).
 
-Which one wins is a question for the GPU: these are offered, compiled, from Triton 3.7 on, beside their uncapped
-twins (under 3.6.0 the caps are at or above what the builds take, so not offered there).  Not timed yet.
+Measured on the H200 (``-s24a``, ``-s24b``, the twins beside their uncapped twins of the same release; ``python -m
+fp4moe_diag twins data/runs/2026-12-06-nvidia-h200-s24b --variant=-r128``):
 
-Under any release, the k128 decode winner capped at 128 (``-r128``, :data:`PS_RC4_DECODE_PDL_CONFIGS`): gemm1 94
-registers under 3.6.0 (103 under 3.9.0), 4 programs an SM instead of 3, no spill, every wgmma waited (3.6.0
-uncapped: 16 groups, waits <= 7).  Why: on the H200 the decode loop's SM work no longer hides under the weight stream
-(``-s23c``: dequant 14 % and the rest of the loop 7 % of 20b EP1 T=16's time, 3 % and 4 % on the H100) and Nsight
-Compute finds 16-17 % occupancy (``-s23a``); a fourth program per SM is the other way to hide it.  Not timed yet.  Imports nothing of
-ours but :mod:`.configs`, no triton."""
+- the 64-row tile capped at 128 under 3.9.0: faster in 15 of 17 pairs at T = 256 .. 4096 (median 0.907, 0.87-0.96),
+  level in 2; the best of ours at T = 256 under 3.9.0 (293.5 us at 20b EP1, 3.6.0's uncapped tile: 261.5).
+- ``-r168`` at decode under 3.9.0: 4 of 32 pairs faster (20b EP1 T=1 ``-fs-r168`` 0.91x, the best of ours there;
+  120b EP4 T=16 and 20b EP1 T=4 the k128 tiles 0.96x), 13 level, 15 slower (median 1.021).
+- ``-r128`` at decode (4 programs an SM): under 3.6.0 slower in 14 of 16 pairs (1.04-1.30x; two level at 120b EP4
+  T=1, 4 us), so not offered there; under 3.9.0 3 of 16 faster (0.95-0.96x), 4 level, 9 slower.  A fourth program
+  does not hide the H200's decode dequant: waiting on every wgmma costs more than the occupancy gives.  Nsight
+  Compute under 3.9.0 (``-s24c``, 20b EP1 T=16): ``-r168``'s gemm1 at 19 % occupancy against 11 % uncapped, the
+  same 116 us.
+
+Imports nothing of ours but :mod:`.configs`, no triton."""
 
 from __future__ import annotations
 
@@ -43,7 +55,7 @@ PS_RC_DECODE_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(
     dataclasses.replace(parse_config(lab), reg_cap=_CAP_4_WARPS)
     for lab in ("m16n128k128w4s3-ps-g2sk2-pdl", "m16n128k128w4s3-ps-pdl", "m16n64k256w4s3-ps-sk2-pdl",
                 "m16n64k256w4s3-ps-sk2-pdl-fs"))
-#: decode, any release: the k128 winners with 4 programs of 4 warps an SM (at most 128 registers)
+#: decode, from Triton 3.7 on: the k128 winners with 4 programs of 4 warps an SM (at most 128 registers)
 PS_RC4_DECODE_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(
     dataclasses.replace(parse_config(lab), reg_cap=_CAP_8_WARPS)
     for lab in ("m16n128k128w4s3-ps-g2sk2-pdl", "m16n128k128w4s3-ps-pdl"))
@@ -65,9 +77,9 @@ def triton_release(version: Optional[str]) -> tuple[int, int]:
 
 def regcap_configs(decode: bool, triton_version: Optional[str]) -> tuple[KernelConfig, ...]:
     """The ``-rN`` tactics a compiled ps run offers (``decode``: :func:`.tiling.decode_sized`) when built by
-    ``triton_version``: at decode the 4-program twins, and from Triton 3.7 on the caps that restore 3.6.0's
-    programs per SM."""
-    four = PS_RC4_DECODE_PDL_CONFIGS if decode else ()
+    ``triton_version``: from Triton 3.7 on the caps that restore 3.6.0's programs per SM and, at decode, the
+    4-program twins; none before 3.7 (the 4-program twins measured slower under 3.6.0, ``-s24a``)."""
     if triton_release(triton_version) < (3, 7):
-        return four
+        return ()
+    four = PS_RC4_DECODE_PDL_CONFIGS if decode else ()
     return PS_RC_CONFIGS + (PS_RC_DECODE_PDL_CONFIGS if decode else PS_RC_PREFILL_CONFIGS) + four

@@ -23,14 +23,9 @@ for p in $PARTS; do case $p in sweep|ablate|profile|duel) ;; *) echo "PARTS: exp
 has() { case " $PARTS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 . "$(dirname "$0")/plan_lib.sh"
 export TRITON_CACHE_DIR=/tmp/tc
-[ -z "${KIT:-}" ] || [ -f "$KIT" ] || { echo "KIT: no file $KIT (tools/device/triton_kit.sh)" >&2; exit 2; }
+kit_check
 plan_start evidence  # ONLY_ON stops it here on another card, before the kit is unpacked
-TV=""
-if [ -n "${KIT:-}" ]; then
-  mkdir -p /tmp/tnew && tar -xJf "$KIT" -C /tmp/tnew || { echo "KIT: $KIT does not unpack" >&2; plan_finish; exit 2; }
-  export PYTHONPATH=/tmp/tnew:$PYTHONPATH TRITON_CACHE_DIR=/tmp/tc-kit
-  TV=-triton$(python3 -c "import triton; print(triton.__version__)") || { plan_finish; exit 3; }; say "KIT: ${TV#-}"
-fi
+use_kit
 ncu_env
 mkdir -p /tmp/p
 has sweep && timeout $(left 170) python3 -m fp4moe_diag sweep --backends triton,triton_kernels \

@@ -4,9 +4,7 @@
 # shape (20b EP1 / EP2 at T = 1 .. 16384, 120b EP4 at T = 1 .. 4096), under the image's Triton, each backend given the
 # tactics that won at these shapes in the committed runs (s10f, s11b, s12e-g, s15a: the top two per shape and backend;
 # for CUTLASS the gemm1 / gemm2 tactics those winners combine; ours also the 16-warp -fs tiles and the winners' -tm
-# twins (configs_tm.py), not timed before; since session 23 the k128 decode winners' -r128 twins, 4 programs an SM:
-# configs_regcap.py),
-# screened and the top six re-timed in full. Two sweeps:
+# twins (configs_tm.py), not timed before), screened and the top six re-timed in full. Two sweeps:
 # decode (T <= 256) first, then prefill; a sweep cut off by the time limit still brings back its finished cases.
 # MODELS, DECODE_TOKENS and PREFILL_TOKENS narrow it (an empty token list skips that sweep), e.g. to re-measure shapes.
 # Run from the repository root on the device with .carry/triton_kernels, .carry/fi074_py.tar.xz (FlashInfer 0.7.4's
@@ -37,7 +35,7 @@ sweep() {  # $1: name, $2: tokens, $3: seconds, then the --tactics regexes
 }
 # CUTLASS at decode: its winners at T <= 64 (g1:53 / 57, g2:165-172) and at 20b T=256 (g1:73 + g2:180 / 188 / 189)
 sweep decode "$DECODE_TOKENS" $(left 270) \
-  'triton=^(m16n64k256w4s3-ps(-tm)?-sk[24]-pdl(-fs)?|m16n128k128w4s3-ps(-tm)?(-g2sk2)?(-pdl)?(-fs)?|m16n128k256w8s3-ps-sk2-pdl|m32n128k128w4s3-ps|m64n128k64w8s4-ps)(-r128)?$' \
+  'triton=^(m16n64k256w4s3-ps(-tm)?-sk[24]-pdl(-fs)?|m16n128k128w4s3-ps(-tm)?(-g2sk2)?(-pdl)?(-fs)?|m16n128k256w8s3-ps-sk2-pdl|m32n128k128w4s3-ps|m64n128k64w8s4-ps)$' \
   'triton_kernels=^tk-(mautokautow4|m16k128w[48]|m32k128w4)$' \
   'cutlass=^(default|g1:(53|57|73)|g2:(165|168|169|172|180|188|189))'
 sweep prefill "$PREFILL_TOKENS" $(left 570) \

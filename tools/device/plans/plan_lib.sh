@@ -8,6 +8,11 @@
 #   duel NAME MODEL EP TOKENS SECONDS A B
 #                    profiling.duel of A against B (BACKEND=TACTIC each) into /tmp/r/duel-NAME.csv, cut off after
 #                    SECONDS
+#   kit_check, use_kit
+#                    KIT (a .carry/triton-X.Y.Z-cp312.tar.xz, tools/device/triton_kit.sh; optional): kit_check (before
+#                    plan_start) refuses a missing file (exit 2); use_kit (after it) unpacks it (into KIT_DIR, default
+#                    /tmp/tnew) first on PYTHONPATH and sets TV=-tritonX.Y.Z ('' without KIT), what a plan names its
+#                    outputs with
 #   ncu_env          ncu on PATH and its extras/python on PYTHONPATH (Nsight Compute through nsight-python)
 #   require_gpu      ONLY_ON (part of a GPU name, e.g. H200): on any other card the plan stops before it starts
 #                    (exit 3), so a call meant for one card costs only the machine's start on another
@@ -72,4 +77,15 @@ duel() {
 ncu_env() {
   export PATH=$PATH:$(dirname "$(ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)")
   export PYTHONPATH=$PYTHONPATH:$(ls -d /opt/nvidia/nsight-compute/*/extras/python 2>/dev/null | head -1)
+}
+kit_check() {
+  [ -z "${KIT:-}" ] || [ -f "$KIT" ] || { echo "KIT: no file $KIT (tools/device/triton_kit.sh)" >&2; exit 2; }
+}
+use_kit() {
+  TV=""
+  [ -n "${KIT:-}" ] || return 0
+  local dir=${KIT_DIR:-/tmp/tnew}
+  mkdir -p "$dir" && tar -xJf "$KIT" -C "$dir" || { echo "KIT: $KIT does not unpack" >&2; plan_finish; exit 2; }
+  export PYTHONPATH=$dir:$PYTHONPATH TRITON_CACHE_DIR=/tmp/tc-kit
+  TV=-triton$(python3 -c "import triton; print(triton.__version__)") || { plan_finish; exit 3; }; say "KIT: ${TV#-}"
 }

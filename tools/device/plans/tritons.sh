@@ -15,9 +15,9 @@
 # Both run folders come back in $OUT/runs.tgz; import them as one run (tools/device/import_gpu_bundle.py): the rows
 # carry triton_version, and the headline tells the releases apart (triton@3.6.0, triton@3.7.1, triton_kernels@...).
 # The newer release runs first, the image's second: an order effect would favour the image's, not the new one.
-# The sweeps also time the -rN register-capped twins (configs_regcap.py: -r128 of the k128 decode winners under any
-# release; from Triton 3.7 on -r168 at decode and -r128 for the 64-row tile) beside their uncapped twins (read with
-# twins RUN --variant=-r168).
+# The newer release's sweep also times the -rN register-capped twins (configs_regcap.py, offered from Triton 3.7 on:
+# -r168 and -r128 at decode, -r128 of the 64-row tile) beside their uncapped twins (twins RUN --variant=-r168;
+# session 24: -s24a, -s24b).
 set -u
 PART=${PART:-decode}
 case "$PART" in decode|prefill) ;; *) echo "PART: expected decode or prefill, got $PART" >&2; exit 2 ;; esac

@@ -7,6 +7,8 @@
 #   TACTICS='^(m16n64k256w4s3-ps(-pk)?-sk[24]|m16n128k128w4s[34]-ps(-pk)?|m16n128k128w4s3-ps(-pk)?-g2sk2|m16n128k256w8s3-ps(-pk)?-sk2-pdl)(-pdl)?(-fs)?$'
 # and -g2sN (configs_stages),
 #   TACTICS='^(m16n128k128w4s3-ps(-pk)?(-g2sk2)?|m16n64k256w4s3-ps-sk[24])(-g2s[45])?-pdl(-fs)?$'
+# Session 24: -rN under the Triton 3.9.0 kit (configs_regcap; KIT as evidence.sh's, the run named twins-tritonX.Y.Z),
+#   KIT=.carry/triton-3.9.0-cp312.tar.xz TACTICS='^(m64n128k64w8s4-ps(-t32)?|m16n128k128w4s3-ps-g2sk2-pdl)(-r1[26]8)?$'
 # Run from the repository root on the device with .whl and .git_commit carried (our kernels only):
 #   run(command="TACTICS='...' bash tools/device/plans/twins.sh", carry=[".whl", ".git_commit"])
 # About 3-5 minutes cold. $OUT/runs.tgz: the run folder (import_gpu_bundle.py).
@@ -14,9 +16,11 @@ set -u
 [ -n "${TACTICS:-}" ] || { echo "TACTICS: expected a regular expression of triton tactic labels" >&2; exit 2; }
 . "$(dirname "$0")/plan_lib.sh"
 export TRITON_CACHE_DIR=/tmp/tc
+kit_check
 plan_start twins
+use_kit
 timeout $(left ${TWINS_S:-540}) python3 -m fp4moe_diag sweep --backends triton \
   --models ${MODELS:-gpt-oss-20b:1,gpt-oss-20b:2,gpt-oss-120b:4} --tokens ${TOKENS:-1,4,16,64} $SWEEP_ARGS \
-  --screen-top 60 --tactics "triton=$TACTICS" --out /tmp/r/${NAME:-twins} 2>&1 | grep -v "^ *gpt-oss" | tail -3
+  --screen-top 60 --tactics "triton=$TACTICS" --out /tmp/r/${NAME:-twins}$TV 2>&1 | grep -v "^ *gpt-oss" | tail -3
 say "sweep done"
 plan_finish
