@@ -13,24 +13,17 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from ..release import release_tuple
 from .builds import SHAPE_KEYS, refuse_unequal, unequal_pairs, with_build_kind
 
 KINDS = ("best", "default", "tuned")
 BUILDS = ("matched", "any")
 
 
-def _version_key(v: str) -> tuple:
-    parts = []
-    for p in str(v).split("."):
-        digits = "".join(ch for ch in p if ch.isdigit())
-        parts.append(int(digits) if digits else -1)
-    return tuple(parts)
-
-
 def versions_in(df: pd.DataFrame) -> list[str]:
     """The ``flashinfer_version`` values with ``ok`` rows, oldest first."""
     ok = df[df["status"] == "ok"]["flashinfer_version"].dropna().astype(str)
-    return sorted(set(ok) - {""}, key=_version_key)
+    return sorted(set(ok) - {""}, key=lambda v: (release_tuple(v) or (-1,), v))  # unreadable first, then by name
 
 
 def kind_rows(df: pd.DataFrame) -> pd.DataFrame:

@@ -22,10 +22,10 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
-import re
 from typing import Any, Callable, Iterable, Optional
 
 from ... import settings
+from ...release import release_tuple
 
 #: adapter name -> (lowest version, first version not covered, "module:Class")
 ADAPTERS: dict[str, tuple[tuple[int, int, int], tuple[int, int, int], str]] = {
@@ -41,10 +41,10 @@ class UnsupportedFlashInferVersion(RuntimeError):
 
 
 def parse_version(version: str) -> tuple[int, int, int]:
-    m = re.match(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?", str(version))
-    if not m:
+    v = release_tuple(version)
+    if v is None:
         raise UnsupportedFlashInferVersion(f"flashinfer version {version!r}: cannot parse it as X.Y.Z")
-    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+    return v  # type: ignore[return-value]
 
 
 def covered_versions() -> str:

@@ -38,13 +38,18 @@ fp4moe_diag twins data/runs/2026-12-06-nvidia-h200-s24b --variant=-r128``):
   Compute under 3.9.0 (``-s24c``, 20b EP1 T=16): ``-r168``'s gemm1 at 19 % occupancy against 11 % uncapped, the
   same 116 us.
 
-Imports nothing of ours but :mod:`.configs`, no triton."""
+Those capped both GEMMs.  With gemm1 alone capped (an H100, ``-s24d``, every tactic timed in full): the 64-row tile
+18 of 21 pairs faster (median 0.904), decode ``-r168`` 7 of 15 (``-fs-r168`` at 5 of 6 shapes, 0.93-0.98),
+``-r128`` 3 of 9.  All: ``docs/regcap-s24.md``.
+
+Imports nothing of ours but :mod:`.configs` and :mod:`fp4moe_diag.release`, no triton."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Optional
 
+from ...release import release_tuple
 from .configs import KernelConfig, parse_config
 
 #: (3 programs of 4 warps an SM hold at most 168 registers a thread; 2 of 8 warps, or 4 of 4, at most 128)
@@ -68,11 +73,7 @@ PS_RC_PREFILL_CONFIGS: tuple[KernelConfig, ...] = (dataclasses.replace(parse_con
 
 def triton_release(version: Optional[str]) -> tuple[int, int]:
     """``"3.9.0"`` -> (3, 9); None or unreadable (``"not importable"``) -> (0, 0)."""
-    try:
-        major, minor = str(version).split(".")[:2]
-        return int(major), int(minor)
-    except ValueError:
-        return 0, 0
+    return release_tuple(version, 2) or (0, 0)  # type: ignore[return-value]
 
 
 def regcap_configs(decode: bool, triton_version: Optional[str]) -> tuple[KernelConfig, ...]:
