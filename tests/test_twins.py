@@ -82,3 +82,19 @@ def test_a_twin_is_of_the_same_triton_release():
     assert t["triton_version"].tolist() == ["3.6.0", "3.9.0"] and t["ratio"].tolist() == [1.05, 1.0]
     assert t["verdict"].tolist() == ["slower", "level"]
     assert "| NVIDIA H200 | 3.9.0 | gpt-oss-20b |" in twins_markdown(t, "-r128", "")
+
+
+def test_a_pair_timed_in_different_passes_is_unlike():
+    """A screened sweep re-times only its finalists: a finalist beside a screen-only twin (2 repeats, taken minutes and
+    clocks apart; -s24b had 3 such pairs of 17) is not like for like."""
+    base = dict(run_id="r1", gpu_name="NVIDIA H200", model="gpt-oss-20b", ep_size=2, num_tokens=1024,
+                backend="triton", status="ok", time_spread=0.01, triton_version="3.9.0")
+    rows = [("m64n128k64w8s4-ps", 439.6, "screen"), ("m64n128k64w8s4-ps-r128", 386.3, "screen"),
+            ("m64n128k64w8s4-ps-t32", 411.1, "screen"), ("m64n128k64w8s4-ps-t32-r128", 382.0, "interleaved")]
+    df = pd.DataFrame([{**base, "tactic_label": lab, "time_median_us": us, "timing_pass": p} for lab, us, p in rows])
+    t = twin_table(df, "-r128", "")
+    assert t["verdict"].tolist() == ["faster", "unlike"]
+    assert t["passes"].tolist() == ["screen", "interleaved / screen"]
+    md = twins_markdown(t, "-r128", "")
+    assert md.endswith("2 pairs, 1 faster, 0 level, 0 slower, 1 unlike (timed in different passes); median ratio 0.879")
+    assert "| screen | faster |" in md and "| interleaved / screen | unlike |" in md

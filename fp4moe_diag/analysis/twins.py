@@ -3,7 +3,9 @@ of the same run, shape and backend whose label has ``base`` there instead (``-pd
 timed by the same sweep under the same library releases (a run imported from two sweeps, one per Triton release,
 pairs each row with its twin of its own release).  The ratio is the variant's median over its twin's (below 1: the variant is faster), by
 the replay median and, where both rows have it, by the CUPTI kernel span; each row keeps both spreads, so that a
-difference smaller than them reads as level."""
+difference smaller than them reads as level.  A pair timed in different passes of a screened sweep (``timing_pass``:
+one row only screened, 2 repeats, the other re-timed with the finalists, often minutes and clocks apart) is not like
+for like: its verdict is ``unlike`` and the count says so."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ KEYS = ["run_id", "gpu_name", "model", "ep_size", "num_tokens", "backend"]
 #: the releases a twin must share (where the rows have them; '' for rows without)
 RELEASES = ["triton_version", "flashinfer_version", "torch_version"]
 COLUMNS = KEYS + RELEASES + ["tactic", "twin", "us", "twin_us", "ratio", "kernel_ratio", "spread", "twin_spread",
-                             "verdict"]
+                             "passes", "verdict"]
 
 
 def twin_label(label: str, variant: str, base: str) -> str:
@@ -34,7 +36,7 @@ def _verdict(ratio: float, spread: float) -> str:
 def twin_table(df: pd.DataFrame, variant: str, base: str) -> pd.DataFrame:
     """One row per measured ``variant`` tactic with a measured twin (see the module note); ``verdict`` says
     ``faster`` / ``slower`` when the ratio is off 1 by more than the larger of the two time spreads, else
-    ``level``.  A ValueError when ``variant`` is empty, equals ``base`` or names no measured tactic."""
+    ``level``; ``unlike`` when the two were timed in different passes (``passes`` names both).  A ValueError when ``variant`` is empty, equals ``base`` or names no measured tactic."""
     if not isinstance(variant, str) or not variant or variant == base:
         raise ValueError(f"variant: expected a label part other than base ({base!r}), got {variant!r}")
     df = ok_rows(require_frame(df, "results", KEYS + ["tactic_label", "time_median_us", "status"]))
@@ -45,7 +47,8 @@ def twin_table(df: pd.DataFrame, variant: str, base: str) -> pd.DataFrame:
     spread = (df["time_spread"] if "time_spread" in df else pd.Series(0.0, index=df.index)).fillna(0.0)
     span = df["time_kernel_span_median_us"] if "time_kernel_span_median_us" in df else pd.Series(float("nan"),
                                                                                                  index=df.index)
-    both = df.assign(_spread=spread, _span=span)
+    passes = df["timing_pass"].fillna("").astype(str) if "timing_pass" in df else pd.Series("", index=df.index)
+    both = df.assign(_spread=spread, _span=span, _pass=passes)
     keys = KEYS + RELEASES
     idx = both.set_index(keys + ["tactic_label"])
     rows = []
@@ -60,24 +63,29 @@ def twin_table(df: pd.DataFrame, variant: str, base: str) -> pd.DataFrame:
         rows.append({**{k: r[k] for k in keys}, "tactic": r["tactic_label"], "twin": twin, "us": r["time_median_us"],
                      "twin_us": t["time_median_us"], "ratio": ratio, "kernel_ratio": r["_span"] / t["_span"],
                      "spread": r["_spread"], "twin_spread": t["_spread"],
-                     "verdict": _verdict(ratio, max(r["_spread"], t["_spread"]))})
+                     "passes": r["_pass"] if r["_pass"] == t["_pass"] else f"{r['_pass']} / {t['_pass']}",
+                     "verdict": _verdict(ratio, max(r["_spread"], t["_spread"])) if r["_pass"] == t["_pass"]
+                     else "unlike"})
     out = pd.DataFrame(rows, columns=COLUMNS)
     return out.sort_values(keys + ["tactic"], kind="stable").reset_index(drop=True)
 
 
 def twins_markdown(table: pd.DataFrame, variant: str, base: str) -> str:
-    """The table as Markdown, then one line: how many pairs are faster, level and slower, and the median ratio."""
+    """The table as Markdown, then one line: how many pairs are faster, level, slower and unlike, and the median
+    ratio of the like ones."""
     head = ("| GPU | Triton | model | EP | T | tactic | twin | us | twin us | ratio | kernel-span ratio | spreads | "
-            "verdict |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+            "timed in | verdict |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     lines = [head]
     for r in table.itertuples(index=False):
         lines.append(f"| {r.gpu_name} | {r.triton_version or '-'} | {r.model} | {r.ep_size} | {r.num_tokens} | "
                      f"`{r.tactic}` | `{r.twin}` | "
                      f"{r.us:.1f} | {r.twin_us:.1f} | {r.ratio:.3f} | "
                      f"{'-' if pd.isna(r.kernel_ratio) else f'{r.kernel_ratio:.3f}'} | "
-                     f"{r.spread:.1%} / {r.twin_spread:.1%} | {r.verdict} |")
+                     f"{r.spread:.1%} / {r.twin_spread:.1%} | {r.passes or '-'} | {r.verdict} |")
     n = table["verdict"].value_counts()
+    like = table[table["verdict"] != "unlike"]
     lines.append(f"\n{variant} against {base or 'no suffix'}: {len(table)} pairs, {n.get('faster', 0)} faster, "
                  f"{n.get('level', 0)} level, {n.get('slower', 0)} slower"
-                 + (f"; median ratio {table['ratio'].median():.3f}" if len(table) else ""))
+                 + (f", {n['unlike']} unlike (timed in different passes)" if n.get("unlike", 0) else "")
+                 + (f"; median ratio {like['ratio'].median():.3f}" if len(like) else ""))
     return "\n".join(lines)

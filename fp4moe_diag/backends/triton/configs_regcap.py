@@ -25,15 +25,15 @@ What the cap does to the sm_90a builds under 3.9.0 (static, on this CPU; K = 307
   hides under the weight stream (``-s23c``: dequant 14 % and the rest of the loop 7 % of 20b EP1 T=16's time, 3 %
   and 4 % on the H100) and Nsight Compute finds 16-17 % occupancy (``-s23a``).
 
-Measured on the H200 (``-s24a``, ``-s24b``, the twins beside their uncapped twins of the same release; ``python -m
-fp4moe_diag twins data/runs/2026-12-06-nvidia-h200-s24b --variant=-r128``):
+Measured on the H200 (``-s24a``, ``-s24b``, screened sweeps: each twin beside its uncapped twin of the same release
+and timing pass; ``python -m fp4moe_diag twins data/runs/2026-12-06-nvidia-h200-s24b --variant=-r128``):
 
-- the 64-row tile capped at 128 under 3.9.0: faster in 15 of 17 pairs at T = 256 .. 4096 (median 0.907, 0.87-0.96),
-  level in 2; the best of ours at T = 256 under 3.9.0 (293.5 us at 20b EP1, 3.6.0's uncapped tile: 261.5).
-- ``-r168`` at decode under 3.9.0: 4 of 32 pairs faster (20b EP1 T=1 ``-fs-r168`` 0.91x, the best of ours there;
-  120b EP4 T=16 and 20b EP1 T=4 the k128 tiles 0.96x), 13 level, 15 slower (median 1.021).
-- ``-r128`` at decode (4 programs an SM): under 3.6.0 slower in 14 of 16 pairs (1.04-1.30x; two level at 120b EP4
-  T=1, 4 us), so not offered there; under 3.9.0 3 of 16 faster (0.95-0.96x), 4 level, 9 slower.  A fourth program
+- the 64-row tile capped at 128 under 3.9.0: faster in 12 of 14 like pairs at T = 256 .. 4096 (median 0.907,
+  0.88-0.99), level in 2; the best of ours at T = 256 under 3.9.0 (293.5 us at 20b EP1; 3.6.0's uncapped: 261.5).
+- ``-r168`` at decode under 3.9.0: 2 of 23 like pairs faster (20b EP1 T=1 ``-fs-r168`` 0.91x, the best of ours
+  there; 20b EP1 T=4 the k128 tile 0.96x), 10 level, 11 slower (median 1.020).
+- ``-r128`` at decode (4 programs an SM): under 3.6.0 slower in 9 of 11 like pairs (1.04-1.30x; two level at 120b
+  EP4 T=1, 4 us), so not offered there; under 3.9.0 2 of 13 faster, 4 level, 7 slower.  A fourth program
   does not hide the H200's decode dequant: waiting on every wgmma costs more than the occupancy gives.  Nsight
   Compute under 3.9.0 (``-s24c``, 20b EP1 T=16): ``-r168``'s gemm1 at 19 % occupancy against 11 % uncapped, the
   same 116 us.
