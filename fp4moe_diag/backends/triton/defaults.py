@@ -41,12 +41,16 @@ MEASURED_DEFAULTS: tuple[tuple[float, float, tuple[str, ...]], ...] = (
 
 #: the rules from Triton 3.9 on: :data:`MEASURED_DEFAULTS` with one more after T <= 4 (3.9's sm_90a builds keep fewer
 #: wgmma groups in flight and build the k128 decode tiles with 240-243 registers, 2 programs per SM;
-#: ``m16n128k64w4s6-ps-sk2`` keeps 3 with 130: ``docs/triton39-h200-s23.md``).  Measured under 3.9.0 on the H200
-#: (``-s23d``) and the H100 (``-s22a``).
+#: ``m16n128k64w4s6-ps-sk2`` keeps 3 with 130: ``docs/triton39-h200-s23.md``), and the 64-row tile with its gemm1
+#: capped at 128 registers (``-r128``, 2 programs an SM again: ``configs_regcap``).  Measured under 3.9.0 on the H200
+#: (``-s23d``, ``-s24b``) and the H100 (``-s22a``, ``-s24d``).
 MEASURED_DEFAULTS_TRITON39: tuple[tuple[float, float, tuple[str, ...]], ...] = MEASURED_DEFAULTS[:1] + (
     # 120b EP4 T=16 (at most 1 pair per expert): the best on the H200, 1.01x on the H100 (the 3.6 rule: 1.07x, 1.15x)
     (256, 1, ("m16n128k64w4s6-ps-sk2",)),
-) + MEASURED_DEFAULTS[1:]
+) + MEASURED_DEFAULTS[1:4] + (
+    # 120b EP4 T=1024: the capped twin first (H100, gemm1 capped: 0.96x of the uncapped; H200, both capped: 0.985x)
+    (4096, 32, ("m64n128k64w8s4-ps-t32-r128", "m64n128k64w8s4-ps-t32")),
+) + MEASURED_DEFAULTS[5:]
 
 
 def measured_default(case: Any, offered: Sequence[KernelConfig], capability: Optional[tuple[int, int]],
