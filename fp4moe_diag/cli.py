@@ -71,8 +71,9 @@ def add_measure_flags(p: argparse.ArgumentParser) -> None:
                         "and the combined tactic in full (every tactic is still checked for correctness)")
     p.add_argument("--screen-top", type=A.positive_int, default=4, help="tactics re-timed in full after --screen (default 4)")
     p.add_argument("--interleave", action="store_true",
-                   help="with --screen and --cuda-graph: the tactics of the second pass timed in --repeats alternating "
-                        "rounds (one replay each a round, the order rotated), not one after another")
+                   help="with --screen and --cuda-graph: the screen taken again in the reverse order before the "
+                        "finalists are picked, and the finalists timed in --repeats alternating rounds (one replay "
+                        "each a round, the order rotated), not one after another")
     p.add_argument("--kernel-time", action="store_true", help="also record the summed GPU kernel time per call "
                    "(torch.profiler / CUPTI) of every fully timed tactic, beside the event / graph timing")
     p.add_argument("--tactics", type=A.tactic_filter, action="append", default=None, metavar="BACKEND=REGEX",

@@ -67,8 +67,9 @@ SCHEMA: list[tuple[str, str, str]] = [
     ("time_method", "string", "cuda-events | cuda-graph | wall-clock"),
     ("time_capture_error", "string", "why the requested CUDA-graph capture failed (then timed with cuda-events), or ''"),
     ("timing_pass", "string", "full, or screen: timed with the --screen repeats only (the fastest --screen-top "
-                              "tactics, the default and the combined tactic are re-timed in full), or interleaved: "
-                              "re-timed in full in --interleave's alternating rounds"),
+                              "tactics, the default and the combined tactic are re-timed in full; with --interleave "
+                              "the mean of a forward and a reverse screen), or interleaved: re-timed in full in "
+                              "--interleave's alternating rounds"),
     ("time_spread", "float64", "(p90 - p10) / median"),
     ("time_sm_clock_mhz", "float64", "SM clock (MHz, NVML) read as the timed repeats finish; empty on CPU or without "
                                      "NVML"),

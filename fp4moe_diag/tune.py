@@ -1,8 +1,8 @@
 """The device-safe tuner: every tactic of a backend, no meta tensor ever reaches a kernel.
 
 :func:`tune_case` measures one case x backend in named steps -- :func:`support_row`, :func:`prepare_step`,
-:func:`reference_step` (a backend's own reference), :func:`tactic_step`, :func:`measure_tactic` (each tactic), :func:`combined_step`, :func:`second_pass` (after
-``screen``), :func:`pick_best` (and the noise repeat), :func:`commit_step` -- over a :class:`TuneState`;
+:func:`reference_step` (a backend's own reference), :func:`tactic_step`, :func:`measure_tactic` (each tactic), :func:`combined_step`, :func:`reverse_screen` and
+:func:`second_pass` (after ``screen``, :mod:`.tune_passes`), :func:`pick_best` (and the noise repeat), :func:`commit_step` -- over a :class:`TuneState`;
 :func:`fp4moe_diag.runs.run_sweep` calls it for every case x backend, :func:`tune` for one case.  The timed
 callable is the backend's :meth:`~fp4moe_diag.backends.base.Backend.launcher`, made once per tactic.
 
@@ -33,8 +33,9 @@ from .measure.options import MeasureOptions
 from .problem.reference import reference_moe
 from .environment import environment_info
 from .results import to_frame
+from .tune_passes import reverse_screen, second_pass
 from .tune_steps import (SweepContext, TuneResult, TuneState, base_row, combined_step, commit_step, measure_tactic,
-                         pick_best, prepare_step, reference_step, second_pass, support_row, tactic_step)
+                         pick_best, prepare_step, reference_step, support_row, tactic_step)
 from .validate import validate_launch_inputs
 
 
@@ -87,7 +88,8 @@ def tune_case(case: MoECase, backend: Backend, data: CaseInputs, ctx: SweepConte
     Each tactic is checked against the reference and timed.  With ``options.screen`` the timing is two-pass:
     every tactic gets ``screen`` timed runs (its correctness run is the warm-up), then the ``screen_top`` fastest
     correct ones, the default tactic and the backend's combined tactic (if any) are timed in full
-    (``warmup``/``repeats``); ``timing_pass`` says which.  The best tactic is chosen among the fully timed rows."""
+    (``warmup``/``repeats``); ``timing_pass`` says which.  With ``interleave`` the screen is taken again in the
+    reverse order before the pick and the finalists are timed in alternating rounds (:mod:`.tune_passes`).  The best tactic is chosen among the fully timed rows."""
     st = TuneState(case, backend, options, ctx, base_row(case, backend, ctx), TuneResult(case, backend.name, to_frame([])))
     if not support_row(st):
         return st.finish()
@@ -101,6 +103,8 @@ def tune_case(case: MoECase, backend: Backend, data: CaseInputs, ctx: SweepConte
         alive = all(measure_tactic(st, i, options.screen is not None) for i in range(len(st.tactics)))
         alive = alive and combined_step(st)
         if alive and options.screen is not None:
+            if options.interleave:  # the screen again, last-screened first: the finalists picked drift-free
+                reverse_screen(st)
             second_pass(st)
         df = pick_best(st)
         commit_step(st)

@@ -3,7 +3,6 @@ state they share: :class:`TuneState` holds one case x backend being measured, ea
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import re
 import traceback
@@ -19,7 +18,7 @@ from .problem.inputs import MoEInputs
 from .measure.ceilings import Ceilings, roofline_fields
 from .measure.correctness import error_metrics, poison_
 from .measure.options import MeasureOptions
-from .measure.timing import TimingStats, summarize, time_fn
+from .measure.timing import TimingStats, time_fn
 from .results import to_frame
 
 
@@ -305,63 +304,6 @@ def _retime(st: TuneState, t: Tactic, row: Optional[dict] = None) -> TimingStats
         return stats
     finally:
         st.backend.end_launches(st.prepared)
-
-
-def second_pass(st: TuneState) -> None:
-    """After ``screen``: the ``screen_top`` fastest screened tactics and the default, timed in full; with
-    ``interleave`` in alternating rounds, beside the tactics already timed in full (the combined one)."""
-    screened = sorted((r["time_median_us"], i) for i, (t, r) in enumerate(st.ok) if r["timing_pass"] == "screen")
-    pick = {i for _, i in screened[: st.options.screen_top]}
-    pick |= {i for i, (t, r) in enumerate(st.ok) if t.is_default and r["timing_pass"] == "screen"}
-    if st.options.interleave:  # beside the tactics already timed in full, which the sequential pass leaves alone
-        together = pick | {i for i, (t, r) in enumerate(st.ok) if r["timing_pass"] == "full"}
-        if len(together) > 1:
-            return interleaved_pass(st, sorted(together))
-    for i in sorted(pick):
-        t, row = st.ok[i]
-        try:
-            _retime(st, t, row)
-        except Exception as e:  # noqa: BLE001 - the row keeps its screen timing
-            st.result.notes.append(f"full timing of {t.label} failed after its screen: {e}")
-
-
-def interleaved_pass(st: TuneState, picks: list[int]) -> None:
-    """``picks`` (indices of ``st.ok``) timed in ``repeats`` alternating rounds (:func:`.measure.paired.replay_rounds`:
-    each round replays every one's graph once, L2 flushed, the order rotated a round), so that a clock that drifts
-    over the pass falls on all of them alike: on the H100 at 20b EP1 T=16384 the SM clock fell from 1935 to 1560 MHz
-    over 5 s of tactics timed one after another, and each backend's first-timed tactic won (session 21, ``-s21a``);
-    a tactic that cannot be captured keeps its earlier timing (the notes say why)."""
-    from .measure.paired import capture_graph, replay_rounds
-
-    o, dev = st.options, st.ctx.device
-    calls = {}
-    for i in picks:
-        t = st.ok[i][0]
-        try:
-            calls[i] = capture_graph(st.backend.launcher(st.prepared, t, st.out), dev)
-        except Exception as e:  # noqa: BLE001 - the row keeps its earlier timing
-            st.result.notes.append(f"interleaved timing of {t.label} failed at its capture: {e}")
-        finally:
-            st.backend.end_launches(st.prepared)
-    if len(calls) < 2:
-        st.result.notes.append("interleaved timing: fewer than two tactics captured, none re-timed")
-        return
-    clock_kw = {} if st.ctx.clock is None else {"clock": st.ctx.clock}  # tests: a fake clock
-    max_s = None if o.max_seconds_per_tactic is None else o.max_seconds_per_tactic * len(calls)
-    try:
-        times, mhz = replay_rounds(calls, dev, o.repeats, o.warmup, o.flush_l2, max_s, **clock_kw)
-    except Exception as e:  # noqa: BLE001 - the rows keep their earlier timings
-        st.result.notes.append(f"interleaved timing failed, rows keep their earlier timing: {type(e).__name__}: {e}")
-        return
-    method = "cuda-graph" if dev.type == "cuda" else "wall-clock"
-    for i, us in times.items():
-        t, row = st.ok[i]
-        stats = dataclasses.replace(summarize(us, method), sm_clock_mhz=mhz)
-        row.update(_timing_fields(st, stats, False), timing_pass="interleaved")
-        try:
-            _kernel_time(st, st.backend.launcher(st.prepared, t, st.out), row)
-        finally:
-            st.backend.end_launches(st.prepared)
 
 
 def pick_best(st: TuneState) -> pd.DataFrame:

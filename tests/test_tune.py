@@ -333,3 +333,32 @@ def test_interleave_needs_the_screen_and_graphs():
         MeasureOptions(interleave=True, cuda_graph=True)
     with pytest.raises(ValueError, match="^interleave: needs screen .* got screen=2, cuda_graph=False"):
         MeasureOptions(interleave=True, screen=2)
+
+
+class LateBestBackend(DriftingBackend):
+    """The fastest tactic (t3, 0.985 ms) is screened last, when the falling clock has made it look the slowest of
+    the three near-equal ones (t1, t2: 1.00 ms); t0 is the slow default."""
+
+    SLEEP_MS = (5.0, 1.0, 1.0, 0.985)
+
+
+def test_the_reverse_screen_takes_the_clock_drift_out_of_the_choice_of_finalists():
+    from fp4moe_diag.tune_passes import merged_screens
+    from fp4moe_diag.measure.timing import summarize
+
+    opts = dict(warmup=1, repeats=4, screen=1, screen_top=1, repeat_best=False, cuda_graph=True)
+    b = LateBestBackend()
+    one_by_one = tune(CASE, b, "cpu", options=MeasureOptions(**opts), clock=b.clock)
+    assert one_by_one.best.id == 1  # screened first, at the highest clock: the only finalist besides the default
+    b = LateBestBackend()
+    res = tune(CASE, b, "cpu", options=MeasureOptions(**opts, interleave=True), clock=b.clock)
+    df = res.rows.set_index("tactic_label")
+    assert res.best.id == 3 and dict(df["timing_pass"]) == {"t0": "interleaved", "t1": "screen", "t2": "screen",
+                                                            "t3": "interleaved"}
+    # first pass: 3 calls a tactic (check, warm-up, screen), t0..t3; then the reverse screen, 2 calls each, t3..t0
+    assert b.calls[:20] == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 3, 3, 2, 2, 1, 1, 0, 0]
+    # t1's screen: its timed calls were the 6th and the 18th (drift 5 % and 17 %): the mean of the two medians
+    assert df.loc["t1", "time_median_us"] == pytest.approx(1e3 * (1.05 + 1.17) / 2, rel=1e-6)
+    assert df.loc["t1", "time_repeats"] == 2
+    m = merged_screens(summarize([100.0, 110.0], "wall-clock"), summarize([130.0], "wall-clock"))
+    assert (m.median_us, m.p10_us, m.p90_us, m.min_us, m.max_us, m.repeats) == (117.5, 101.0, 130.0, 100.0, 130.0, 3)

@@ -51,8 +51,10 @@ class MeasureOptions:
     timing, every tactic ``screen`` runs, then the ``screen_top`` fastest, the default and the combined tactic in
     full; ``kernel_time`` (``--kernel-time``): also the summed GPU kernel time per call (CUDA only);
     ``tactic_filters`` (``--tactics``): ``"backend=REGEX"`` entries, only that backend's tactics whose label matches;
-    ``interleave`` (``--interleave``): the second pass times its tactics in ``repeats`` alternating rounds, one graph
-    replay each a round, instead of one tactic after another (a clock that drifts over the pass falls on all alike).
+    ``interleave`` (``--interleave``): the screen taken again in the reverse order (each screen row the mean of both
+    passes' medians) before the finalists are picked, and the second pass times its tactics in ``repeats``
+    alternating rounds, one graph replay each a round, instead of one tactic after another (a clock that drifts over
+    a pass falls on all alike).
     Library-only: ``flush_l2`` (write 2x L2 before each timed launch), ``check_correctness`` (every tactic against the
     float32 reference), ``repeat_best`` (re-time the best tactic at the end: ``noise_ratio``), ``commit_best`` (hand
     the best tactic to the library's own tuner)."""
