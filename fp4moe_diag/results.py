@@ -70,6 +70,8 @@ SCHEMA: list[tuple[str, str, str]] = [
                               "tactics, the default and the combined tactic are re-timed in full; with --interleave "
                               "the mean of a forward and a reverse screen), or interleaved: re-timed in full in "
                               "--interleave's alternating rounds"),
+    ("time_screen_median_us", "float64", "with --screen: the screen's median (us), kept when the tactic is re-timed in "
+                                         "full: what picked the finalists"),
     ("time_spread", "float64", "(p90 - p10) / median"),
     ("time_sm_clock_mhz", "float64", "SM clock (MHz, NVML) read as the timed repeats finish; empty on CPU or without "
                                      "NVML"),
@@ -160,7 +162,7 @@ ADDED_LATER = ("run_id", "flashinfer_build", "rank", "world_size", "time_capture
                "time_median_us_repeat", "noise_ratio", *(f"time_kernel_{s}" for s in (
                    "median_us", "p10_us", "p90_us", "spread", "span_median_us", "count", "method", "breakdown")),
                "ceiling_read_GBps", "ceiling_datasheet_GBps", "input_source", "recorded_rel_l2", "matches_recorded",
-               "kernel_precision", "rel_l2_bf16_ref", "time_sm_clock_mhz")
+               "kernel_precision", "rel_l2_bf16_ref", "time_sm_clock_mhz", "time_screen_median_us")
 _BOOLS = {True: True, False: False, "True": True, "False": False, "true": True, "false": False, "1": True, "0": False}
 
 

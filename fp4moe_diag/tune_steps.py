@@ -231,8 +231,10 @@ def recorded_fields(y: torch.Tensor, recorded: torch.Tensor) -> dict:
 
 
 def _timing_fields(st: TuneState, stats: TimingStats, screened: bool) -> dict:
+    """The row's timing columns; a screen also sets ``time_screen_median_us``, which a later full timing keeps."""
     return {**stats.as_dict(), **roofline_fields(st.work, stats, st.ctx.ceilings),
-            "timing_pass": "screen" if screened else "full"}
+            "timing_pass": "screen" if screened else "full",
+            **({"time_screen_median_us": stats.median_us} if screened else {})}
 
 
 def measure_tactic(st: TuneState, idx: int, screened: bool) -> bool:

@@ -202,6 +202,7 @@ def test_screening_times_every_tactic_then_the_fastest_and_default_in_full():
     assert dict(df["timing_pass"]) == {"t0": "full", "t1": "full", "t2": "screen", "t3": "full", "t4": "screen",
                                        "t5": "screen"}
     assert dict(df["time_repeats"]) == {"t0": 5, "t1": 5, "t2": 2, "t3": 5, "t4": 2, "t5": 2}
+    assert df["time_screen_median_us"].tolist() == pytest.approx([ms * 1e3 for ms in SleepyBackend.SLEEP_MS])
     assert res.best.id == 1 and bool(df.loc["t1", "is_best"])
     for label, ms in zip(df.index, SleepyBackend.SLEEP_MS):  # the medians are exactly the fake durations
         assert df.loc[label, "time_median_us"] == pytest.approx(ms * 1e3, rel=1e-9)
@@ -360,5 +361,9 @@ def test_the_reverse_screen_takes_the_clock_drift_out_of_the_choice_of_finalists
     # t1's screen: its timed calls were the 6th and the 18th (drift 5 % and 17 %): the mean of the two medians
     assert df.loc["t1", "time_median_us"] == pytest.approx(1e3 * (1.05 + 1.17) / 2, rel=1e-6)
     assert df.loc["t1", "time_repeats"] == 2
+    # the finalist keeps the screen that picked it: 11 % and 13 % drift, below t1's
+    assert df.loc["t3", "time_screen_median_us"] == pytest.approx(1e3 * 0.985 * (1.11 + 1.13) / 2, rel=1e-6)
+    screen = df["time_screen_median_us"]
+    assert screen["t3"] < screen["t1"] == df.loc["t1", "time_median_us"]
     m = merged_screens(summarize([100.0, 110.0], "wall-clock"), summarize([130.0], "wall-clock"))
     assert (m.median_us, m.p10_us, m.p90_us, m.min_us, m.max_us, m.repeats) == (117.5, 101.0, 130.0, 100.0, 130.0, 3)
