@@ -18,8 +18,8 @@
 #                    (exit 3), so a call meant for one card costs only the machine's start on another
 #   gpu_state CSV    one line of nvidia-smi's clocks, power and temperature appended to CSV (header first); plan_start
 #                    and plan_finish write /tmp/r/gpu-NAME.csv, which the import copies beside the run
-#   SWEEP_ARGS       the one timing method of every plan (CUDA graphs, L2 flushed, CUPTI kernel time, screened, the
-#                    finalists in alternating rounds: --interleave); a plan adds its own --screen-top
+#   SWEEP_ARGS       the one timing method of every plan (CUDA graphs, L2 flushed, CUPTI kernel time, screened forward
+#                    and back, the finalists in alternating rounds: --interleave); a plan adds its own --screen-top
 GPU_FIELDS=timestamp,name,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,power.draw,temperature.gpu
 require_gpu() {
   [ -z "${ONLY_ON:-}" ] && return 0
@@ -58,7 +58,7 @@ plan_finish() {
   tar -czf $OUT/runs.tgz -C /tmp r && rm -f $OUT/partial.tgz; say "all done"; ls -la $OUT
 }
 SWEEP_ARGS="--cuda-graph --kernel-time --device cuda --warmup 3 --repeats 10 --screen 2 --max-seconds-per-tactic 0.3"
-SWEEP_ARGS="$SWEEP_ARGS --no-progress --interleave"  # the finalists in alternating rounds (session 22)
+SWEEP_ARGS="$SWEEP_ARGS --no-progress --interleave"  # finalists interleaved (s22), screens both ways (s24)
 ablate() {
   local name=$1 model=$2 ep=$3 tokens=$4 secs=$5; shift 5
   local args=(); while [ $# -gt 0 ]; do
