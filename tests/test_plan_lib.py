@@ -86,3 +86,20 @@ def test_a_triton_kit_goes_first_on_the_path_and_names_the_outputs(tmp_path):
     out = bash(tmp_path, smi, f"kit_check; {body}", KIT=str(kit), KIT_DIR=str(tmp_path / "k"), PYTHONPATH="/x").stdout
     assert out.splitlines() == ["[t +0s] KIT: triton9.9.0", f"TV=-triton9.9.0 PP={tmp_path / 'k'}:/x"]
     assert bash(tmp_path, smi, body, PYTHONPATH="/x").stdout == "TV= PP=/x\n"
+
+
+def test_duels_name_a_second_duel_at_one_shape_apart_and_stop_when_time_runs_out(tmp_path):
+    """evidence.sh's DUELS: each duel's CSV is named by its shape; a second duel at the same shape must not overwrite
+    the first's file (session 24), and a duel with 40 s or less left is skipped with a line saying so."""
+    smi = fake_smi(tmp_path, "NVIDIA H200")
+    duels = ("gpt-oss-20b|1|16384|triton=a|tk=b gpt-oss-20b|2|4096|triton=c|tk=b "
+             "gpt-oss-20b|1|16384|triton=d|tk=b gpt-oss-20b|1|16384|triton=e|tk=b")
+    body = ('duel() { echo "duel $1 $2 $3 $4 $5 $6 $7"; }; say() { echo "$*"; }; left() { echo 300; }; TV=""; '
+            'duels 560')
+    out = bash(tmp_path, smi, body, DUELS=duels).stdout.splitlines()
+    assert out == ["duel 20b-ep1-t16384 gpt-oss-20b 1 16384 300 triton=a tk=b",
+                   "duel 20b-ep2-t4096 gpt-oss-20b 2 4096 300 triton=c tk=b",
+                   "duel 20b-ep1-t16384-2 gpt-oss-20b 1 16384 300 triton=d tk=b",
+                   "duel 20b-ep1-t16384-3 gpt-oss-20b 1 16384 300 triton=e tk=b"]
+    late = bash(tmp_path, smi, body.replace("echo 300", "echo 40"), DUELS=duels).stdout.splitlines()
+    assert late[0] == "no time left for the duel gpt-oss-20b|1|16384|triton=a|tk=b" and len(late) == 4

@@ -36,14 +36,7 @@ has sweep && say "sweep done"
 has ablate && ablate 120b-ep4-t64-r100$TV gpt-oss-120b 4 64 $(left 230) --repeats 100 m16n128k128w4s3-ps-g2sk2-pdl
 has ablate && ablate 20b-ep1-t4$TV gpt-oss-20b 1 4 $(left 270) m16n64k256w4s3-ps-sk2-pdl m16n128k128w4s3-ps-g2sk2-pdl
 has ablate && ablate 120b-ep4-t4096$TV gpt-oss-120b 4 4096 $(left 320) m128n128k64w16s3-ps-gu-g2n256-t64
-declare -A seen=()  # a second duel at one shape gets -2 (and so on), not the first one's file
-has duel && for d in ${DUELS:-}; do
-  IFS='|' read -r dm dep dt da db <<< "$d"
-  L=$(left 560); [ "$L" -gt 40 ] || { say "no time left for the duel $d"; continue; }
-  dn="${dm#gpt-oss-}-ep$dep-t$dt$TV"; seen[$dn]=$(( ${seen[$dn]:-0} + 1 ))
-  [ "${seen[$dn]}" -gt 1 ] && dn="$dn-${seen[$dn]}"
-  duel "$dn" "$dm" "$dep" "$dt" "$L" "$da" "$db"
-done
+has duel && duels 560
 n=0
 PROFILES=${PROFILES:-"gpt-oss-20b|1|1|m16n64k256w4s3-ps-sk2-pdl gpt-oss-20b|1|16|m16n128k128w4s3-ps-g2sk2-pdl \
 gpt-oss-120b|4|4096|m128n128k64w16s3-ps-gu-g2n256-t64"}

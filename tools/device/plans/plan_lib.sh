@@ -13,6 +13,8 @@
 #                    plan_start) refuses a missing file (exit 2); use_kit (after it) unpacks it (into KIT_DIR, default
 #                    /tmp/tnew) first on PYTHONPATH and sets TV=-tritonX.Y.Z ('' without KIT), what a plan names its
 #                    outputs with
+#   duels SECONDS    every duel of DUELS (space-separated MODEL|EP|T|BACKEND=TACTIC|BACKEND=TACTIC) with duel, named
+#                    MODEL-epEP-tT$TV (a second one at a shape -2, and so on), while more than 40 of SECONDS are left
 #   ncu_env          ncu on PATH and its extras/python on PYTHONPATH (Nsight Compute through nsight-python)
 #   require_gpu      ONLY_ON (part of a GPU name, e.g. H200): on any other card the plan stops before it starts
 #                    (exit 3), so a call meant for one card costs only the machine's start on another
@@ -88,4 +90,14 @@ use_kit() {
   mkdir -p "$dir" && tar -xJf "$KIT" -C "$dir" || { echo "KIT: $KIT does not unpack" >&2; plan_finish; exit 2; }
   export PYTHONPATH=$dir:$PYTHONPATH TRITON_CACHE_DIR=/tmp/tc-kit
   TV=-triton$(python3 -c "import triton; print(triton.__version__)") || { plan_finish; exit 3; }; say "KIT: ${TV#-}"
+}
+duels() {
+  local d dm dep dt da db n L; local -A seen=()
+  for d in ${DUELS:-}; do
+    IFS='|' read -r dm dep dt da db <<< "$d"
+    L=$(left "$1"); [ "$L" -gt 40 ] || { say "no time left for the duel $d"; continue; }
+    n="${dm#gpt-oss-}-ep$dep-t$dt${TV:-}"; seen[$n]=$(( ${seen[$n]:-0} + 1 ))
+    [ "${seen[$n]}" -gt 1 ] && n="$n-${seen[$n]}"
+    duel "$n" "$dm" "$dep" "$dt" "$L" "$da" "$db"
+  done
 }
