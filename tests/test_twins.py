@@ -98,3 +98,21 @@ def test_a_pair_timed_in_different_passes_is_unlike():
     md = twins_markdown(t, "-r128", "")
     assert md.endswith("2 pairs, 1 faster, 0 level, 0 slower, 1 unlike (timed in different passes); median ratio 0.879")
     assert "| screen | faster |" in md and "| interleaved / screen | unlike |" in md
+
+
+def test_a_finalist_and_a_screen_only_twin_meet_by_their_screens_where_both_kept_them():
+    """From session 24 a finalist keeps the screen that picked it (time_screen_median_us): beside a screen-only twin
+    the pair compares the two screens, taken in one pass, instead of being unlike."""
+    base = dict(run_id="r1", gpu_name="NVIDIA H200", model="gpt-oss-20b", ep_size=1, num_tokens=16384,
+                backend="triton", status="ok", time_spread=0.01, triton_version="3.6.0")
+    rows = [("m128n128k64w16s4-ps-gu-g2n256", 6700.0, 6390.0, "interleaved"),
+            ("m128n128k64w16s4-ps-gu-g2n256-fs", 6366.0, 6366.0, "screen"),
+            ("m128n128k64w16s3-ps-gu-g2n256", 6710.0, float("nan"), "interleaved"),  # a run from before: no screen
+            ("m128n128k64w16s3-ps-gu-g2n256-fs", 6408.0, 6408.0, "screen")]
+    df = pd.DataFrame([{**base, "tactic_label": lab, "time_median_us": us, "time_screen_median_us": sc,
+                        "timing_pass": p} for lab, us, sc, p in rows])
+    t = twin_table(df, "-fs", "").set_index("tactic")
+    assert t.loc["m128n128k64w16s4-ps-gu-g2n256-fs", "passes"] == "screens (screen / interleaved)"
+    assert t.loc["m128n128k64w16s4-ps-gu-g2n256-fs", "ratio"] == pytest.approx(6366 / 6390)
+    assert t.loc["m128n128k64w16s4-ps-gu-g2n256-fs", "verdict"] == "level"  # 0.4 % within the 1 % spread
+    assert t.loc["m128n128k64w16s3-ps-gu-g2n256-fs", "verdict"] == "unlike"

@@ -33,10 +33,27 @@ def _verdict(ratio: float, spread: float) -> str:
     return "level" if abs(ratio - 1.0) <= spread else "faster" if ratio < 1.0 else "slower"
 
 
+def _pair(r: pd.Series, t: pd.Series) -> dict:
+    """A pair's times, ratio and verdict: by their medians when both were timed in the same pass; else, when both
+    kept the screen that picked the finalists (``time_screen_median_us``, from session 24), by those screens, taken
+    in one pass (``passes``: ``screens (...)``; the verdict against the larger of the rows' spreads); else
+    ``unlike``."""
+    same = r["_pass"] == t["_pass"]
+    us, twin_us, passes = r["time_median_us"], t["time_median_us"], r["_pass"]
+    if not same:
+        passes = f"{r['_pass']} / {t['_pass']}"
+        if pd.notna(r["_screen"]) and pd.notna(t["_screen"]):
+            us, twin_us, same, passes = r["_screen"], t["_screen"], True, f"screens ({passes})"
+    ratio = us / twin_us
+    return {"us": us, "twin_us": twin_us, "ratio": ratio, "passes": passes,
+            "verdict": _verdict(ratio, max(r["_spread"], t["_spread"])) if same else "unlike"}
+
+
 def twin_table(df: pd.DataFrame, variant: str, base: str) -> pd.DataFrame:
     """One row per measured ``variant`` tactic with a measured twin (see the module note); ``verdict`` says
     ``faster`` / ``slower`` when the ratio is off 1 by more than the larger of the two time spreads, else
-    ``level``; ``unlike`` when the two were timed in different passes (``passes`` names both).  A ValueError when ``variant`` is empty, equals ``base`` or names no measured tactic."""
+    ``level``; ``unlike`` when the two were timed in different passes and did not both keep their screens
+    (``passes`` names both; :func:`_pair`).  A ValueError when ``variant`` is empty, equals ``base`` or names no measured tactic."""
     if not isinstance(variant, str) or not variant or variant == base:
         raise ValueError(f"variant: expected a label part other than base ({base!r}), got {variant!r}")
     df = ok_rows(require_frame(df, "results", KEYS + ["tactic_label", "time_median_us", "status"]))
@@ -48,7 +65,8 @@ def twin_table(df: pd.DataFrame, variant: str, base: str) -> pd.DataFrame:
     span = df["time_kernel_span_median_us"] if "time_kernel_span_median_us" in df else pd.Series(float("nan"),
                                                                                                  index=df.index)
     passes = df["timing_pass"].fillna("").astype(str) if "timing_pass" in df else pd.Series("", index=df.index)
-    both = df.assign(_spread=spread, _span=span, _pass=passes)
+    screen = df["time_screen_median_us"] if "time_screen_median_us" in df else pd.Series(float("nan"), index=df.index)
+    both = df.assign(_spread=spread, _span=span, _pass=passes, _screen=screen)
     keys = KEYS + RELEASES
     idx = both.set_index(keys + ["tactic_label"])
     rows = []
@@ -59,13 +77,9 @@ def twin_table(df: pd.DataFrame, variant: str, base: str) -> pd.DataFrame:
             continue
         t = idx.loc[key]
         t = t.iloc[0] if isinstance(t, pd.DataFrame) else t
-        ratio = r["time_median_us"] / t["time_median_us"]
-        rows.append({**{k: r[k] for k in keys}, "tactic": r["tactic_label"], "twin": twin, "us": r["time_median_us"],
-                     "twin_us": t["time_median_us"], "ratio": ratio, "kernel_ratio": r["_span"] / t["_span"],
-                     "spread": r["_spread"], "twin_spread": t["_spread"],
-                     "passes": r["_pass"] if r["_pass"] == t["_pass"] else f"{r['_pass']} / {t['_pass']}",
-                     "verdict": _verdict(ratio, max(r["_spread"], t["_spread"])) if r["_pass"] == t["_pass"]
-                     else "unlike"})
+        rows.append({**{k: r[k] for k in keys}, "tactic": r["tactic_label"], "twin": twin,
+                     "kernel_ratio": r["_span"] / t["_span"], "spread": r["_spread"], "twin_spread": t["_spread"],
+                     **_pair(r, t)})
     out = pd.DataFrame(rows, columns=COLUMNS)
     return out.sort_values(keys + ["tactic"], kind="stable").reset_index(drop=True)
 
