@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from .measure.timing import TimingStats, summarize
-from .tune_steps import TuneState, _kernel_time, _retime, _timed, _timing_fields
+from .tune_steps import TuneState, add_kernel_time, retime, timed, timing_fields
 
 
 def merged_screens(a: TimingStats, b: TimingStats) -> TimingStats:
@@ -36,13 +36,13 @@ def reverse_screen(st: TuneState) -> None:
     screen (the notes say why)."""
     for t, row in reversed([(t, r) for t, r in st.ok if r["timing_pass"] == "screen"]):
         try:
-            again = _timed(st, st.backend.launcher(st.prepared, t, st.out), True)
+            again = timed(st, st.backend.launcher(st.prepared, t, st.out), True)
         except Exception as e:  # noqa: BLE001 - the row keeps its first screen
             st.result.notes.append(f"reverse screen of {t.label} failed, its first screen stands: {e}")
             continue
         finally:
             st.backend.end_launches(st.prepared)
-        row.update(_timing_fields(st, merged_screens(_row_stats(row), again), True))
+        row.update(timing_fields(st, merged_screens(_row_stats(row), again), True))
 
 
 def second_pass(st: TuneState) -> None:
@@ -58,7 +58,7 @@ def second_pass(st: TuneState) -> None:
     for i in sorted(pick):
         t, row = st.ok[i]
         try:
-            _retime(st, t, row)
+            retime(st, t, row)
         except Exception as e:  # noqa: BLE001 - the row keeps its screen timing
             st.result.notes.append(f"full timing of {t.label} failed after its screen: {e}")
 
@@ -95,9 +95,9 @@ def interleaved_pass(st: TuneState, picks: list[int]) -> None:
     for i, us in times.items():
         t, row = st.ok[i]
         stats = dataclasses.replace(summarize(us, method), sm_clock_mhz=mhz)
-        row.update(_timing_fields(st, stats, False), timing_pass="interleaved")
+        row.update(timing_fields(st, stats, False), timing_pass="interleaved")
         try:
-            _kernel_time(st, st.backend.launcher(st.prepared, t, st.out), row)
+            add_kernel_time(st, st.backend.launcher(st.prepared, t, st.out), row)
         finally:
             st.backend.end_launches(st.prepared)
 

@@ -187,7 +187,7 @@ def tactic_step(st: TuneState) -> bool:
     return True
 
 
-def _timed(st: TuneState, launch: Callable[[], Any], screened: bool) -> TimingStats:
+def timed(st: TuneState, launch: Callable[[], Any], screened: bool) -> TimingStats:
     o = st.options
     clock_kw = {} if st.ctx.clock is None else {"clock": st.ctx.clock}
     return time_fn(launch, st.ctx.device, warmup=1 if screened else o.warmup, repeats=o.screen if screened else
@@ -195,7 +195,7 @@ def _timed(st: TuneState, launch: Callable[[], Any], screened: bool) -> TimingSt
                    **clock_kw)
 
 
-def _kernel_time(st: TuneState, launch: Callable[[], Any], row: dict) -> None:
+def add_kernel_time(st: TuneState, launch: Callable[[], Any], row: dict) -> None:
     """``time_kernel_*``: the GPU kernel time per call (torch.profiler / CUPTI), on CUDA with ``kernel_time``."""
     if not st.options.kernel_time or st.ctx.device.type != "cuda":
         return
@@ -230,7 +230,7 @@ def recorded_fields(y: torch.Tensor, recorded: torch.Tensor) -> dict:
     return {"recorded_rel_l2": m["rel_l2"], "matches_recorded": bool(m["correct"])}
 
 
-def _timing_fields(st: TuneState, stats: TimingStats, screened: bool) -> dict:
+def timing_fields(st: TuneState, stats: TimingStats, screened: bool) -> dict:
     """The row's timing columns; a screen also sets ``time_screen_median_us``, which a later full timing keeps."""
     return {**stats.as_dict(), **roofline_fields(st.work, stats, st.ctx.ceilings),
             "timing_pass": "screen" if screened else "full",
@@ -249,9 +249,9 @@ def measure_tactic(st: TuneState, idx: int, screened: bool) -> bool:
             if st.options.check_correctness:
                 row.update(_check(st, launch))
             stage = "timing"
-            row.update(_timing_fields(st, _timed(st, launch, screened), screened))
+            row.update(timing_fields(st, timed(st, launch, screened), screened))
             if not screened:
-                _kernel_time(st, launch, row)
+                add_kernel_time(st, launch, row)
         finally:
             st.backend.end_launches(st.prepared)
         row["status"] = "ok" if (not st.options.check_correctness or row.get("correct")) else "incorrect"
@@ -295,14 +295,14 @@ def combined_step(st: TuneState) -> bool:
     return measure_tactic(st, len(st.tactics) - 1, False)
 
 
-def _retime(st: TuneState, t: Tactic, row: Optional[dict] = None) -> TimingStats:
+def retime(st: TuneState, t: Tactic, row: Optional[dict] = None) -> TimingStats:
     """``t`` timed in full again; with ``row``, its timing columns (and kernel time) replaced."""
     try:
         launch = st.backend.launcher(st.prepared, t, st.out)
-        stats = _timed(st, launch, False)
+        stats = timed(st, launch, False)
         if row is not None:
-            row.update(_timing_fields(st, stats, False))
-            _kernel_time(st, launch, row)
+            row.update(timing_fields(st, stats, False))
+            add_kernel_time(st, launch, row)
         return stats
     finally:
         st.backend.end_launches(st.prepared)
@@ -322,7 +322,7 @@ def pick_best(st: TuneState) -> pd.DataFrame:
     st.result.best = next(t for t in st.tactics if str(t.id) == best_id)
     if st.options.repeat_best:  # noise figure: the same tactic timed a second time, after all the others
         try:
-            again = _retime(st, st.result.best)
+            again = retime(st, st.result.best)
             first = float(df.loc[best_idx, "time_median_us"])
             df.loc[best_idx, "time_median_us_repeat"] = again.median_us
             df.loc[best_idx, "noise_ratio"] = max(first, again.median_us) / min(first, again.median_us)
