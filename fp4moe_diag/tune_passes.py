@@ -1,6 +1,7 @@
 """The tuner's passes after the first (:func:`fp4moe_diag.tune.tune_case` runs them when ``screen`` is set): with
 ``interleave`` the screen taken again in the reverse order (:func:`reverse_screen`), then the finalists timed in
-full (:func:`second_pass`), with ``interleave`` in alternating rounds (:func:`interleaved_pass`).
+full (:func:`second_pass`), with ``interleave`` in alternating rounds (:func:`interleaved_pass`), their CUPTI kernel
+time too (:func:`interleaved_kernel_time`).
 
 Why both: the SM clock falls as tactics are timed one after another (the H100 at 20b EP1 T=16384: 1935 to 1560 MHz
 over 5 s, session 21; the H200's screen rows at 1950-1980 MHz, its finalists at 1815, session 23's ``-s23b``).  The
@@ -12,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 
 from .measure.timing import TimingStats, summarize
-from .tune_steps import TuneState, add_kernel_time, retime, timed, timing_fields
+from .tune_steps import KERNEL_TIME_COLUMNS, TuneState, add_kernel_time, retime, timed, timing_fields
 
 
 def merged_screens(a: TimingStats, b: TimingStats) -> TimingStats:
@@ -93,12 +94,32 @@ def interleaved_pass(st: TuneState, picks: list[int]) -> None:
         return
     method = "cuda-graph" if dev.type == "cuda" else "wall-clock"
     for i, us in times.items():
-        t, row = st.ok[i]
         stats = dataclasses.replace(summarize(us, method), sm_clock_mhz=mhz)
-        row.update(timing_fields(st, stats, False), timing_pass="interleaved")
-        try:
-            add_kernel_time(st, st.backend.launcher(st.prepared, t, st.out), row)
-        finally:
-            st.backend.end_launches(st.prepared)
+        st.ok[i][1].update(timing_fields(st, stats, False), timing_pass="interleaved")
+    interleaved_kernel_time(st, {i: calls[i] for i in times})
+
+
+def interleaved_kernel_time(st: TuneState, calls: dict) -> None:
+    """With ``kernel_time`` on CUDA: the CUPTI kernel time of the interleaved tactics (``calls``: index of ``st.ok``
+    -> its captured graph) in the same alternating rounds (:func:`.measure.kernel_time.time_kernels_rounds`), not
+    one tactic after another; should that fail, one after another as before (the notes say why)."""
+    o = st.options
+    if not o.kernel_time or st.ctx.device.type != "cuda":
+        return
+    from .measure.kernel_time import time_kernels_rounds
+
+    try:
+        stats = time_kernels_rounds(calls, st.ctx.device, o.repeats, warmup=1, flush_l2=o.flush_l2)
+    except Exception as e:  # noqa: BLE001 - fall back to the sequential kernel time
+        st.result.notes.append(f"interleaved kernel time failed, timed one after another: {type(e).__name__}: {e}")
+        for i in calls:
+            t, row = st.ok[i]
+            try:
+                add_kernel_time(st, st.backend.launcher(st.prepared, t, st.out), row)
+            finally:
+                st.backend.end_launches(st.prepared)
+        return
+    for i, kt in stats.items():
+        st.ok[i][1].update({k: v for k, v in kt.as_dict().items() if k in KERNEL_TIME_COLUMNS})
 
 

@@ -114,3 +114,26 @@ def test_gpu_time_kernels_counts_only_the_call(graph):
     assert st.attribution["outside"] >= 10  # the flushes
     assert 0 < st.sum.median_us <= st.span.median_us * 1.001
     assert ("cuda-graph" in st.method) == graph
+
+
+def test_stats_by_owner_splits_one_session_of_alternating_calls_by_callable():
+    """time_kernels_rounds' attribution: calls 0..5 of one profiler session made for a, b, b, a, a, b (rotated
+    rounds); each callable's statistics over its own calls only."""
+    from fp4moe_diag.measure.kernel_time import stats_by_owner
+
+    us = {"a": 10_000, "b": 12_000}
+    owner = ["a", "b", "b", "a", "a", "b"]
+    calls = [CallKernels(i, (_k(f"gemm_{o}", 0, us[o] + 100 * i), _k("sum", 0, 500))) for i, o in enumerate(owner)]
+    st = stats_by_owner(calls, owner, "kernel-sum (torch.profiler, cuda-graph, alternating rounds)", {"linked": 12})
+    assert list(st) == ["a", "b"]
+    assert st["a"].sum.median_us == pytest.approx((10_000 + 300 + 500) / 1e3)  # calls 0, 3, 4: 10.0, 10.3, 10.4
+    assert st["b"].sum.median_us == pytest.approx((12_000 + 200 + 500) / 1e3)  # calls 1, 2, 5
+    assert st["a"].sum.repeats == 3 and st["b"].per_kernel_us["sum"] == pytest.approx(0.5)
+    assert st["a"].method.endswith("alternating rounds)") and st["a"].attribution == {"linked": 12}
+
+
+def test_time_kernels_rounds_needs_cuda_and_two_calls():
+    from fp4moe_diag.measure.kernel_time import time_kernels_rounds
+
+    with pytest.raises(ValueError, match="^device: kernel time needs a CUDA device"):
+        time_kernels_rounds({"a": lambda: None, "b": lambda: None}, "cpu", 3)

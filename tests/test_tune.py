@@ -367,3 +367,42 @@ def test_the_reverse_screen_takes_the_clock_drift_out_of_the_choice_of_finalists
     assert screen["t3"] < screen["t1"] == df.loc["t1", "time_median_us"]
     m = merged_screens(summarize([100.0, 110.0], "wall-clock"), summarize([130.0], "wall-clock"))
     assert (m.median_us, m.p10_us, m.p90_us, m.min_us, m.max_us, m.repeats) == (117.5, 101.0, 130.0, 100.0, 130.0, 3)
+
+
+def test_the_interleaved_tactics_kernel_time_is_taken_in_rounds_too(monkeypatch):
+    """With --kernel-time on CUDA the CUPTI time of the interleaved tactics comes from one session of alternating
+    rounds; should that fail, each tactic is timed one after another as before, and a note says why."""
+    import types
+
+    from fp4moe_diag import tune_passes
+    from fp4moe_diag.measure import kernel_time
+    from fp4moe_diag.measure.kernel_time import Activity, CallKernels, stats_by_owner
+
+    rows = {0: {}, 1: {}}
+    st = types.SimpleNamespace(options=MeasureOptions(kernel_time=True, repeats=4), ctx=types.SimpleNamespace(
+        device=torch.device("cuda")), ok=[("t0", rows[0]), ("t1", rows[1])], result=types.SimpleNamespace(notes=[]))
+    seen = {}
+
+    def rounds(calls, device, n, warmup, flush_l2):
+        seen.update(calls=sorted(calls), n=n)
+        owner = [0, 1, 1, 0]
+        recs = [CallKernels(i, (Activity("k", True, 0, 1000 * (o + 1)),)) for i, o in enumerate(owner)]
+        return stats_by_owner(recs, owner, "kernel-sum (torch.profiler, cuda-graph, alternating rounds)")
+
+    monkeypatch.setattr(kernel_time, "time_kernels_rounds", rounds)
+    tune_passes.interleaved_kernel_time(st, {0: "g0", 1: "g1"})
+    assert seen == {"calls": [0, 1], "n": 4}
+    assert rows[0]["time_kernel_median_us"] == pytest.approx(1.0) and rows[1]["time_kernel_median_us"] == 2.0
+    assert rows[1]["time_kernel_method"].endswith("alternating rounds)") and st.result.notes == []
+
+    def broken(*a, **k):
+        raise RuntimeError("CUPTI busy")
+
+    one_by_one = []
+    monkeypatch.setattr(kernel_time, "time_kernels_rounds", broken)
+    monkeypatch.setattr(tune_passes, "add_kernel_time", lambda st_, launch, row: one_by_one.append(launch))
+    st.backend = types.SimpleNamespace(launcher=lambda prepared, t, out: f"launch {t}", end_launches=lambda p: None)
+    st.prepared, st.out = None, None
+    tune_passes.interleaved_kernel_time(st, {0: "g0", 1: "g1"})
+    assert one_by_one == ["launch t0", "launch t1"]
+    assert st.result.notes == ["interleaved kernel time failed, timed one after another: RuntimeError: CUPTI busy"]

@@ -16,6 +16,8 @@ Two numbers per call: ``sum`` (the kernels' busy time: what the GPU would need w
 gaps; it over-counts if kernels of one call overlap on several streams) and ``span`` (FlashInfer's:
 first start to last end, gaps between kernels included).  :func:`summarize_calls` and
 :func:`assign_to_calls` are pure (tested with synthetic records); :func:`time_kernels` profiles.
+:func:`time_kernels_rounds` profiles several callables in alternating rounds in one session (the tuner's
+``--interleave`` finalists), :func:`stats_by_owner` (pure) splits its calls by callable.
 """
 
 from __future__ import annotations
@@ -243,3 +245,51 @@ def time_kernels(
     stats = summarize_calls(calls, method)
     return KernelTimeStats(stats.sum, stats.span, stats.kernels_per_call, stats.consistent, stats.per_kernel_us,
                            counts)
+
+
+def stats_by_owner(calls: Sequence[CallKernels], owner: Sequence[Any], method: str,
+                   counts: Optional[dict] = None) -> dict[Any, KernelTimeStats]:
+    """Calls made for several callables in one profiler session (call ``i`` made for ``owner[i]``) -> each
+    callable's :class:`KernelTimeStats` over its own calls (pure: tested with synthetic records)."""
+    out = {}
+    for name in dict.fromkeys(owner):
+        s = summarize_calls([c for c in calls if 0 <= c.index < len(owner) and owner[c.index] == name], method)
+        out[name] = KernelTimeStats(s.sum, s.span, s.kernels_per_call, s.consistent, s.per_kernel_us,
+                                    dict(counts or {}))
+    return out
+
+
+def time_kernels_rounds(calls: dict[Any, Callable[[], Any]], device: Any, rounds: int, warmup: int = 1,
+                        flush_l2: bool = True) -> dict[Any, KernelTimeStats]:
+    """Kernel time of several callables (graph replays) in ``rounds`` alternating rounds under one torch.profiler
+    session, the order rotated each round (:func:`.paired.round_orders`) as :func:`.paired.replay_rounds` times
+    them: a clock that drifts over the rounds falls on all alike (one after another, session 23's H200 kernel sums
+    at 20b EP1 T=16384 put ours 7 % ahead of triton_kernels where the alternating replays said 1 %).  Each call is a
+    range of its own (:data:`MARK` and a running index), after an L2 flush and a synchronize, as in
+    :func:`time_kernels`."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from .paired import round_orders
+
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        raise ValueError(f"device: kernel time needs a CUDA device, got {dev}")
+    orders = round_orders(list(calls), rounds)  # ValueError for fewer than two calls or rounds < 1
+    flusher = L2Flusher(dev) if flush_l2 else None
+    for fn in calls.values():
+        for _ in range(warmup):
+            fn()
+    torch.cuda.synchronize(dev)
+    owner: list[Any] = []
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for order in orders:
+            for name in order:
+                if flusher is not None:
+                    flusher()
+                torch.cuda.synchronize(dev)
+                with record_function(f"{MARK}{len(owner)}"):
+                    calls[name]()
+                    torch.cuda.synchronize(dev)
+                owner.append(name)
+    per_call, counts = assign_to_calls(kineto_activities(prof))
+    return stats_by_owner(per_call, owner, "kernel-sum (torch.profiler, cuda-graph, alternating rounds)", counts)
