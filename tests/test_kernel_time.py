@@ -137,3 +137,19 @@ def test_time_kernels_rounds_needs_cuda_and_two_calls():
 
     with pytest.raises(ValueError, match="^device: kernel time needs a CUDA device"):
         time_kernels_rounds({"a": lambda: None, "b": lambda: None}, "cpu", 3)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_gpu_time_kernels_rounds_attributes_each_graph_its_own_kernels():
+    from fp4moe_diag.measure.kernel_time import time_kernels_rounds
+    from fp4moe_diag.measure.paired import capture_graph
+
+    a = torch.randn(2048, 2048, device="cuda")
+    c = torch.empty_like(a)
+    one = capture_graph(lambda: torch.mm(a, a, out=c), "cuda")
+    two = capture_graph(lambda: (torch.mm(a, a, out=c), c.mul_(2.0)), "cuda")
+    st = time_kernels_rounds({"one": one, "two": two}, "cuda", 6)
+    assert (st["one"].kernels_per_call, st["two"].kernels_per_call) == (1, 2)
+    assert st["one"].sum.repeats == st["two"].sum.repeats == 6 and st["two"].consistent
+    assert st["one"].sum.median_us < st["two"].sum.median_us

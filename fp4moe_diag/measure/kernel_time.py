@@ -264,7 +264,7 @@ def time_kernels_rounds(calls: dict[Any, Callable[[], Any]], device: Any, rounds
     """Kernel time of several callables (graph replays) in ``rounds`` alternating rounds under one torch.profiler
     session, the order rotated each round (:func:`.paired.round_orders`) as :func:`.paired.replay_rounds` times
     them: a clock that drifts over the rounds falls on all alike (one after another, session 23's H200 kernel sums
-    at 20b EP1 T=16384 put ours 7 % ahead of triton_kernels where the alternating replays said 1 %).  Each call is a
+    at 20b EP1 T=16384 put ours 7 % ahead of triton_kernels where the alternating replays said 1.5 %).  Each call is a
     range of its own (:data:`MARK` and a running index), after an L2 flush and a synchronize, as in
     :func:`time_kernels`."""
     from torch.profiler import ProfilerActivity, profile, record_function
