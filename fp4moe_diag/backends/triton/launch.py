@@ -267,7 +267,7 @@ def gemm2_calls(
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
     split_k: int = 1, x2: bool = False, swap: bool = False, ps: bool = False, pdl: int = 0,
     fused: Optional[FusedSum] = None, ablate: int = 0, tile_major: bool = False, persist: int = 0,
-    peel: bool = False, reg_cap: int = 0,
+    peel: bool = False,
 ) -> list[Callable[[], None]]:
     """The launch of gemm2. ``a [P, I]`` bf16, ``w [L, H, I/2]`` (``ps``: ``[L, H/16, I/64, 512]``), ``out [T*k, H]``
     (rows by pair index), or ``out [>= split_k, T*k, H]`` (one plane per split; the caller sums them, or with
@@ -275,13 +275,13 @@ def gemm2_calls(
     ``pdl`` (ps only): 1 programmatic dependent launch, 2 that and the L2 prefetch of its first weight chunks, 4
     that and its first K step's weights loaded before its wait (``W_FIRST``, set under the interpreter too: the
     same peeled first step, run without the wait).
-    ``ablate`` (ps only): the kernel's ABLATE, :mod:`._kernels_ablate`; ``tile_major``, ``persist``, ``peel``,
-    ``reg_cap``: as :func:`gemm1_calls`."""
+    ``ablate`` (ps only): the kernel's ABLATE, :mod:`._kernels_ablate`; ``tile_major``, ``persist``, ``peel``: as
+    :func:`gemm1_calls`.  No register cap: ``-rN`` caps gemm1 only (:mod:`.configs_regcap`)."""
     _persist_check(persist, ps, fused=fused is not None, ablate=ablate, pdl_over_1=pdl > 1)
     hidden, inter = _weight_dims(w, ps)[0], a.shape[1]
     modes = (_mode_args(dot_scaled, x2, swap, ps, (block_m, block_n, block_k, num_warps)) | _pdl_args(pdl, ps)
              | _ablate_args(ablate, ps, num_stages) | _tile_major_args(tile_major, ps) | _w_first_args(pdl)
-             | _peel_args(peel, ps, False, inter, block_k, split_k) | _reg_cap_args(reg_cap, ps))
+             | _peel_args(peel, ps, False, inter, block_k, split_k))
     if fused is not None and not ps:
         raise ValueError("fused: only the pre-shuffled kernels (ps=True) have the fused top-k sum")
     num_blocks = block_expert_ids.numel()
