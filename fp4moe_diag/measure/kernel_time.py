@@ -212,8 +212,6 @@ def time_kernels(
     """Kernel time of ``fn`` per call on a CUDA ``device``: ``repeats`` calls under torch.profiler, each
     after an L2 flush (not counted) and a synchronize.  With ``cuda_graph`` one call is captured and
     replayed (falls back to eager calls when the capture fails; the method says which)."""
-    from torch.profiler import ProfilerActivity, profile, record_function
-
     if repeats < 1:
         raise ValueError(f"repeats: expected >= 1, got {repeats}")
     dev = torch.device(device)
@@ -233,18 +231,27 @@ def time_kernels(
             flusher()
         launch()
     torch.cuda.synchronize(dev)
+    calls, counts = _profiled_calls([launch] * repeats, dev, flusher)
+    stats = summarize_calls(calls, method)
+    return KernelTimeStats(stats.sum, stats.span, stats.kernels_per_call, stats.consistent, stats.per_kernel_us,
+                           counts)
+
+
+def _profiled_calls(fns: Sequence[Callable[[], Any]], dev: torch.device,
+                    flusher: Optional[L2Flusher]) -> tuple[list[CallKernels], dict[str, int]]:
+    """``fns`` called in order under one torch.profiler session, each after an L2 flush (not counted) and a
+    synchronize, in a range of its own (:data:`MARK` and its index): :func:`assign_to_calls` of the records."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for i in range(repeats):
+        for i, fn in enumerate(fns):
             if flusher is not None:
                 flusher()
             torch.cuda.synchronize(dev)
             with record_function(f"{MARK}{i}"):
-                launch()
+                fn()
                 torch.cuda.synchronize(dev)
-    calls, counts = assign_to_calls(kineto_activities(prof))
-    stats = summarize_calls(calls, method)
-    return KernelTimeStats(stats.sum, stats.span, stats.kernels_per_call, stats.consistent, stats.per_kernel_us,
-                           counts)
+    return assign_to_calls(kineto_activities(prof))
 
 
 def stats_by_owner(calls: Sequence[CallKernels], owner: Sequence[Any], method: str,
@@ -266,9 +273,7 @@ def time_kernels_rounds(calls: dict[Any, Callable[[], Any]], device: Any, rounds
     them: a clock that drifts over the rounds falls on all alike (one after another, session 23's H200 kernel sums
     at 20b EP1 T=16384 put ours 7 % ahead of triton_kernels where the alternating replays said 1.5 %).  Each call is a
     range of its own (:data:`MARK` and a running index), after an L2 flush and a synchronize, as in
-    :func:`time_kernels`."""
-    from torch.profiler import ProfilerActivity, profile, record_function
-
+    :func:`time_kernels` (:func:`_profiled_calls`)."""
     from .paired import round_orders
 
     dev = torch.device(device)
@@ -280,16 +285,6 @@ def time_kernels_rounds(calls: dict[Any, Callable[[], Any]], device: Any, rounds
         for _ in range(warmup):
             fn()
     torch.cuda.synchronize(dev)
-    owner: list[Any] = []
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for order in orders:
-            for name in order:
-                if flusher is not None:
-                    flusher()
-                torch.cuda.synchronize(dev)
-                with record_function(f"{MARK}{len(owner)}"):
-                    calls[name]()
-                    torch.cuda.synchronize(dev)
-                owner.append(name)
-    per_call, counts = assign_to_calls(kineto_activities(prof))
+    owner = [name for order in orders for name in order]
+    per_call, counts = _profiled_calls([calls[name] for name in owner], dev, flusher)
     return stats_by_owner(per_call, owner, "kernel-sum (torch.profiler, cuda-graph, alternating rounds)", counts)
