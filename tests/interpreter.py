@@ -68,6 +68,15 @@ def interpreter_fixture(script: str):
     return interp_results
 
 
+def needs_sass_tools():
+    """The skip mark of a test of the sm_90a builds (:mod:`fp4moe_diag.profiling.sass`): it needs triton with its
+    bundled ptxas, nvdisasm and cuobjdump."""
+    import pytest
+
+    return pytest.mark.skipif(not bundled_tools("ptxas", "nvdisasm", "cuobjdump"),
+                              reason="triton with its bundled CUDA tools is not installed")
+
+
 def bundled_tools(*tools: str) -> bool:
     """Whether triton imports and bundles every CUDA tool of ``tools`` (ptxas, nvdisasm, cuobjdump): the sm_90a
     build tests run on a CPU host with them."""

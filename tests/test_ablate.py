@@ -13,7 +13,7 @@ from fp4moe_diag import MoECase
 from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend
 from fp4moe_diag.backends.triton.configs import ABLATIONS, KernelConfig, parse_config
 from fp4moe_diag.profiling import ablate
-from interpreter import bundled_tools, interpreter_fixture
+from interpreter import interpreter_fixture, needs_sass_tools
 
 GPT = dict(hidden_size=3072, intermediate_size=3072, num_experts=32, top_k=4)
 
@@ -167,8 +167,7 @@ def test_cli_refuses_before_any_gpu_work(tmp_path, capsys):
     assert out.read_text() == "kept" and not any(p.name != "a.csv" for p in tmp_path.iterdir())
 
 
-@pytest.mark.skipif(not bundled_tools("ptxas", "cuobjdump", "nvdisasm"),
-                    reason="triton with its bundled CUDA tools is not installed")
+@needs_sass_tools()
 @pytest.mark.parametrize("tactic", ["m16n128k128w4s3-ps", "m128n128k64w16s3-ps-gu-g2n256"])
 def test_sm90_builds_take_out_what_they_say(tactic):
     """K = 3072: ``~nodeq`` keeps the wgmmas and the cp.async loads of the tactic's loop and drops the bf16x2 scale

@@ -18,7 +18,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interpreter import HAS_TRITON, bundled_tools, interpreter_fixture
+from interpreter import HAS_TRITON, interpreter_fixture, needs_sass_tools
 
 from fp4moe_diag import MoECase, build_inputs
 from fp4moe_diag.backends import get_backend
@@ -247,8 +247,7 @@ def test_interpreter_backend_matches_both_references_and_f8(interp_results: dict
 
 
 # ------------------------------------------------------------------ sm_90a build (CPU host, Triton's bundled tools)
-@pytest.mark.skipif(not bundled_tools("ptxas", "nvdisasm", "cuobjdump"), reason="triton with its bundled CUDA tools is "
-                    "not installed")
+@needs_sass_tools()
 @pytest.mark.parametrize("label", ["m128n64k128w4s3-p8", "m64n128k128w8s3-p8"])
 def test_sm90_p8_loops_take_qgmma_without_shuffles_or_spills(label: str):
     from fp4moe_diag.profiling.sass import count, stack_bytes

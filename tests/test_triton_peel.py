@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from interpreter import HAS_TRITON, bundled_tools, check_twins, interpreter_fixture, twin_script
+from interpreter import HAS_TRITON, check_twins, interpreter_fixture, needs_sass_tools, twin_script
 
 from fp4moe_diag.backends.triton.configs import KernelConfig, parse_config
 from fp4moe_diag.backends.triton.configs_peel import PS_PK_DECODE_CONFIGS, PS_PK_DECODE_PDL_CONFIGS
@@ -93,8 +93,7 @@ def test_peeled_tactics_match_their_plain_twins_in_the_interpreter(interp_result
     check_twins(interp_results, errors=8, twins=8, tol=TOL)
 
 
-@pytest.mark.skipif(not bundled_tools("ptxas", "nvdisasm", "cuobjdump"), reason="triton with its bundled CUDA tools "
-                    "is not installed")
+@needs_sass_tools()
 def test_peeled_k_loops_in_the_sm90_build():
     from fp4moe_diag.profiling.sass import count
 

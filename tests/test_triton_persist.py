@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from interpreter import HAS_TRITON, bundled_tools, check_twins, interpreter_fixture
+from interpreter import HAS_TRITON, check_twins, interpreter_fixture, needs_sass_tools
 
 from fp4moe_diag.backends.triton.configs import PERSIST_LABELS, KernelConfig, parse_config
 from fp4moe_diag.backends.triton.configs_persist import PS_PT_DECODE_CONFIGS, PS_PT_DECODE_PDL_CONFIGS
@@ -120,8 +120,7 @@ def test_persistent_tactics_match_their_plain_twins_in_the_interpreter(interp_re
     assert r["tiles_16_gemm1"] > 2 * r["programs"] and r["tiles_32_gemm2"] > r["programs"]
 
 
-@pytest.mark.skipif(not bundled_tools("ptxas", "nvdisasm", "cuobjdump"), reason="triton with its bundled CUDA tools "
-                    "is not installed")
+@needs_sass_tools()
 def test_persistent_k_loops_in_the_sm90_build():
     from fp4moe_diag.profiling.sass import count
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from interpreter import HAS_TRITON, bundled_tools, check_twins, interpreter_fixture, twin_script
+from interpreter import HAS_TRITON, check_twins, interpreter_fixture, needs_sass_tools, twin_script
 
 from fp4moe_diag.backends.triton.configs import KernelConfig, parse_config
 from fp4moe_diag.backends.triton.configs_regcap import (PS_RC4_DECODE_PDL_CONFIGS, PS_RC_CONFIGS,
@@ -83,8 +83,7 @@ def test_capped_tactics_match_their_twins_in_the_interpreter(interp_results: dic
     check_twins(interp_results, errors=2, twins=2, tol=TOL)
 
 
-@pytest.mark.skipif(not bundled_tools("ptxas", "nvdisasm", "cuobjdump"), reason="triton with its bundled CUDA tools "
-                    "is not installed")
+@needs_sass_tools()
 def test_the_capped_64_row_tile_keeps_two_programs_an_sm_without_a_loop_spill():
     from fp4moe_diag.profiling.sass import count
 
@@ -94,8 +93,7 @@ def test_the_capped_64_row_tile_keeps_two_programs_an_sm_without_a_loop_spill():
         assert plain.resident_programs == 1 and plain.registers > 128
 
 
-@pytest.mark.skipif(not bundled_tools("ptxas", "nvdisasm", "cuobjdump"), reason="triton with its bundled CUDA tools "
-                    "is not installed")
+@needs_sass_tools()
 def test_the_decode_winner_capped_at_128_holds_four_programs_an_sm():
     from fp4moe_diag.profiling.sass import count
 
@@ -104,8 +102,7 @@ def test_the_decode_winner_capped_at_128_holds_four_programs_an_sm():
     assert max(capped.mma_waits) == 0  # the price: every wgmma waited before the next (3.6.0 uncapped: <= 7)
 
 
-@pytest.mark.skipif(not bundled_tools("ptxas", "nvdisasm", "cuobjdump"), reason="triton with its bundled CUDA tools "
-                    "is not installed")
+@needs_sass_tools()
 def test_the_cap_is_gemm1s_only():
     """Capped, ptxas gave gemm2 more registers and it ran slower (-s24c): gemm2 is built as its uncapped twin."""
     from fp4moe_diag.profiling.sass import count

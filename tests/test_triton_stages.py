@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from interpreter import HAS_TRITON, bundled_tools
+from interpreter import HAS_TRITON, needs_sass_tools
 
 from fp4moe_diag.backends.triton.configs import KernelConfig, parse_config
 from fp4moe_diag.backends.triton.configs_stages import PS_G2S_DECODE_PDL_CONFIGS
@@ -49,8 +49,7 @@ def test_gemm2_alone_gets_the_depth_and_none_is_offered(monkeypatch):
         assert not any(x.id.num_stages2 for x in b.tactics(default_case(model, ep, t)))
 
 
-@pytest.mark.skipif(not bundled_tools("ptxas", "nvdisasm", "cuobjdump"), reason="triton with its bundled CUDA tools "
-                    "is not installed")
+@needs_sass_tools()
 def test_deeper_gemm2_costs_shared_memory_only():
     from fp4moe_diag.profiling.sass import count
 

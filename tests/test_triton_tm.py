@@ -14,7 +14,7 @@ from fp4moe_diag.backends.triton import ps_layout
 from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend
 from fp4moe_diag.backends.triton.configs import KernelConfig, parse_config
 from fp4moe_diag.backends.triton.configs_tm import PS_TM_DECODE_CONFIGS, PS_TM_PREFILL_CONFIGS, tm_refusal
-from interpreter import bundled_tools, interpreter_fixture
+from interpreter import interpreter_fixture, needs_sass_tools
 
 TOL = 1e-2  # relative L2 against the fp32 reference, as tests/test_triton_backend.py
 GPT = dict(hidden_size=3072, intermediate_size=3072, num_experts=32, top_k=4)
@@ -62,8 +62,7 @@ def test_labels_offers_and_refusals():
     assert tm_refusal(odd, parse_config("m16n64k256w4s3-ps-tm-sk2")) is None  # 180 = 45 tiles of 4
 
 
-@pytest.mark.skipif(not bundled_tools("ptxas", "cuobjdump", "nvdisasm"),
-                    reason="triton with its bundled CUDA tools is not installed")
+@needs_sass_tools()
 @pytest.mark.parametrize("tactic", ["m16n128k128w4s3-ps-g2sk2", "m128n128k64w16s3-ps-gu-g2n256"])
 def test_sm90_loop_is_the_ps_loop_but_for_its_addresses(tactic):
     from fp4moe_diag.profiling.sass import count

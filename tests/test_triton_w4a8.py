@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from interpreter import HAS_TRITON, bundled_tools, interpreter_fixture
+from interpreter import HAS_TRITON, interpreter_fixture, needs_sass_tools
 
 from fp4moe_diag import MoECase, build_inputs
 from fp4moe_diag.backends import backend_class, get_backend
@@ -252,8 +252,7 @@ def test_interpreter_tuner_rows(interp_results: dict):
 
 
 # ------------------------------------------------------------------ sm_90a build (CPU host, Triton's bundled tools)
-@pytest.mark.skipif(not bundled_tools("ptxas", "nvdisasm", "cuobjdump"), reason="triton with its bundled CUDA tools is "
-                    "not installed")
+@needs_sass_tools()
 @pytest.mark.parametrize("label", ["m16n64k128w4s3-f8", "m128n128k64w8s3-f8"])
 def test_sm90_build_uses_fp8_wgmma_without_spills(label: str):
     from fp4moe_diag.profiling.sass import count, stack_bytes

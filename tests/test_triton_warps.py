@@ -12,7 +12,7 @@ from fp4moe_diag import MoECase
 from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend
 from fp4moe_diag.backends.triton.configs import KernelConfig, parse_config
 from fp4moe_diag.backends.triton.configs_warps import PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS
-from interpreter import HAS_TRITON, bundled_tools, interpreter_fixture
+from interpreter import HAS_TRITON, interpreter_fixture, needs_sass_tools
 
 TOL = 1e-2  # relative L2 against the fp32 reference, as tests/test_triton_backend.py
 SAME = 1e-6  # against the 4-warp tile: the interpreter's products and sums are the same
@@ -51,8 +51,7 @@ def test_decode8_offered_at_decode_only(monkeypatch):
     assert all(c in ids for c in PS_DECODE8_CONFIGS) and not any(c.pdl for c in ids)
 
 
-@pytest.mark.skipif(not bundled_tools("ptxas", "cuobjdump", "nvdisasm"),
-                    reason="triton with its bundled CUDA tools is not installed")
+@needs_sass_tools()
 def test_decode8_builds_without_spills_at_half_the_registers():
     """sm_90a at K = 3072 (gpt-oss as the sweeps run it; there triton 3.6's build matched the H200's Nsight Compute,
     168 registers for the 4-warp gemm1 in s9d)."""
@@ -75,8 +74,7 @@ def test_decode8_builds_without_spills_at_half_the_registers():
     assert (w8 == w4) if triton.__version__ == "3.8.0" else (w8 > w4), (triton.__version__, w4, w8)
 
 
-@pytest.mark.skipif(not bundled_tools("ptxas", "cuobjdump", "nvdisasm"),
-                    reason="triton with its bundled CUDA tools is not installed")
+@needs_sass_tools()
 def test_gu16_builds_with_16_warps_resident_and_no_spill_in_the_k_loop():
     """sm_90a at gpt-oss's K = 3072 (as the sweeps run it): the 16-warp -gu gemm1 fits 128 registers (the most 512
     threads may have) without local memory; the 8-warp tile of the same shape needs 255 (2 warps per scheduler)."""
