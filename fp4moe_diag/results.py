@@ -99,6 +99,9 @@ SCHEMA: list[tuple[str, str, str]] = [
     ("ceiling_read_GBps", "float64", "measured read-only streaming GB/s in this run (float32 sum over 2 GiB; empty when "
                                      "below 0.8 x the copy ceiling)"),
     ("ceiling_datasheet_GBps", "float64", "the GPU's datasheet HBM bandwidth, GB/s (H200: 4800)"),
+    ("ceiling_bf16_sm_clock_mhz", "float64", "the SM clock (MHz, NVML) the ceiling_bf16_TFLOPs GEMMs ran at"),
+    ("ceiling_bf16_sustained_TFLOPs", "float64", "the bf16 GEMM again after 3 s of them (the power limit's clock)"),
+    ("ceiling_bf16_sustained_sm_clock_mhz", "float64", "the SM clock (MHz) of ceiling_bf16_sustained_TFLOPs"),
     ("rel_l2", "float64", "||out - ref|| / ||ref|| vs the float32 reference; w4a8 rows of triton_w4a8: vs the W4A8 "
                           "reference, which quantizes activations and weights as its kernels do"),
     ("rel_l2_bf16_ref", "float64", "||out - ref|| / ||ref|| vs the float32 reference of the bf16 activations, what "
@@ -162,7 +165,8 @@ ADDED_LATER = ("run_id", "flashinfer_build", "rank", "world_size", "time_capture
                "time_median_us_repeat", "noise_ratio", *(f"time_kernel_{s}" for s in (
                    "median_us", "p10_us", "p90_us", "spread", "span_median_us", "count", "method", "breakdown")),
                "ceiling_read_GBps", "ceiling_datasheet_GBps", "input_source", "recorded_rel_l2", "matches_recorded",
-               "kernel_precision", "rel_l2_bf16_ref", "time_sm_clock_mhz", "time_screen_median_us")
+               "kernel_precision", "rel_l2_bf16_ref", "time_sm_clock_mhz", "time_screen_median_us",
+               "ceiling_bf16_sm_clock_mhz", "ceiling_bf16_sustained_TFLOPs", "ceiling_bf16_sustained_sm_clock_mhz")
 _BOOLS = {True: True, False: False, "True": True, "False": False, "true": True, "false": False, "1": True, "0": False}
 
 

@@ -279,3 +279,16 @@ def test_ablations_of_ours_tactic_follow_the_reason(tmp_path, capsys):
     assert read_ablations([tmp_path / "ab", tmp_path]).shape[0] == 8
     assert main(["goals", str(S9[0]), str(tmp_path / "ab")]) == 0
     capsys.readouterr()
+
+
+def test_goal_4_says_the_clocks_of_ours_and_of_the_ceiling_and_the_sustained_ceiling():
+    """Goal 4's verdict takes the run's bf16 ceiling as the issue states it; where the run measured them, the note
+    adds the SM clock ours and the ceiling's GEMMs ran at and ours' fraction of the sustained ceiling."""
+    rows = [row("triton", "p", 4096, 1000.0, frac=0.66, time_sm_clock_mhz=1815.0, ceiling_bf16_sm_clock_mhz=1980.0,
+                ceiling_bf16_sustained_TFLOPs=704.0, ceiling_bf16_sustained_sm_clock_mhz=1830.0),
+            row("triton_kernels", "k", 4096, 1100.0)]
+    g4 = goal(goal_rows(to_frame(rows)), 4, 4096)
+    assert g4["status"] == "not met" and g4["measured"] == pytest.approx(66.0)  # of 800, not of 704
+    assert g4["note"] == ("528 of 800 TFLOP/s; ours ran at 1815 MHz, the ceiling's GEMMs at 1980; sustained ceiling "
+                          "704 TFLOP/s at 1830 MHz: ours 75.0 % of it")
+    assert goal(goal_rows(frame()), 4, 4096)["note"] == "504 of 800 TFLOP/s"  # a run without them: as before

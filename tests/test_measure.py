@@ -88,3 +88,45 @@ def test_the_sm_clock_is_read_through_nvml_and_left_empty_where_there_is_none(mo
     row = {"model": "m", "backend": "reference", "status": "ok",
            **timing.TimingStats(10.0, 9.0, 11.0, 10.0, 0.5, 9.0, 11.0, 5, "cuda-graph", sm_clock_mhz=1755.0).as_dict()}
     assert to_frame([row])["time_sm_clock_mhz"].tolist() == [1755.0]
+
+
+def test_the_sustained_bf16_figure_is_timed_only_after_its_seconds_of_load():
+    """measure.ceilings.sustained: batches of the GEMM run (each waited for) until the fake clock has passed the
+    seconds, then the timing; the clock a row of the first figure and of the sustained one ran at travel as columns."""
+    from fp4moe_diag.measure.ceilings import sustained
+
+    now, calls, log = [0.0], [0], []
+
+    def gemm():
+        calls[0] += 1
+        now[0] += 0.01  # 10 ms a GEMM on the fake clock
+
+    def timed():
+        log.append(("timed", calls[0]))
+        return summarize([5.0], "cuda-events")
+
+    st = sustained(gemm, 1.0, lambda: log.append(("sync", calls[0])), timed, clock=lambda: now[0], batch=20)
+    assert st.median_us == 5.0 and calls[0] == 100  # 5 batches of 20 reach 1.0 s; none after
+    assert log == [("sync", 20), ("sync", 40), ("sync", 60), ("sync", 80), ("sync", 100), ("timed", 100)]
+    calls[0] = 0
+    assert sustained(gemm, 0.0, lambda: None, timed, clock=lambda: now[0]).median_us == 5.0 and calls[0] == 0
+    for bad, what in (({"seconds": -1.0}, "seconds"), ({"seconds": float("nan")}, "seconds"),
+                      ({"seconds": 1.0, "batch": 0}, "batch")):
+        with pytest.raises(ValueError, match=what):
+            sustained(gemm, **bad, sync=lambda: None, timed=timed)
+    assert calls[0] == 0  # refused before any GEMM
+    c = Ceilings(copy_bytes_per_s=4e12, bf16_flops_per_s=8.0e14, method="t", bf16_sm_clock_mhz=1980.0,
+                 bf16_sustained_flops_per_s=7.4e14, bf16_sustained_sm_clock_mhz=1830.0).as_dict()
+    assert (c["ceiling_bf16_TFLOPs"], c["ceiling_bf16_sm_clock_mhz"]) == (800.0, 1980.0)
+    assert (c["ceiling_bf16_sustained_TFLOPs"], c["ceiling_bf16_sustained_sm_clock_mhz"]) == (740.0, 1830.0)
+    old = Ceilings(copy_bytes_per_s=4e12, bf16_flops_per_s=8.0e14, method="t").as_dict()
+    assert math.isnan(old["ceiling_bf16_sustained_TFLOPs"]) and math.isnan(old["ceiling_bf16_sm_clock_mhz"])
+
+
+def test_measure_ceilings_refuses_a_cpu_device_and_a_negative_sustain_before_any_work():
+    from fp4moe_diag.measure.ceilings import measure_ceilings
+
+    with pytest.raises(ValueError, match="device"):
+        measure_ceilings("cpu")
+    with pytest.raises(ValueError, match="sustain_s"):  # checked first: no CUDA device needed to refuse it
+        measure_ceilings("cuda", sustain_s=-1.0)

@@ -100,6 +100,10 @@ class GoalReport:
     kernels: pd.DataFrame
 
 
+#: the bf16 ceiling's clocks and its sustained figure (:meth:`..measure.ceilings.Ceilings.as_dict`), where a run has them
+BF16_CLOCK_COLUMNS = ("ceiling_bf16_sm_clock_mhz", "ceiling_bf16_sustained_TFLOPs", "ceiling_bf16_sustained_sm_clock_mhz")
+
+
 def in_goals(model: str, ep: int, t: int) -> bool:
     """Whether some goal applies at ``model`` EP ``ep`` T ``t``."""
     key = (str(model), int(ep))
@@ -117,7 +121,7 @@ def _facts(df: pd.DataFrame) -> pd.DataFrame:
     ok = ok.assign(rel_l2_bf16_ref=acc, run_id=ok["run_id"].astype("string"))
     keys = ["run_id", "backend", *SHAPE, "tactic_label"]
     cols = ["weight_bytes", "ceiling_read_GBps", "ceiling_bf16_TFLOPs", "rel_l2_bf16_ref"]
-    cols += [c for c in CUPTI_COLUMNS if c in ok]
+    cols += [c for c in (*CUPTI_COLUMNS, *BF16_CLOCK_COLUMNS) if c in ok]
     return ok[keys + cols].groupby(keys, dropna=False, sort=False).first().reset_index().rename(
         columns={"tactic_label": "best_tactic"})
 
@@ -189,9 +193,24 @@ def _bf16_goals(key: tuple, o: pd.Series, p: Optional[pd.Series], launch_us: flo
     if 4 in goals:
         frac = as_float(o["frac_flops_roofline"])
         out.append(_row(4, key, 100 * frac, 100 * PREFILL_GOAL_FRAC, "%", PREFILL_GOAL_FRAC / frac, o, p,
-                        f"{as_float(o['achieved_TFLOPs']):.0f} of {as_float(o.get('ceiling_bf16_TFLOPs')):.0f} TFLOP/s"
-                        if frac == frac else "not compared: the row lacks frac_flops_roofline"))
+                        prefill_note(o) if frac == frac else "not compared: the row lacks frac_flops_roofline"))
     return out
+
+
+def prefill_note(o: pd.Series) -> str:
+    """Goal 4's note: ours' TFLOP/s of the ceiling's, and where the run measured them, the SM clocks of both and the
+    sustained ceiling (:class:`..measure.ceilings.Ceilings`): the verdict takes the first ceiling, as the issue
+    states it; the clocks say whether ours and the ceiling's GEMMs ran at the same one."""
+    ach, ceil = as_float(o.get("achieved_TFLOPs")), as_float(o.get("ceiling_bf16_TFLOPs"))
+    mine, at = as_float(o.get("best_sm_clock_mhz")), as_float(o.get("ceiling_bf16_sm_clock_mhz"))
+    held, held_at = (as_float(o.get(c)) for c in BF16_CLOCK_COLUMNS[1:])
+    note = f"{ach:.0f} of {ceil:.0f} TFLOP/s"
+    if mine == mine and at == at:
+        note += f"; ours ran at {mine:.0f} MHz, the ceiling's GEMMs at {at:.0f}"
+    if held == held:
+        clock = f" at {held_at:.0f} MHz" if held_at == held_at else ""
+        note += f"; sustained ceiling {held:.0f} TFLOP/s{clock}: ours {100 * ach / held:.1f} % of it"
+    return note
 
 
 def applicable(model: str, ep: int, t: int) -> list[int]:

@@ -196,7 +196,10 @@ def with_run_ceilings(df: pd.DataFrame) -> pd.DataFrame:
     the same run folder on the same GPU (their median), and their ``frac_flops_roofline`` / ``frac_bw_roofline`` from them; rows of a run
     that measured none stay without (goals 2-4 then say "not compared")."""
     d = df.copy()
-    for c in ("ceiling_read_GBps", "ceiling_bf16_TFLOPs"):
+    for c in ("ceiling_read_GBps", "ceiling_bf16_TFLOPs", "ceiling_bf16_sm_clock_mhz", "ceiling_bf16_sustained_TFLOPs",
+              "ceiling_bf16_sustained_sm_clock_mhz"):
+        if c not in d:
+            continue
         d[c] = d[c].fillna(d.groupby(["run_id", "gpu_name"], dropna=False)[c].transform("median"))
     d["frac_flops_roofline"] = d["frac_flops_roofline"].fillna(d["achieved_TFLOPs"] / d["ceiling_bf16_TFLOPs"])
     if "achieved_GBps" in d and "frac_bw_roofline" in d:

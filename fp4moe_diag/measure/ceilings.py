@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+import time
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -48,18 +49,30 @@ class Ceilings:
 
     ``read_bytes_per_s`` (a read-only reduction over a buffer many times the L2) is the ceiling for
     weight streaming: an MoE call only reads its weights.  The copy figure (bytes read + written)
-    is kept beside it, and the datasheet figure when the device is known."""
+    is kept beside it, and the datasheet figure when the device is known.
+
+    The bf16 GEMM is timed twice, each time with the SM clock it ran at: first from a cold start (a few ms of
+    GEMMs: the boost clock), then after ``sustain_s`` seconds (:func:`measure_ceilings`) of back-to-back GEMMs
+    (the clock that the GPU's power limit holds under a long tensor-core load, what a long prefill call runs at).
+    On the H200 the prefill rows at T = 16384 ran at 1815-1845 MHz while the ceiling's GEMMs took a few ms: a
+    fraction of the first figure then mixes two clocks; the second is the like-for-like ceiling of a long call."""
 
     copy_bytes_per_s: float  # device-to-device copy, bytes read + written per second
     bf16_flops_per_s: float  # dense bf16 GEMM
     method: str
     read_bytes_per_s: float = float("nan")  # read-only streaming (sum over a large buffer)
     datasheet_bytes_per_s: float = float("nan")
+    bf16_sm_clock_mhz: float = float("nan")  # the SM clock of the first bf16 figure (NVML; NaN without)
+    bf16_sustained_flops_per_s: float = float("nan")  # the bf16 GEMM after sustain_s seconds of them
+    bf16_sustained_sm_clock_mhz: float = float("nan")
 
     def as_dict(self) -> dict[str, float]:
         return {"ceiling_copy_GBps": self.copy_bytes_per_s / 1e9, "ceiling_bf16_TFLOPs": self.bf16_flops_per_s / 1e12,
                 "ceiling_read_GBps": self.read_bytes_per_s / 1e9,
-                "ceiling_datasheet_GBps": self.datasheet_bytes_per_s / 1e9}
+                "ceiling_datasheet_GBps": self.datasheet_bytes_per_s / 1e9,
+                "ceiling_bf16_sm_clock_mhz": self.bf16_sm_clock_mhz,
+                "ceiling_bf16_sustained_TFLOPs": self.bf16_sustained_flops_per_s / 1e12,
+                "ceiling_bf16_sustained_sm_clock_mhz": self.bf16_sustained_sm_clock_mhz}
 
     @property
     def stream_bytes_per_s(self) -> float:
@@ -88,7 +101,29 @@ def plausible_read(copy_bytes_per_s: float, read_bytes_per_s: float, floor: floa
     return read_bytes_per_s if read_bytes_per_s >= floor * copy_bytes_per_s else float("nan")
 
 
-def measure_ceilings(device: Any, copy_bytes: int = 2 * 2**30, gemm_n: int = 8192, repeats: int = 10) -> Ceilings:
+def sustained(fn: Callable[[], Any], seconds: float, sync: Callable[[], None], timed: Callable[[], TimingStats],
+              clock: Callable[[], float] = time.monotonic, batch: int = 20) -> TimingStats:
+    """``fn`` back to back in batches of ``batch`` (each batch waited for) until ``seconds`` have passed on
+    ``clock``, then ``timed()``: the timing of a load that has run long enough for the power limit to set the clock.
+    A ValueError for a negative ``seconds`` or a ``batch`` below 1, before anything runs."""
+    if not seconds >= 0:
+        raise ValueError(f"seconds: expected >= 0, got {seconds!r}")
+    if batch < 1:
+        raise ValueError(f"batch: expected >= 1, got {batch!r}")
+    end = clock() + seconds
+    while clock() < end:
+        for _ in range(batch):
+            fn()
+        sync()
+    return timed()
+
+
+def measure_ceilings(device: Any, copy_bytes: int = 2 * 2**30, gemm_n: int = 8192, repeats: int = 10,
+                     sustain_s: float = 3.0) -> Ceilings:
+    """The ceilings of :class:`Ceilings` on ``device``; ``sustain_s``: the seconds of bf16 GEMMs before the
+    sustained figure (0: right after the first)."""
+    if not sustain_s >= 0:
+        raise ValueError(f"sustain_s: expected >= 0 seconds, got {sustain_s!r}")
     dev = torch.device(device)
     if dev.type != "cuda":
         raise ValueError(f"device: ceilings are measured on a CUDA device, got {dev}")
@@ -102,13 +137,20 @@ def measure_ceilings(device: Any, copy_bytes: int = 2 * 2**30, gemm_n: int = 819
     a = torch.randn(gemm_n, gemm_n, device=dev, dtype=torch.bfloat16)
     bm = torch.randn(gemm_n, gemm_n, device=dev, dtype=torch.bfloat16)
     tg = time_fn(lambda: a @ bm, dev, warmup=3, repeats=repeats, flush_l2=False)
+    ts = sustained(lambda: a @ bm, sustain_s, lambda: torch.cuda.synchronize(dev),
+                   lambda: time_fn(lambda: a @ bm, dev, warmup=0, repeats=repeats, flush_l2=False))
     copy_bytes_per_s = 2 * (copy_bytes // 2) / (tc.median_us * 1e-6)
+    flops = 2 * gemm_n**3
     return Ceilings(
         copy_bytes_per_s=copy_bytes_per_s,
-        bf16_flops_per_s=2 * gemm_n**3 / (tg.median_us * 1e-6),
-        method="torch copy_, float32 sum (read-only), bf16 matmul; CUDA events, median of %d" % repeats,
+        bf16_flops_per_s=flops / (tg.median_us * 1e-6),
+        method=(f"torch copy_, float32 sum (read-only), bf16 matmul (then again after {sustain_s:g} s of them); "
+                f"CUDA events, median of {repeats}"),
         read_bytes_per_s=plausible_read(copy_bytes_per_s, (copy_bytes // 4) * 4 / (tr.median_us * 1e-6)),
         datasheet_bytes_per_s=datasheet_bandwidth(torch.cuda.get_device_name(dev)),
+        bf16_sm_clock_mhz=tg.sm_clock_mhz,
+        bf16_sustained_flops_per_s=flops / (ts.median_us * 1e-6),
+        bf16_sustained_sm_clock_mhz=ts.sm_clock_mhz,
     )
 
 
