@@ -81,6 +81,8 @@ def test_a_runs_tgz_of_finished_sweeps_is_complete_not_partial_and_names_its_cei
         if ceil is not None:
             df["ceiling_read_GBps"] = ceil
             df["time_sm_clock_mhz"] = [1980.0, 1755.0]  # the prefill sweep's rows read NVML; decode's did not
+            df["ceiling_bf16_TFLOPs"], df["ceiling_bf16_sm_clock_mhz"] = 780.0, 1980.0
+            df["ceiling_bf16_sustained_TFLOPs"], df["ceiling_bf16_sustained_sm_clock_mhz"] = 629.3, 1230.0
         with RunFolder(snap / "r" / name, CFG) as rf:
             rf.append_case(f"T{t}", df)
             rf.merge()
@@ -92,6 +94,7 @@ def test_a_runs_tgz_of_finished_sweeps_is_complete_not_partial_and_names_its_cei
     assert "**Partial run**" not in prov
     assert "each complete" in prov and "decode: 2 rows from 1 cases" in prov and "prefill: 2 rows from 1 cases" in prov
     assert "read 4449 GB/s" in prov and "(2 of 4 rows carry them)" in prov
+    assert "bf16 GEMM 780 TFLOP/s at 1980 MHz; after 3 s of them 629 TFLOP/s at 1230 MHz (2 of 4" in prov
     assert "- triton_version: 3.7.1 (2 rows), 3.6.0 (2 rows)" in prov or "- triton_version: 3.6.0 (2 rows), 3.7.1" in prov
     assert "- gpu_name: NVIDIA H200\n" in prov  # one value: as before
     assert "- SM clock while timing (NVML, time_sm_clock_mhz): median 1,868 MHz, 1,755-1,980 over the rows\n" in prov

@@ -102,9 +102,20 @@ def environment_lines(df: pd.DataFrame | None, csvs: list[Path]) -> list[str]:
                      f"{clocks[1]:,.0f}-{clocks[2]:,.0f} over the rows")
     lines.append(f"- ceilings measured in the run: read {c.get('ceiling_read_GBps', float('nan')):.0f} GB/s, "
                  f"copy {c.get('ceiling_copy_GBps', float('nan')):.0f} GB/s, "
-                 f"bf16 GEMM {c.get('ceiling_bf16_TFLOPs', float('nan')):.0f} TFLOP/s"
+                 f"bf16 GEMM {c.get('ceiling_bf16_TFLOPs', float('nan')):.0f} TFLOP/s" + _bf16_clocks(c)
                  + (f" ({len(measured)} of {len(df)} rows carry them)" if len(measured) < len(df) else ""))
     return lines
+
+
+def _bf16_clocks(c: pd.Series) -> str:
+    """`` at 1980 MHz; after 3 s of them 629 TFLOP/s at 1230 MHz`` where the run measured the ceiling's clocks and its
+    sustained figure (measure.ceilings), else ``""``."""
+    mhz, held, held_mhz = (float(c.get(k, float("nan"))) for k in (
+        "ceiling_bf16_sm_clock_mhz", "ceiling_bf16_sustained_TFLOPs", "ceiling_bf16_sustained_sm_clock_mhz"))
+    out = f" at {mhz:.0f} MHz" if mhz == mhz else ""
+    if held == held:
+        out += f"; after 3 s of them {held:.0f} TFLOP/s" + (f" at {held_mhz:.0f} MHz" if held_mhz == held_mhz else "")
+    return out
 
 
 def provenance(args: argparse.Namespace, df: pd.DataFrame | None, complete: list[str], partial: list[str],
