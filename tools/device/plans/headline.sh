@@ -7,6 +7,7 @@
 # twins (configs_tm.py), not timed before), screened and the top six re-timed in full. Two sweeps:
 # decode (T <= 256) first, then prefill; a sweep cut off by the time limit still brings back its finished cases.
 # MODELS, DECODE_TOKENS and PREFILL_TOKENS narrow it (an empty token list skips that sweep), e.g. to re-measure shapes.
+# Then, in the time left, a duel (30 alternating rounds) at each shape where goal 1 is undecided (session 25).
 # Run from the repository root on the device with .carry/triton_kernels, .carry/fi074_py.tar.xz (FlashInfer 0.7.4's
 # Python files: tools/README_cutlass_slim.md), .carry/fused_moe_90_slim074_full.so.xz (the module built by
 # tools/cutlass_slim/build_cutlass_sm90_slim_074.py --tactics full), .whl and .git_commit carried:
@@ -42,4 +43,12 @@ sweep prefill "$PREFILL_TOKENS" $(left 570) \
   'triton=^(m128n128k64w16s[34]-ps-gu(-tm)?-g2n256(-t64|-fs)?|m256n64k64w8s3-ps-gu(-tm)?-g2n128(-t128)?|m128n128k64w8s3-ps-g2n256-t64-pdl|m64n128k64w8s4-ps(-t32)?)$' \
   'triton_kernels=^tk-(mautokautow8|m64k128w4|m128kautow8s3|m128k128w8)$' \
   'cutlass=^(default|g1:(73)|g2:(180|188|189))'
+# goal 1 where the sweeps' medians cannot decide it (ours behind, or ahead by under 2 %): ours' best against the
+# fastest peer's best in alternating rounds (profiling.duel, one clock for both), in the same call (HEADLINE_DUELS=0:
+# none); `goals` reads the duel-*.csv the import copies beside the run
+if [ "${HEADLINE_DUELS:-1}" != 0 ]; then
+  DUELS=$(python3 -m fp4moe_diag goals $(ls -d /tmp/r/headline-* 2>/dev/null) --ours triton --duels 2>/dev/null | tr '\n' ' ')
+  say "duels: ${DUELS:-none}"
+  duels 590
+fi
 plan_finish
