@@ -77,10 +77,16 @@ def duel_text(r: pd.Series) -> str:
 NOT_DECIDING = "not deciding"
 
 
+#: goal 1's status from a duel of the run's best tactic
+VERDICT_STATUS = {"ahead": "met", "behind": "not met", "level": "level"}
+
+
 def apply_duels(table: pd.DataFrame, duels: pd.DataFrame) -> pd.DataFrame:
     """Goal 1's rows of a goal table (:func:`.goals.goal_rows`) with a duel at their shape: ``status`` from the duel
-    (``ahead``: met, ``behind``: not met; ``level`` keeps the medians' status), ``x_goal`` its median ratio, and the
-    duel's line in ``note``.  A duel of another tactic of ours than the row's (``ours_tactic``, the run's best) decides
+    (``ahead``: met, ``behind``: not met, ``level``: level, neither shown faster at the same clocks), ``x_goal`` its
+    median ratio, and the duel's line in ``note``.  (Until session 25 a level duel kept the medians' status: on the
+    H100 at 20b EP1 T=16384 that was "not met, 1.03x" from medians the headline itself called not like for like in
+    clocks (ours' finalists read 1620 MHz, theirs 1695), beside a level duel, 1.002.)  A duel of another tactic of ours than the row's (``ours_tactic``, the run's best) decides
     only when ours is ahead in it (some tactic of ours beats the peer); behind or level, it says nothing of the best
     one: the note says :data:`NOT_DECIDING` and the medians' status stays.  Other rows unchanged."""
     t = table.copy()
@@ -93,8 +99,8 @@ def apply_duels(table: pd.DataFrame, duels: pd.DataFrame) -> pd.DataFrame:
         if d is None:
             continue
         other = isinstance(best, str) and best != str(d["a_tactic"]) and d["verdict"] != "ahead"
-        if d["verdict"] in ("ahead", "behind") and not other:
-            t.at[i, "status"] = "met" if d["verdict"] == "ahead" else "not met"
+        if d["verdict"] in VERDICT_STATUS and not other:
+            t.at[i, "status"] = VERDICT_STATUS[d["verdict"]]
             t.at[i, "x_goal"] = float(d["ratio_median"])
         text = duel_text(d) + (f" ({NOT_DECIDING}: not this run's best `{best}`)" if other else "")
         t.at[i, "note"] = "; ".join(s for s in (str(r["note"] or ""), text) if s)

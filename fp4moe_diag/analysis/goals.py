@@ -75,7 +75,7 @@ def decode_goal_gbps(gpu_name: str, read_ceiling_gbps: float) -> float:
 GOAL_COLUMNS = {
     "goal": "1..5 (:data:`GOAL_NAMES`)", **{c: "the shape" for c in SHAPE},
     "measured": "ours' value in ``unit``", "target": "what the goal asks, in ``unit``", "unit": "us, TB/s or %",
-    "status": "met | not met | not compared", "x_goal": "speed-up ours needs (<= 1: met; NaN: not compared)",
+    "status": "met | level (goal 1: a level duel) | not met | not compared", "x_goal": "speed-up ours needs (<= 1: met; NaN: not compared)",
     "ours_backend": "ours (triton; goal 5: triton_w4a8)", "ours_tactic": "its best tactic", "ours_us": "its time",
     "ours_run": "the run folder of the timing", "peer_backend": "the fastest bf16 peer (goal 5: cutlass_humming)",
     "peer_tactic": "its best tactic", "peer_us": "its time", "peer_run": "its run folder",

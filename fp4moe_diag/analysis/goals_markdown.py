@@ -53,8 +53,9 @@ def goal_section(t: pd.DataFrame, goal: int) -> list[str]:
     if g.empty:
         return []
     per_gpu = several_gpus(t)
-    met = (g["status"] == "met").sum()
-    lines = [f"### Goal {goal}: {GOAL_NAMES[goal]} -- met at {met} of {len(g)} shapes", "",
+    met, level = (g["status"] == "met").sum(), (g["status"] == "level").sum()
+    lines = [f"### Goal {goal}: {GOAL_NAMES[goal]} -- met at {met} of {len(g)} shapes"
+             + (f", level (a duel: neither faster) at {level}" if level else ""), "",
              "| shape | measured | goal | status | x needed | ours | peer | note | measured reason |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for _, r in g.iterrows():
@@ -115,7 +116,7 @@ def goals_markdown(report: GoalReport, launch_us: float = LAUNCH_US) -> str:
              "span).", ""]
     for goal, c in counts.iterrows():
         lines.append(f"- goal {goal} ({GOAL_NAMES[int(goal)]}): " +
-                     ", ".join(f"{c.get(s, 0)} {s}" for s in ("met", "not met", "not compared") if c.get(s, 0)))
+                     ", ".join(f"{c.get(s, 0)} {s}" for s in ("met", "level", "not met", "not compared") if c.get(s, 0)))
     lines.append("")
     for goal in sorted(t["goal"].unique()):
         lines += goal_section(t, int(goal))
