@@ -169,3 +169,33 @@ def test_gu16_tactics_match_the_reference_and_the_8_warp_tile(interp_results: di
         assert interp_results[f"gu16/{name}/{lab}/vs_twin"] < SAME, (lab, interp_results[f"gu16/{name}/{lab}/vs_twin"])
         if lab.endswith("-fs"):  # the fused top-k sum adds in the kernel's order: bit-identical to the unfused twin
             assert interp_results[f"gu16/{name}/{lab}/vs_twin"] == 0.0
+
+
+def test_the_16_warp_gu_tiles_and_their_tm_twins_have_pdl_twins_offered_compiled_at_prefill_only(monkeypatch):
+    """Session 25: -pdl twins of the prefill winners (configs_warps.PS_GU16_PDL_CONFIGS, configs_tm's -tm ones),
+    offered where kernels are compiled (GPU), above the decode sizes; never under the interpreter."""
+    from fp4moe_diag.backends.triton import backend
+    from fp4moe_diag.backends.triton.configs_tm import PS_TM_PREFILL_PDL_CONFIGS
+    from fp4moe_diag.backends.triton.configs_warps import PS_GU16_PDL_CONFIGS
+
+    assert [c.label for c in PS_GU16_PDL_CONFIGS] == [
+        "m128n128k64w16s3-ps-gu-g2n256-pdl", "m128n128k64w16s4-ps-gu-g2n256-pdl", "m64n128k64w16s4-ps-gu-g2n256-pdl",
+        "m128n128k64w16s3-ps-gu-g2n256-t64-pdl"]  # not the -fs ones
+    assert [c.label for c in PS_TM_PREFILL_PDL_CONFIGS] == [
+        "m128n128k64w16s3-ps-gu-tm-g2n256-pdl", "m128n128k64w16s4-ps-gu-tm-g2n256-pdl",
+        "m128n128k64w16s3-ps-gu-tm-g2n256-t64-pdl", "m256n64k64w8s3-ps-gu-tm-g2n128-pdl"]
+    for c in PS_GU16_PDL_CONFIGS + PS_TM_PREFILL_PDL_CONFIGS:
+        assert parse_config(c.label) == c and c.pdl == 1
+    b = TritonMXFP4Backend()
+    case = dict(hidden_size=3072, intermediate_size=3072, num_experts=32, top_k=4)
+    monkeypatch.setattr(backend, "interpret_enabled", lambda: False)
+    monkeypatch.setattr(backend, "kernels_interpreted", lambda: False)
+    monkeypatch.setattr(backend, "device_capability", lambda *a: (9, 0))
+    monkeypatch.setattr(TritonMXFP4Backend, "versions", lambda self: {"triton": "3.6.0"})
+    labels = {t.label for t in b.tactics(MoECase(num_tokens=4096, **case))}
+    assert {c.label for c in PS_GU16_PDL_CONFIGS + PS_TM_PREFILL_PDL_CONFIGS} <= labels
+    decode = {t.label for t in b.tactics(MoECase(num_tokens=64, **case))}
+    assert not decode & {c.label for c in PS_GU16_PDL_CONFIGS + PS_TM_PREFILL_PDL_CONFIGS}
+    monkeypatch.setattr(backend, "interpret_enabled", lambda: True)  # under the interpreter: no -pdl
+    labels = {t.label for t in b.tactics(MoECase(num_tokens=4096, **case))}
+    assert not labels & {c.label for c in PS_GU16_PDL_CONFIGS + PS_TM_PREFILL_PDL_CONFIGS}

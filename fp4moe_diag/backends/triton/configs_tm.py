@@ -35,3 +35,8 @@ def tm_refusal(case: Any, kc: KernelConfig) -> Optional[str]:
         return (f"the tile-major copy needs whole tiles: I / 16 = {i_slabs} slabs in tiles of {s1} (gemm1) and H / 16 "
                 f"= {h_slabs} in tiles of {s2} (gemm2)")
     return None
+
+
+#: their ``-pdl`` twins (GPU only), as :data:`.configs_warps.PS_GU16_PDL_CONFIGS`
+PS_TM_PREFILL_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(dataclasses.replace(c, pdl=1)
+                                                            for c in PS_TM_PREFILL_CONFIGS)
