@@ -155,3 +155,20 @@ def test_a_lost_duel_of_the_runs_best_is_not_hidden_behind_a_level_duel_of_an_ol
     ahead = read_duels([_folder(tmp_path, rows + [_duel(16384, "other", 0.995, 0.99, 0.998, "ahead", 0.9)], "more")])
     t = apply_duels(pd.DataFrame([row]), ahead)
     assert t["status"].tolist() == ["met"] and t["x_goal"].tolist() == [0.995]
+
+
+def test_a_win_against_one_tactic_of_the_peer_does_not_hide_a_loss_against_another(tmp_path):
+    """Session 25 (H100, 20b EP2 T=4096): ours' best beat tk-m128k128w8 (0.996) in one call and lost to
+    tk-m128kautow8s3 (1.004) in another; goal 1 (never slower than the peer's best) reads the loss.  Against one peer
+    tactic the rules stay: an ahead duel of any tactic of ours decides."""
+    lost = _duel(4096, "best", 1.004, 1.001, 1.008, "behind", 0.03)
+    won = {**_duel(4096, "best", 0.996, 0.991, 0.998, "ahead", 0.97), "b_tactic": "tk-m128k128w8"}
+    duels = read_duels([_folder(tmp_path, [won, lost])])
+    v = duel_verdict(duels, H100, "gpt-oss-20b", 2, 4096, "triton", "triton_kernels", "best")
+    assert (v["b_tactic"], v["ratio_median"], v["verdict"]) == ("tk-m128kautow8s3", 1.004, "behind")
+    t = apply_duels(pd.DataFrame([{**_goal1(4096, 0.995, "met"), "ours_tactic": "best"}]), duels)
+    assert t["status"].tolist() == ["not met"] and t["x_goal"].tolist() == [1.004]
+    other = {**_duel(4096, "other", 0.998, 0.995, 0.999, "ahead", 0.9)}  # another tactic of ours beats kautow8s3
+    v = duel_verdict(read_duels([_folder(tmp_path, [won, lost, other], "more")]), H100, "gpt-oss-20b", 2, 4096,
+                     "triton", "triton_kernels", "best")
+    assert (v["a_tactic"], v["b_tactic"], v["ratio_median"]) == ("other", "tk-m128kautow8s3", 0.998)

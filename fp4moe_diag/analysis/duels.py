@@ -45,8 +45,10 @@ def duel_verdict(duels: pd.DataFrame, gpu_name: str, model: str, ep: int, t: int
     shape; None when there is none.  Of several (other tactics of ours, other sessions): the one where ours did
     best (the lowest median ratio) of those ours won; else, with ``best`` (the run's best tactic of ours), the
     lowest of that tactic's duels; else the lowest of all.  So a duel of the run's best that ours lost is not hidden
-    behind a level duel of an older tactic.  A duel of ours against the peer's other tactic counts too: the note
-    names both tactics.  When
+    behind a level duel of an older tactic.  Duels against several tactics of the peer: that choice is made per peer
+    tactic, and the peer's strongest one answers (the highest of those ratios): goal 1 asks ours to beat the peer's
+    best, and a win against one of its tactics does not hide a loss against another (session 25, H100, 20b EP2
+    T=4096: 0.996 against ``tk-m128k128w8``, 1.004 against ``tk-m128kautow8s3``).  The note names both tactics.  When
     ours is a Triton backend with its release (``triton@3.6.0``), only the duels timed under that Triton release
     count (a duel under another release answers another question: ``evidence.sh`` with ``KIT``)."""
     if duels is None or duels.empty:
@@ -58,10 +60,19 @@ def duel_verdict(duels: pd.DataFrame, gpu_name: str, model: str, ep: int, t: int
               & (duels["b_backend"].astype(str) == peer.partition("@")[0])]
     if release and backend.startswith("triton") and "triton_version" in d.columns:
         d = d[d["triton_version"].astype(str) == release]
+    if d.empty:
+        return None
+    per_peer = [_ours_best(g, best) for _, g in d.groupby(d["b_tactic"].astype(str), sort=True)]
+    return max(per_peer, key=lambda r: float(r["ratio_median"]))
+
+
+def _ours_best(d: pd.DataFrame, best: Optional[str]) -> pd.Series:
+    """Of the duels against one tactic of the peer: the one ours won by most, else the run's best tactic's lowest,
+    else the lowest."""
     for pick in (d[d["verdict"].astype(str) == "ahead"], d[d["a_tactic"].astype(str) == str(best)], d):
         if not pick.empty:
             return pick.loc[pick["ratio_median"].astype(float).idxmin()]
-    return None
+    raise AssertionError("unreachable: d is not empty")
 
 
 def duel_text(r: pd.Series) -> str:
