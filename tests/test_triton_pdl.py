@@ -152,6 +152,12 @@ def test_pdl_instructions_in_the_sm90_build():
     assert ptx3.index(prefetch) < ptx3.index(wait) and reg3 <= reg0 + 8
     assert g1.count(wait) == g1.count(trigger) == 1
     assert reg1 <= reg0 + 8  # the wait costs no registers worth an occupancy step
+    # the 16-warp -gu prefill tile (session 25, configs_warps.PS_GU16_PDL_CONFIGS): its gemm1 (the -gu kernel) and its
+    # gemm2 wait once, trigger once, and keep their 128 registers (16 warps x 128 fill the register file)
+    for gemm in ("gemm1", "gemm2"):
+        p0, r0 = _ptx_and_regs("m128n128k64w16s3-ps-gu-g2n256", gemm)
+        p1, r1 = _ptx_and_regs("m128n128k64w16s3-ps-gu-g2n256-pdl", gemm)
+        assert wait not in p0 and p1.count(wait) == p1.count(trigger) == 1 and r1 == r0 <= 128, (gemm, r0, r1)
 
 
 @pytest.mark.skipif(not bundled_tools("ptxas", "cuobjdump"), reason="triton with its bundled CUDA tools is not "
