@@ -205,7 +205,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
 
 def cmd_headline(args: argparse.Namespace) -> int:
     from .analysis.builds import common_release_tactics
-    from .analysis.headline import clock_note, headline_markdown, headline_table, release_note
+    from .analysis.headline import ceiling_note, clock_note, headline_markdown, headline_table, release_note
     from .run_folder import load_runs
 
     df = pd.concat([load_runs(d) for d in args.runs], ignore_index=True)
@@ -215,7 +215,7 @@ def cmd_headline(args: argparse.Namespace) -> int:
     if args.csv:
         table.to_csv(args.csv, index=False)
     print(headline_markdown(table, backends=args.backends))
-    for note in (release_note(df), clock_note(table, args.backends)):
+    for note in (release_note(df), clock_note(table, args.backends), ceiling_note(df)):
         if note:
             print("\n" + note)
     return 0

@@ -253,3 +253,25 @@ def test_the_headline_says_where_the_best_rows_ran_at_clocks_more_than_5_percent
 
     notes = list(comparison_tables(df)["notes"]["note"])
     assert any(n.startswith("headline: Not like for like in clocks at 1 shape(s)") for n in notes), notes
+
+
+def test_the_headline_names_the_bf16_ceiling_from_cold_and_sustained_where_measured(tmp_path):
+    """Session 25: the % bf16 column is of the GEMM timed from a cold start; where the run also timed it after 3 s of
+    GEMMs, a line under the headline gives both, per GPU (medians over its rows), in the CLI and in notebook 05."""
+    from fp4moe_diag.analysis.headline import ceiling_note
+    from fp4moe_diag.report.nb05 import comparison_tables
+
+    df = frame()
+    assert ceiling_note(df) == ""  # measured once (or not at all): nothing to say
+    df = df.assign(ceiling_bf16_TFLOPs=780.0, ceiling_bf16_sm_clock_mhz=1980.0, ceiling_bf16_sustained_TFLOPs=629.0,
+                   ceiling_bf16_sustained_sm_clock_mhz=1230.0, gpu_name="NVIDIA H100 80GB HBM3")
+    want = ("% bf16 is of the bf16 GEMM timed from a cold start; after seconds of GEMMs (a long prefill call's load) it "
+            "sustains less: H100 80GB HBM3: 780 TFLOP/s at 1,980 MHz from cold, 629 at 1,230 MHz after 3 s (81 %).")
+    assert ceiling_note(df) == want
+    assert "headline: " + want in list(comparison_tables(df)["notes"]["note"])
+    run = tmp_path / "2026-12-01-nvidia-h100"
+    save_run(df, run)
+    cp = subprocess.run([sys.executable, "-m", "fp4moe_diag", "headline", str(run)], cwd=REPO, capture_output=True,
+                        text=True, timeout=120)
+    assert cp.returncode == 0, cp.stderr
+    assert cp.stdout.rstrip().endswith(want)

@@ -152,3 +152,26 @@ def clock_note(table: pd.DataFrame, backends: Optional[Sequence[str]] = None) ->
         parts.append(f"{r['model']} EP{r['ep_size']} T={r['num_tokens']} ({each} MHz)")
     return (f"Not like for like in clocks at {len(parts)} shape(s): the best rows were timed at SM clocks more than "
             f"{100 * (CLOCK_GAP - 1):.0f} % apart: " + "; ".join(parts) + ". A duel compares them at the same clocks.")
+
+
+def ceiling_note(df: pd.DataFrame) -> str:
+    """One line under a headline whose rows measured the bf16 ceiling twice (:class:`..measure.ceilings.Ceilings`):
+    the ``% bf16`` column is of the first figure (GEMMs from a cold start); a GEMM after seconds of them, the load a
+    long prefill call runs under, sustains less.  Per GPU, the medians over its rows; empty where none measured it."""
+    cols = ["ceiling_bf16_TFLOPs", "ceiling_bf16_sm_clock_mhz", "ceiling_bf16_sustained_TFLOPs",
+            "ceiling_bf16_sustained_sm_clock_mhz"]
+    if not set(cols) <= set(df.columns):
+        return ""
+    d = df[["gpu_name", *cols]].copy()
+    d[cols] = d[cols].apply(pd.to_numeric, errors="coerce")
+    d = d[d["ceiling_bf16_sustained_TFLOPs"].notna()]
+    parts = []
+    for gpu, g in d.groupby("gpu_name", sort=True):
+        burst, at, held, held_at = (g[c].median() for c in cols)
+        mhz = lambda v: "" if pd.isna(v) else f" at {v:,.0f} MHz"  # noqa: E731
+        parts.append(f"{gpu_label(gpu)}: {burst:.0f} TFLOP/s{mhz(at)} from cold, {held:.0f}{mhz(held_at)} after 3 s "
+                     f"({100 * held / burst:.0f} %)")
+    if not parts:
+        return ""
+    return ("% bf16 is of the bf16 GEMM timed from a cold start; after seconds of GEMMs (a long prefill call's load) "
+            "it sustains less: " + "; ".join(parts) + ".")

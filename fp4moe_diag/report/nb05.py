@@ -9,7 +9,8 @@ from typing import Any, Callable
 import pandas as pd
 
 from .. import plotting as P
-from ..analysis.headline import clock_note, headline_markdown, headline_table, release_note  # noqa: F401 (re-exported)
+from ..analysis.headline import (ceiling_note, clock_note, headline_markdown, headline_table,  # noqa: F401 (re-exported)
+                                 release_note)
 from ..analysis.tuner import regret_summary, tuner_regret
 from ..analysis import plot_targets, provenance, provenance_table, ratio_summary, summary_tables, version_ratio_table, x_of_best  # noqa: F401 (re-exported for the notebook)
 from .context import CPU_HIDDEN_SCALE, TUNE_COLUMNS, ReportContext, context, environment_table, load_report_data  # noqa: F401 (re-exported)
@@ -80,7 +81,8 @@ def comparison_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
     ``versions_summary`` and ``versions_refused`` (shapes whose two versions ran different builds: left out, why),
     ``tuner_regret`` (FlashInfer's autotuner pick per shape and setting against the best tactic) and its summary;
     ``notes``: why a table is empty, and the headline's :func:`.headline.release_note` and
-    :func:`.headline.clock_note` where it is not like for like."""
+    :func:`.headline.clock_note` where it is not like for like, and :func:`.headline.ceiling_note` (the bf16 ceiling
+    from cold and sustained)."""
     out: dict[str, pd.DataFrame] = {}
     notes: list[str] = []
     for name, make in (("headline", lambda: headline_table(df)), ("x_of_best", lambda: x_of_best(df)),
@@ -91,7 +93,7 @@ def comparison_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
             out[name] = pd.DataFrame()
             notes.append(f"{name}: {e}")
     # not like for like: Triton releases given different tactics, best rows timed at clocks > 5 % apart
-    notes += ["headline: " + n for n in (release_note(df), clock_note(out["headline"])) if n]
+    notes += ["headline: " + n for n in (release_note(df), clock_note(out["headline"]), ceiling_note(df)) if n]
     out["versions_summary"] = ratio_summary(out["versions"]) if len(out["versions"]) else pd.DataFrame()
     out["versions_refused"] = out["versions"].attrs.get("refused", pd.DataFrame())
     out["tuner_regret_summary"] = regret_summary(out["tuner_regret"]) if len(out["tuner_regret"]) else pd.DataFrame()
