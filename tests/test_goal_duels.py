@@ -105,6 +105,15 @@ def test_undecided_lists_goal_1_shapes_a_duel_should_decide():
                                              "gpt-oss-20b|2|16|triton=ours-16|triton_kernels=tk-a"]
     with pytest.raises(ValueError, match="^margin: expected a fraction"):
         undecided(table, margin=1.0)
+    # ahead by 3 % (beyond the margin), but the two best rows read clocks 6 % apart: undecided (session 25); 4 % apart,
+    # or one clock missing: decided by the medians
+    clocked = table.assign(ours_clock_mhz=[float("nan")] * 6, peer_clock_mhz=[float("nan")] * 6)
+    clocked.loc[2, ["ours_clock_mhz", "peer_clock_mhz"]] = [1980.0, 1860.0]
+    assert undecided(clocked)[-1] == "gpt-oss-20b|2|16|triton=ours-16|triton_kernels=tk-a" and len(undecided(clocked)) == 3
+    clocked.loc[2, ["ours_clock_mhz", "peer_clock_mhz"]] = [1935.0, 1860.0]
+    assert len(undecided(clocked)) == 2
+    clocked.loc[2, ["ours_clock_mhz", "peer_clock_mhz"]] = [1980.0, float("nan")]
+    assert len(undecided(clocked)) == 2
 
 
 def test_a_duel_counts_only_for_the_triton_release_it_was_timed_under(tmp_path):

@@ -118,17 +118,26 @@ def apply_duels(table: pd.DataFrame, duels: pd.DataFrame) -> pd.DataFrame:
     return t
 
 
+#: :func:`undecided`: best rows timed at SM clocks further apart than this are not like for like (as
+#: :data:`.headline.CLOCK_GAP`, the headline's note)
+CLOCK_GAP = 1.05
+
+
 def undecided(table: pd.DataFrame, margin: float = 0.02) -> list[str]:
     """Goal 1's shapes that a duel should decide: not met, or met by less than ``margin`` (medians taken one after
-    the other, within the run-to-run spread), and not duelled yet (or only with another tactic of ours than the
-    run's best, behind or level): one line each, ``MODEL|EP|T|OURS=TACTIC|PEER=TACTIC`` (backends without their
-    ``@release``), what ``tools/device/plans/evidence.sh`` takes in ``DUELS``."""
+    the other, within the run-to-run spread), or whose two best rows read SM clocks more than :data:`CLOCK_GAP` apart
+    (``ours_clock_mhz``, ``peer_clock_mhz``: on the H100, s25a, such medians put ours 3 % behind where a duel found
+    them level), and not duelled yet (or only with another tactic of ours than the run's best, behind or level): one
+    line each, ``MODEL|EP|T|OURS=TACTIC|PEER=TACTIC`` (backends without their ``@release``), what
+    ``tools/device/plans/evidence.sh`` takes in ``DUELS``."""
     if not 0 <= margin < 1:
         raise ValueError(f"margin: expected a fraction in [0, 1), got {margin!r}")
     t = table[(table["goal"] == 1) & table["peer_tactic"].notna() & table["ours_tactic"].notna()]
     note = t["note"].astype(str)
     duelled = note.str.contains("duel (", regex=False) & ~note.str.contains(NOT_DECIDING, regex=False)
-    t = t[((t["status"] == "not met") | (t["x_goal"] > 1 - margin)) & ~duelled]
+    clocks = t.reindex(columns=["ours_clock_mhz", "peer_clock_mhz"]).apply(pd.to_numeric, errors="coerce")
+    apart = (clocks.max(axis=1) / clocks.min(axis=1) > CLOCK_GAP).fillna(False)
+    t = t[((t["status"] == "not met") | (t["x_goal"] > 1 - margin) | apart) & ~duelled]
     lines = [f"{r.model}|{int(r.ep_size)}|{int(r.num_tokens)}|{str(r.ours_backend).partition('@')[0]}={r.ours_tactic}|"
              f"{str(r.peer_backend).partition('@')[0]}={r.peer_tactic}" for r in t.itertuples()]
     return list(dict.fromkeys(lines))

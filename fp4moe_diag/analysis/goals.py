@@ -87,6 +87,8 @@ GOAL_COLUMNS = {
     "ours_profile_match": "how ours' profile matches its timed tactic: exact, variant, other tactic (NA: none)",
     "ours_cupti": "ours' kernels in the timing's own run (CUPTI, per kernel role, us a call; sum and span)",
     "peer_cupti": "the peer's",
+    "ours_clock_mhz": "the SM clock ours' best row read as its repeats finished (NVML; NaN where not read)",
+    "peer_clock_mhz": "the peer's",
 }
 #: the run columns :func:`.goal_profiles.cupti_text` reads, in its argument order
 CUPTI_COLUMNS = ("time_kernel_breakdown", "time_kernel_median_us", "time_kernel_span_median_us")
@@ -156,6 +158,7 @@ def _row(goal: int, key: tuple, measured: float, target: float, unit: str, x: fl
     r["ours_rel_l2_bf16_ref"] = math.nan if ours is None else as_float(ours.get("rel_l2_bf16_ref"))
     for side, s in (("ours", ours), ("peer", peer)):
         r[f"{side}_cupti"] = None if s is None else cupti_text(*(s.get(c) for c in CUPTI_COLUMNS))
+        r[f"{side}_clock_mhz"] = math.nan if s is None else as_float(s.get("best_sm_clock_mhz"))
     return r
 
 

@@ -16,6 +16,7 @@ from typing import Optional, Sequence
 import pandas as pd
 
 from .builds import release_tactic_mismatches
+from .duels import CLOCK_GAP as DUEL_CLOCK_GAP
 from .tables import with_run_ceilings, x_of_best
 
 SHAPE = ["gpu_name", "model", "ep_size", "has_bias", "num_tokens"]
@@ -127,7 +128,7 @@ def release_note(df: pd.DataFrame) -> str:
 
 
 #: :func:`clock_note`'s threshold: the backends' best rows of a shape timed at SM clocks further apart than this
-CLOCK_GAP = 1.05
+CLOCK_GAP = DUEL_CLOCK_GAP
 
 
 def clock_note(table: pd.DataFrame, backends: Optional[Sequence[str]] = None) -> str:
