@@ -181,3 +181,12 @@ def test_a_win_against_one_tactic_of_the_peer_does_not_hide_a_loss_against_anoth
     v = duel_verdict(read_duels([_folder(tmp_path, [won, lost, other], "more")]), H100, "gpt-oss-20b", 2, 4096,
                      "triton", "triton_kernels", "best")
     assert (v["a_tactic"], v["b_tactic"], v["ratio_median"]) == ("other", "tk-m128kautow8s3", 0.998)
+    # a peer tactic duelled only by an older tactic of ours, lost: says nothing of ours' best (the H200's 20b EP2
+    # T=16384: s23a's m256 tile behind tk-mautokautow8, s24c's best ahead of tk-m128kautow8s3)
+    old = {**_duel(4096, "old", 1.004, 1.001, 1.007, "behind", 0.07), "b_tactic": "tk-mautokautow8"}
+    v = duel_verdict(read_duels([_folder(tmp_path, [old, won], "old")]), H100, "gpt-oss-20b", 2, 4096, "triton",
+                     "triton_kernels", "best")
+    assert (v["a_tactic"], v["b_tactic"], v["verdict"]) == ("best", "tk-m128k128w8", "ahead")
+    v = duel_verdict(read_duels([_folder(tmp_path, [old], "only")]), H100, "gpt-oss-20b", 2, 4096, "triton",
+                     "triton_kernels", "best")
+    assert v["a_tactic"] == "old"  # alone it still answers, and apply_duels calls it not deciding

@@ -48,7 +48,9 @@ def duel_verdict(duels: pd.DataFrame, gpu_name: str, model: str, ep: int, t: int
     behind a level duel of an older tactic.  Duels against several tactics of the peer: that choice is made per peer
     tactic, and the peer's strongest one answers (the highest of those ratios): goal 1 asks ours to beat the peer's
     best, and a win against one of its tactics does not hide a loss against another (session 25, H100, 20b EP2
-    T=4096: 0.996 against ``tk-m128k128w8``, 1.004 against ``tk-m128kautow8s3``).  The note names both tactics.  When
+    T=4096: 0.996 against ``tk-m128k128w8``, 1.004 against ``tk-m128kautow8s3``); a peer tactic duelled only by
+    another tactic of ours than ``best`` that did not win says nothing of ours' best and answers only when no other
+    does.  The note names both tactics.  When
     ours is a Triton backend with its release (``triton@3.6.0``), only the duels timed under that Triton release
     count (a duel under another release answers another question: ``evidence.sh`` with ``KIT``)."""
     if duels is None or duels.empty:
@@ -63,7 +65,8 @@ def duel_verdict(duels: pd.DataFrame, gpu_name: str, model: str, ep: int, t: int
     if d.empty:
         return None
     per_peer = [_ours_best(g, best) for _, g in d.groupby(d["b_tactic"].astype(str), sort=True)]
-    return max(per_peer, key=lambda r: float(r["ratio_median"]))
+    deciding = [r for r in per_peer if best is None or str(r["a_tactic"]) == str(best) or r["verdict"] == "ahead"]
+    return max(deciding or per_peer, key=lambda r: float(r["ratio_median"]))
 
 
 def _ours_best(d: pd.DataFrame, best: Optional[str]) -> pd.Series:
