@@ -292,3 +292,19 @@ def test_goal_4_says_the_clocks_of_ours_and_of_the_ceiling_and_the_sustained_cei
     assert g4["note"] == ("528 of 800 TFLOP/s; ours ran at 1815 MHz, the ceiling's GEMMs at 1980; sustained ceiling "
                           "704 TFLOP/s at 1830 MHz: ours 75.0 % of it")
     assert goal(goal_rows(frame()), 4, 4096)["note"] == "504 of 800 TFLOP/s"  # a run without them: as before
+
+
+def test_goal_1_says_where_the_medians_were_timed_at_clocks_more_than_5_percent_apart():
+    """Session 25 (H100, 20b EP1 T=16384): ours' finalists read 1620 MHz, triton_kernels' 1695; the medians' 1.03x
+    was a clock, the duel level. The goal row says so (and goals --duels lists the shape)."""
+    from fp4moe_diag.analysis.duels import undecided
+
+    rows = [row("triton", "p", 4096, 1030.0, time_sm_clock_mhz=1620.0),
+            row("triton_kernels", "k", 4096, 1000.0, time_sm_clock_mhz=1800.0)]
+    t = goal_rows(to_frame(rows))
+    g1 = goal(t, 1, 4096)
+    assert g1["note"] == "medians at 1620 / 1800 MHz: not like for like in clocks"
+    assert (g1["ours_clock_mhz"], g1["peer_clock_mhz"]) == (1620.0, 1800.0)
+    assert undecided(t) == ["gpt-oss-20b|1|4096|triton=p|triton_kernels=k"]
+    rows[1]["time_sm_clock_mhz"] = 1680.0  # 3.7 % apart: like for like enough
+    assert goal(goal_rows(to_frame(rows)), 1, 4096)["note"] == ""

@@ -33,7 +33,7 @@ from typing import Optional
 import pandas as pd
 
 from .ablations import ablation_note, ablation_table
-from .duels import apply_duels
+from .duels import CLOCK_GAP, apply_duels
 from .builds import TRITON_BACKENDS, backend_label
 from .goal_profiles import KERNEL_COLUMNS, ProfileMatch, as_float, cupti_text, match_profile, reason_text
 from .tables import with_run_ceilings, x_of_best
@@ -178,7 +178,7 @@ def _bf16_goals(key: tuple, o: pd.Series, p: Optional[pd.Series], launch_us: flo
     goals = applicable(key[1], key[2], int(key[4]))
     out = [_row(1, key, o["best_us"], math.nan if p is None else p["best_us"], "us",
                 math.nan if p is None else o["best_us"] / p["best_us"], o, p,
-                "" if p is not None else "no bf16 peer measured")]
+                "no bf16 peer measured" if p is None else clocks_apart_note(o, p))]
     wb, ceil = as_float(o.get("weight_bytes")), as_float(o.get("ceiling_read_GBps"))
     gbps = wb / (o["best_us"] * 1e3)
     missing = "" if gbps == gbps and ceil == ceil else "not compared: the row lacks weight_bytes or ceiling_read_GBps"
@@ -198,6 +198,15 @@ def _bf16_goals(key: tuple, o: pd.Series, p: Optional[pd.Series], launch_us: flo
         out.append(_row(4, key, 100 * frac, 100 * PREFILL_GOAL_FRAC, "%", PREFILL_GOAL_FRAC / frac, o, p,
                         prefill_note(o) if frac == frac else "not compared: the row lacks frac_flops_roofline"))
     return out
+
+
+def clocks_apart_note(o: pd.Series, p: pd.Series) -> str:
+    """Goal 1's note where ours' and the peer's best rows read SM clocks more than :data:`.duels.CLOCK_GAP` apart:
+    the medians compare clocks too (a duel decides; :func:`.duels.undecided` lists the shape), else ``""``."""
+    mine, theirs = as_float(o.get("best_sm_clock_mhz")), as_float(p.get("best_sm_clock_mhz"))
+    if not (mine > 0 and theirs > 0) or max(mine, theirs) / min(mine, theirs) <= CLOCK_GAP:
+        return ""
+    return f"medians at {mine:.0f} / {theirs:.0f} MHz: not like for like in clocks"
 
 
 def prefill_note(o: pd.Series) -> str:
