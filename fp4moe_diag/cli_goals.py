@@ -104,10 +104,10 @@ def add_parser(sub: Any) -> None:
 
     g = sub.add_parser("goals", help="issue #25's goals per shape: measured, goal, met or how far, the reason",
                        description="Read run folders and print, per goal of issue #25 and goal shape, our best "
-                       "time or rate, the goal, met / level / not met / not compared, the speed-up still needed, ours' and "
-                       "the peer's best tactics, and the measured reason from the folders' Nsight Compute profiles "
-                       "(ncu_*.csv) and ablations (ablate*.csv), goal 1 from duels (duel-*.csv) where ours and the "
-                       "peer were duelled, then the profiled kernels per shape (Markdown).")
+                       "time or rate, the goal, met / level / not met / not compared, the speed-up still needed, "
+                       "ours' and the peer's best tactics, and the measured reason from the folders' Nsight Compute "
+                       "profiles (ncu_*.csv) and ablations (ablate*.csv), goal 1 from duels (duel-*.csv) where ours "
+                       "and the peer were duelled, then the profiled kernels per shape (Markdown).")
     g.add_argument("runs", nargs="+", type=Path,
                    help="run folders (timings), and folders of ncu_*.csv profiles, ablate*.csv or duel-*.csv")
     g.add_argument("--ours", default="triton", help="our bf16-activation backend (default triton; triton@3.7.1: its "

@@ -100,9 +100,10 @@ def apply_duels(table: pd.DataFrame, duels: pd.DataFrame) -> pd.DataFrame:
     (``ahead``: met, ``behind``: not met, ``level``: level, neither shown faster at the same clocks), ``x_goal`` its
     median ratio, and the duel's line in ``note``.  (Until session 25 a level duel kept the medians' status: on the
     H100 at 20b EP1 T=16384 that was "not met, 1.03x" from medians the headline itself called not like for like in
-    clocks (ours' finalists read 1620 MHz, theirs 1695), beside a level duel, 1.002.)  A duel of another tactic of ours than the row's (``ours_tactic``, the run's best) decides
-    only when ours is ahead in it (some tactic of ours beats the peer); behind or level, it says nothing of the best
-    one: the note says :data:`NOT_DECIDING` and the medians' status stays.  Other rows unchanged."""
+    clocks (ours' finalists read 1620 MHz, theirs 1695), beside a level duel, 1.002.)  A duel of another tactic of
+    ours than the row's (``ours_tactic``, the run's best) decides only when ours is ahead in it (some tactic of ours
+    beats the peer); behind or level, it says nothing of the best one: the note says :data:`NOT_DECIDING` and the
+    medians' status stays.  Other rows unchanged."""
     t = table.copy()
     for i, r in t[t["goal"] == 1].iterrows():
         if not isinstance(r.get("peer_backend"), str) or not isinstance(r.get("ours_backend"), str):

@@ -75,7 +75,8 @@ def decode_goal_gbps(gpu_name: str, read_ceiling_gbps: float) -> float:
 GOAL_COLUMNS = {
     "goal": "1..5 (:data:`GOAL_NAMES`)", **{c: "the shape" for c in SHAPE},
     "measured": "ours' value in ``unit``", "target": "what the goal asks, in ``unit``", "unit": "us, TB/s or %",
-    "status": "met | level (goal 1: a level duel) | not met | not compared", "x_goal": "speed-up ours needs (<= 1: met; NaN: not compared)",
+    "status": "met | level (goal 1: a level duel) | not met | not compared",
+    "x_goal": "speed-up ours needs (<= 1: met; NaN: not compared)",
     "ours_backend": "ours (triton; goal 5: triton_w4a8)", "ours_tactic": "its best tactic", "ours_us": "its time",
     "ours_run": "the run folder of the timing", "peer_backend": "the fastest bf16 peer (goal 5: cutlass_humming)",
     "peer_tactic": "its best tactic", "peer_us": "its time", "peer_run": "its run folder",
@@ -102,8 +103,9 @@ class GoalReport:
     kernels: pd.DataFrame
 
 
-#: the bf16 ceiling's clocks and its sustained figure (:meth:`..measure.ceilings.Ceilings.as_dict`), where a run has them
-BF16_CLOCK_COLUMNS = ("ceiling_bf16_sm_clock_mhz", "ceiling_bf16_sustained_TFLOPs", "ceiling_bf16_sustained_sm_clock_mhz")
+#: the bf16 ceiling's clocks and its sustained figure (:meth:`..measure.ceilings.Ceilings.as_dict`), where measured
+BF16_CLOCK_COLUMNS = ("ceiling_bf16_sm_clock_mhz", "ceiling_bf16_sustained_TFLOPs",
+                      "ceiling_bf16_sustained_sm_clock_mhz")
 
 
 def in_goals(model: str, ep: int, t: int) -> bool:

@@ -116,7 +116,8 @@ def goals_markdown(report: GoalReport, launch_us: float = LAUNCH_US) -> str:
              "span).", ""]
     for goal, c in counts.iterrows():
         lines.append(f"- goal {goal} ({GOAL_NAMES[int(goal)]}): " +
-                     ", ".join(f"{c.get(s, 0)} {s}" for s in ("met", "level", "not met", "not compared") if c.get(s, 0)))
+                     ", ".join(f"{c.get(s, 0)} {s}" for s in ("met", "level", "not met", "not compared")
+                               if c.get(s, 0)))
     lines.append("")
     for goal in sorted(t["goal"].unique()):
         lines += goal_section(t, int(goal))

@@ -9,8 +9,8 @@ from typing import Any, Callable
 import pandas as pd
 
 from .. import plotting as P
-from ..analysis.headline import (ceiling_note, clock_note, headline_markdown, headline_table,  # noqa: F401 (re-exported)
-                                 release_note)
+from ..analysis.headline import (ceiling_note, clock_note, headline_markdown, headline_table,  # noqa: F401
+                                 release_note)  # (re-exported)
 from ..analysis.tuner import regret_summary, tuner_regret
 from ..analysis import plot_targets, provenance, provenance_table, ratio_summary, summary_tables, version_ratio_table, x_of_best  # noqa: F401 (re-exported for the notebook)
 from .context import CPU_HIDDEN_SCALE, TUNE_COLUMNS, ReportContext, context, environment_table, load_report_data  # noqa: F401 (re-exported)

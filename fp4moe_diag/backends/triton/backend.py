@@ -123,10 +123,11 @@ class TritonMXFP4Backend(Backend):
         """The bit-arithmetic, x2 and sw configs everywhere, ps where the weights have that layout (H and I
         multiples of 64; with the ``-gu`` gemm1 variants of PS_GU_CONFIGS, above the decode sizes also
         PS_GU_WIDE_CONFIGS, the 16-warp PS_GU16_CONFIGS and the tail-block ones of PS_TAIL_CONFIGS, compiled also
-        PS_TAIL_PDL_CONFIGS, PS_GU16_PDL_CONFIGS and the -tm PS_TM_PREFILL_PDL_CONFIGS; at decode the PS_DECODE_CONFIGS, 8-warp PS_DECODE8_CONFIGS and k64 -gu
-        PS_GU_DECODE_CONFIGS that fit); the ``tl.dot_scaled`` ones only when compiled (GPU); where
-        :func:`.tiling.decode_sized` (a rank expects <= DECODE_MAX_PAIRS pairs) the split-K decode configs (x2 / sw /
-        ps ones everywhere, ds ones on GPU); at decode on GPU the ps tactics with programmatic dependent launch
+        PS_TAIL_PDL_CONFIGS, PS_GU16_PDL_CONFIGS and the -tm PS_TM_PREFILL_PDL_CONFIGS; at decode the
+        PS_DECODE_CONFIGS, 8-warp PS_DECODE8_CONFIGS and k64 -gu PS_GU_DECODE_CONFIGS that fit); the
+        ``tl.dot_scaled`` ones only when compiled (GPU); where :func:`.tiling.decode_sized` (a rank expects <=
+        DECODE_MAX_PAIRS pairs) the split-K decode configs (x2 / sw / ps ones everywhere, ds ones on GPU); at decode
+        on GPU the ps tactics with programmatic dependent launch
         (``-pdl``, PS_GU_PDL_CONFIGS, PS_DECODE8_PDL_CONFIGS and PS_GU_DECODE_PDL_CONFIGS), with and without the
         fused ends (``-fs``); the ``-tm`` twins of the winners (:mod:`.configs_tm`) where their tiles are whole (not
         the persistent ``-pt`` / ``-ptf`` ones of :mod:`.configs_persist`: measured slower, run by label only); at

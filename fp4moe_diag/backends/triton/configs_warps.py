@@ -68,9 +68,11 @@ PS_GU16_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, "ps", block_n
 
 #: the same 16-warp ``-gu`` tiles (not ``-fs``) with programmatic dependent launch (``-pdl``; GPU only): the kernels
 #: of a call (gemm1, its tails, gemm2, the top-k sum) chained, so the next kernel's programs are resident when one
-#: ends (:data:`.configs_tail.PS_TAIL_PDL_CONFIGS`: 0.5-1 % faster on the 8-warp prefill tiles, H200 s12f / s12g).  These
-#: tiles won at T >= 1024 from session 15 on without a ``-pdl`` twin; the gap left to triton_kernels at 20b EP2
+#: ends (:data:`.configs_tail.PS_TAIL_PDL_CONFIGS`: 0.5-1 % faster on the 8-warp prefill tiles, H200 s12f / s12g).
+#: These tiles won at T >= 1024 from session 15 on without a ``-pdl`` twin; the gap left to triton_kernels at 20b EP2
 #: T=4096 is 0.4-0.6 % in duels (H100 ``-s25b``, H200 ``-s24c``), with ours' kernels ahead in the same rounds'
-#: CUPTI times (H100 ``-s25a``): what lies between the kernels of a replay.  Offered session 25, not timed yet.
+#: CUPTI times (H100 ``-s25a``): what lies between the kernels of a replay.  Offered in session 25; on the H100 level
+#: (``-s25c``: 31 of 32 pairs level, median 0.999: one program of 16 warps fills an SM, so only the launch latency
+#: is hidden); the H200 has not timed them.
 PS_GU16_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(dataclasses.replace(c, pdl=1) for c in PS_GU16_CONFIGS
                                                       if not c.fused)
