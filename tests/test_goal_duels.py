@@ -43,7 +43,8 @@ def test_read_duels_and_the_best_of_ours_against_the_peer(tmp_path):
     assert duel_verdict(duels, H100, "gpt-oss-20b", 2, 4096, "triton", "cutlass") is None
     assert duel_text(best) == ("duel (30 alternating rounds, duels/duel-1.csv): ours `s3-tm` / peer `tk-m128kautow8s3` "
                                "1.005 (p10 1.003, p90 1.010), ours faster in 0 % of rounds: behind")
-    assert list(read_duels([tmp_path]).columns) == COLUMNS + ["source"]
+    assert list(read_duels([tmp_path]).columns) == COLUMNS + ["l2_flushed", "source"]
+    assert duels["l2_flushed"].tolist() == [True] * 3  # files from before the column: every duel flushed the L2
 
 
 def test_apply_duels_sets_goal_1_from_the_verdict(tmp_path):
@@ -190,3 +191,16 @@ def test_a_win_against_one_tactic_of_the_peer_does_not_hide_a_loss_against_anoth
     v = duel_verdict(read_duels([_folder(tmp_path, [old], "only")]), H100, "gpt-oss-20b", 2, 4096, "triton",
                      "triton_kernels", "best")
     assert v["a_tactic"] == "old"  # alone it still answers, and apply_duels calls it not deciding
+
+
+def test_a_duel_without_the_l2_flush_diagnoses_and_never_decides_goal_1(tmp_path):
+    """profiling.duel --no-l2-flush (session 25): whether a gap lies in how the calls meet a cold L2; the goals'
+    method flushes it before every call, so goal 1 reads only the flushed duels."""
+    flushed = _duel(4096, "best", 1.004, 1.001, 1.008, "behind", 0.03)
+    warm = {**_duel(4096, "best", 0.990, 0.985, 0.995, "ahead", 1.0), "l2_flushed": False}
+    duels = read_duels([_folder(tmp_path, [flushed, warm])])
+    assert duels["l2_flushed"].tolist() == [True, False]
+    v = duel_verdict(duels, H100, "gpt-oss-20b", 2, 4096, "triton", "triton_kernels", "best")
+    assert (v["ratio_median"], v["verdict"]) == (1.004, "behind")
+    only_warm = read_duels([_folder(tmp_path, [warm], "warm")])
+    assert duel_verdict(only_warm, H100, "gpt-oss-20b", 2, 4096, "triton", "triton_kernels", "best") is None

@@ -68,17 +68,21 @@ def test_a_duel_prepares_both_calls_and_summarizes_their_rounds_into_one_row(mon
 
     launched = []
 
-    def fake_time_paired(launches, device, rounds, warmup):
+    def fake_time_paired(launches, device, rounds, warmup, flush_l2=True):
         for name, fn in launches.items():
             fn()
-            launched.append(name)
+            launched.append((name, flush_l2))
         return {"a": [99.0] * rounds, "b": [100.0] * rounds}
 
     monkeypatch.setattr(paired, "time_paired", fake_time_paired)
     case = MoECase(num_tokens=2, hidden_size=64, intermediate_size=64, num_experts=4, top_k=2, model="tiny")
     row = duel.duel_case(case, ("reference", "torch fp32"), ("reference", "torch fp32"), "cpu", rounds=5, warmup=0)
-    assert launched == ["a", "b"]
+    assert launched == [("a", True), ("b", True)]
     assert {k: row[k] for k in ("model", "num_tokens", "a_backend", "b_tactic", "rounds", "verdict")} == {
         "model": "tiny", "num_tokens": 2, "a_backend": "reference", "b_tactic": "torch fp32", "rounds": 5,
         "verdict": "ahead"}
-    assert row["ratio_median"] == pytest.approx(0.99) and set(duel.COLUMNS) <= set(row)
+    assert row["ratio_median"] == pytest.approx(0.99) and set(duel.COLUMNS) <= set(row) and row["l2_flushed"] is True
+    launched.clear()
+    row = duel.duel_case(case, ("reference", "torch fp32"), ("reference", "torch fp32"), "cpu", rounds=5, warmup=0,
+                         flush_l2=False)  # --no-l2-flush: a diagnosis, said in the row
+    assert launched == [("a", False), ("b", False)] and row["l2_flushed"] is False

@@ -24,8 +24,12 @@ def read_duels(folders: Iterable[Path]) -> pd.DataFrame:
             missing = [c for c in COLUMNS if c not in x.columns]
             if missing:
                 raise ValueError(f"runs: {f} lacks the duel column(s) {missing} (python -m fp4moe_diag.profiling.duel)")
-            frames.append(x.assign(source=f"{Path(d).name}/{f.name}"))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS + ["source"])
+            flushed = x["l2_flushed"] if "l2_flushed" in x else True  # before session 25 every duel flushed it
+            frames.append(x.assign(source=f"{Path(d).name}/{f.name}", l2_flushed=flushed))
+    if not frames:
+        return pd.DataFrame(columns=COLUMNS + ["l2_flushed", "source"])
+    out = pd.concat(frames, ignore_index=True)
+    return out.assign(l2_flushed=out["l2_flushed"].map(lambda v: str(v).strip().lower() in ("true", "1")))
 
 
 def committed_duels(root: Optional[Path] = None) -> pd.DataFrame:
@@ -52,7 +56,8 @@ def duel_verdict(duels: pd.DataFrame, gpu_name: str, model: str, ep: int, t: int
     another tactic of ours than ``best`` that did not win says nothing of ours' best and answers only when no other
     does.  The note names both tactics.  When
     ours is a Triton backend with its release (``triton@3.6.0``), only the duels timed under that Triton release
-    count (a duel under another release answers another question: ``evidence.sh`` with ``KIT``)."""
+    count (a duel under another release answers another question: ``evidence.sh`` with ``KIT``), and only those
+    with the L2 flushed before each call (``profiling.duel --no-l2-flush`` diagnoses, never decides)."""
     if duels is None or duels.empty:
         return None
     backend, _, release = ours.partition("@")
@@ -62,6 +67,8 @@ def duel_verdict(duels: pd.DataFrame, gpu_name: str, model: str, ep: int, t: int
               & (duels["b_backend"].astype(str) == peer.partition("@")[0])]
     if release and backend.startswith("triton") and "triton_version" in d.columns:
         d = d[d["triton_version"].astype(str) == release]
+    if "l2_flushed" in d.columns:  # a duel without the flush diagnoses; the goals' method flushes it
+        d = d[d["l2_flushed"].astype(bool)]
     if d.empty:
         return None
     per_peer = [_ours_best(g, best) for _, g in d.groupby(d["b_tactic"].astype(str), sort=True)]

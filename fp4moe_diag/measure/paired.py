@@ -131,9 +131,10 @@ def replay_rounds(calls: dict[Hashable, Callable[[], Any]], device: Any, rounds:
 
 
 def time_paired(launches: dict[str, Callable[[], Any]], device: Any, rounds: int = 30,
-                warmup: int = 30) -> dict[str, list[float]]:
+                warmup: int = 30, flush_l2: bool = True) -> dict[str, list[float]]:
     """Per call name, its time (us) in each round: every call captured in a CUDA graph, replayed ``warmup`` times
-    untimed, then ``rounds`` rounds of one replay each (:func:`replay_rounds`), the L2 flushed before each replay.
+    untimed, then ``rounds`` rounds of one replay each (:func:`replay_rounds`), the L2 flushed before each replay
+    (``flush_l2=False``: not, each call then finds the L2 as the call before left it).
     A call that cannot be captured is a ValueError naming it (a paired time is a graph replay's)."""
     import torch
 
@@ -145,4 +146,4 @@ def time_paired(launches: dict[str, Callable[[], Any]], device: Any, rounds: int
             graphs[name] = capture_graph(fn, device)
         except ValueError as e:
             raise ValueError(f"launches: {name}: {e}") from None
-    return replay_rounds(graphs, device, rounds, warmup)[0]
+    return replay_rounds(graphs, device, rounds, warmup, flush_l2=flush_l2)[0]

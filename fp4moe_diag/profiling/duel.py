@@ -7,7 +7,9 @@ Per case (the shape table's model and EP at each token count, inputs built as th
 prepared and captured in CUDA graphs, then timed by :func:`..measure.paired.time_paired`: ``--warmup`` untimed
 replays each, then ``--rounds`` rounds of one replay each in alternating order, the L2 flushed before every replay.
 One row per case: each call's median / p10 / p90, the per-round ratio a / b (median, p10, p90), the share of rounds a
-was faster, and the verdict (``ahead``: a faster in at least 9 rounds of 10, ``behind``, ``level``).  This settles
+was faster, the verdict (``ahead``: a faster in at least 9 rounds of 10, ``behind``, ``level``) and whether the L2
+was flushed (``l2_flushed``; ``--no-l2-flush``: a diagnosis, whether a gap lies in how the calls meet a cold L2: such a
+duel never decides a goal, :func:`..analysis.duels.duel_verdict`).  This settles
 what a sweep's two medians, taken minutes apart, cannot at the sizes where the GPU's clocks drift over a timing
 (20b EP1 T=16384 on the H100, ``docs/goals-h100-s17.md``).  Timing only: the tactics' outputs are checked by the
 sweeps that chose them, not here."""
@@ -22,7 +24,7 @@ from typing import Any, Optional, Sequence
 #: the columns of a duel CSV, in order (then the environment's: gpu_name, triton_version, flashinfer_version, git_commit)
 COLUMNS = ("model", "ep_size", "num_tokens", "a_backend", "a_tactic", "b_backend", "b_tactic", "a_median_us",
            "a_p10_us", "a_p90_us", "b_median_us", "b_p10_us", "b_p90_us", "rounds", "ratio_median", "ratio_p10",
-           "ratio_p90", "a_faster_share", "verdict")
+           "ratio_p90", "a_faster_share", "verdict", "l2_flushed")
 ENV = ("gpu_name", "triton_version", "flashinfer_version", "git_commit")
 
 
@@ -36,7 +38,8 @@ def contestant(text: str) -> tuple[str, str]:
     return backend_name(backend.strip()), tactic.strip()
 
 
-def duel_case(case: Any, a: tuple[str, str], b: tuple[str, str], device: Any, rounds: int, warmup: int) -> dict:
+def duel_case(case: Any, a: tuple[str, str], b: tuple[str, str], device: Any, rounds: int, warmup: int,
+              flush_l2: bool = True) -> dict:
     """One row of :data:`COLUMNS` (but the environment's): ``a`` against ``b`` on ``case``."""
     from ..measure.paired import paired_summary, time_paired
     from .call_setup import prepare_call
@@ -44,10 +47,10 @@ def duel_case(case: Any, a: tuple[str, str], b: tuple[str, str], device: Any, ro
     calls = {side: prepare_call(backend, case, {side: tactic}, device) for side, (backend, tactic) in
              (("a", a), ("b", b))}
     launches = {side: call.bind(call.tactics[side]) for side, call in calls.items()}
-    times = time_paired(launches, device, rounds=rounds, warmup=warmup)
+    times = time_paired(launches, device, rounds=rounds, warmup=warmup, flush_l2=flush_l2)
     s = paired_summary(times["a"], times["b"])
     return dict(model=case.model, ep_size=case.ep_size, num_tokens=case.num_tokens, a_backend=a[0], a_tactic=a[1],
-                b_backend=b[0], b_tactic=b[1], **s.as_dict())
+                b_backend=b[0], b_tactic=b[1], **s.as_dict(), l2_flushed=bool(flush_l2))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -60,6 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--b", type=contestant, required=True, help="BACKEND=TACTIC: the call it is compared with")
     ap.add_argument("--rounds", type=A.positive_int, default=30, help="timed rounds (default 30)")
     ap.add_argument("--warmup", type=A.non_negative_int, default=30, help="untimed replays of each call (default 30)")
+    ap.add_argument("--no-l2-flush", action="store_true", help="replay without the L2 flush before each call (a "
+                    "diagnosis: such a duel never decides a goal)")
     add_device_out_args(ap)
     return ap
 
@@ -83,13 +88,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     env = environment_info(args.device)
     rows: list[dict] = []
     for case in cases:
-        rows.append(duel_case(case, args.a, args.b, args.device, args.rounds, args.warmup)
+        rows.append(duel_case(case, args.a, args.b, args.device, args.rounds, args.warmup, not args.no_l2_flush)
                     | {k: env.get(k, "") for k in ENV})
         write_rows(rows, [*COLUMNS, *ENV], args.out)  # after every case
     for r in rows:
         print(f"{r['model']} EP{r['ep_size']} T={r['num_tokens']}: a {r['a_median_us']:.1f} us, b "
               f"{r['b_median_us']:.1f} us; a / b per round {r['ratio_median']:.3f} (p10 {r['ratio_p10']:.3f}, p90 "
-              f"{r['ratio_p90']:.3f}), a faster in {r['a_faster_share']:.0%} of {r['rounds']} rounds: {r['verdict']}")
+              f"{r['ratio_p90']:.3f}), a faster in {r['a_faster_share']:.0%} of {r['rounds']} rounds: {r['verdict']}"
+              + ("" if r["l2_flushed"] else " (L2 not flushed)"))
     print(json.dumps({"out": str(args.out), "rows": len(rows)}))
     return 0
 
