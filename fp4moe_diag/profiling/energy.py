@@ -84,9 +84,9 @@ def energy_case(case: Any, a: tuple[str, str], b: tuple[str, str], device: Any, 
     dev = torch.device(device)
     # both prepared calls stay referenced while their graphs replay: a graph holds the addresses of its tensors, not
     # the tensors (the first GPU run freed side a's when the loop moved on to b: an illegal memory access)
-    calls = {side: prepare_call(backend, case, {side: tactic}, device) for side, (backend, tactic) in
-             (("a", a), ("b", b))}
-    replays = {side: capture_graph(call.bind(call.tactics[side]), device) for side, call in calls.items()}
+    prepared = {side: prepare_call(backend, case, {side: tactic}, device) for side, (backend, tactic) in
+                (("a", a), ("b", b))}
+    replays = {side: capture_graph(p.bind(p.tactics[side]), device) for side, p in prepared.items()}
 
     def block(replay: Callable[[], Any]) -> Callable[[], None]:
         def run() -> None:
