@@ -120,8 +120,8 @@ def _bf16_clocks(c: pd.Series) -> str:
 
 def provenance(args: argparse.Namespace, df: pd.DataFrame | None, complete: list[str], partial: list[str],
                csvs: dict[str, list[Path]], folder: Path) -> str:
-    ablations, duels, states = csvs["ablate"], csvs["duel"], csvs["gpu"]
-    lines = [f"# Run {args.run_id}", ""] + environment_lines(df, [folder / f.name for f in ablations + duels])
+    ablations, duels, energies, states = csvs["ablate"], csvs["duel"], csvs["energy"], csvs["gpu"]
+    lines = [f"# Run {args.run_id}", ""] + environment_lines(df, [folder / f.name for f in ablations + duels + energies])
     lines += ["", "Produced on the lent GPU machine" + (f" by:\n\n```\n{args.command}\n```" if args.command
                                                          else " by `tools/device/gpu_session.sh`."), ""]
     if complete:
@@ -136,6 +136,9 @@ def provenance(args: argparse.Namespace, df: pd.DataFrame | None, complete: list
     if duels:
         lines += ["Duels (`python -m fp4moe_diag.profiling.duel`: two tactics timed in alternating rounds): "
                   + ", ".join(f.name for f in duels) + ".", ""]
+    if energies:
+        lines += ["Energy per call (`python -m fp4moe_diag.profiling.energy`: two tactics in alternating blocks of "
+                  "back-to-back replays, NVML's energy counter): " + ", ".join(f.name for f in energies) + ".", ""]
     if states:
         lines += ["The GPU's state at each plan's start and end (nvidia-smi: SM and memory clocks, their maxima, power, "
                   "temperature, clock event reasons): " + ", ".join(f.name for f in states) + ".", ""]
@@ -171,7 +174,7 @@ def assemble(args: argparse.Namespace, tmp: Path, folder: Path) -> None:
     if (b / "reports").exists():
         shutil.copytree(b / "reports", folder / "reports", dirs_exist_ok=True)
     csvs = {k: [p for p in taken if p.is_file() and p.name.startswith(f"{k}-") and p.suffix == ".csv"]
-            for k in ("ablate", "duel", "gpu")}
+            for k in ("ablate", "duel", "energy", "gpu")}
     for f in sum(csvs.values(), []):
         shutil.copy2(f, folder / f.name)
     (folder / "PROVENANCE.md").write_text(provenance(args, df, complete, partial, csvs, folder))
