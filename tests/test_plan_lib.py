@@ -106,3 +106,18 @@ def test_duels_name_a_second_duel_at_one_shape_apart_and_stop_when_time_runs_out
                    "duel 20b-ep1-t16384-3 gpt-oss-20b 1 16384 300 triton=e tk=b"]
     late = bash(tmp_path, smi, body.replace("echo 300", "echo 40"), DUELS=duels).stdout.splitlines()
     assert late[0] == "no time left for the duel gpt-oss-20b|1|16384|triton=a|tk=b" and len(late) == 4
+
+
+def test_the_duel_pairs_can_go_through_energy_instead_and_a_third_kind_is_refused(tmp_path):
+    """evidence.sh's PARTS=energy (session 25): the same DUELS pairs, named the same way, through profiling.energy."""
+    smi = fake_smi(tmp_path, "NVIDIA H200")
+    duels = "gpt-oss-20b|2|4096|triton=c|tk=b gpt-oss-20b|2|4096|triton=d|tk=b"
+    body = ('energy() { echo "energy $1 $2 $3 $4 $5 $6 $7"; }; say() { echo "$*"; }; left() { echo 300; }; TV=""; '
+            'duels 560 energy')
+    out = bash(tmp_path, smi, body, DUELS=duels).stdout.splitlines()
+    assert out == ["energy 20b-ep2-t4096 gpt-oss-20b 2 4096 300 triton=c tk=b",
+                   "energy 20b-ep2-t4096-2 gpt-oss-20b 2 4096 300 triton=d tk=b"]
+    late = bash(tmp_path, smi, body.replace("echo 300", "echo 40"), DUELS=duels).stdout.splitlines()
+    assert late[0] == "no time left for the energy gpt-oss-20b|2|4096|triton=c|tk=b"
+    bad = bash(tmp_path, smi, body.replace("duels 560 energy", "duels 560 ncu; echo rc=$?"), DUELS=duels)
+    assert bad.stdout.strip() == "rc=2" and "duels: expected duel or energy, got ncu" in bad.stderr

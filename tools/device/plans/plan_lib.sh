@@ -13,8 +13,11 @@
 #                    plan_start) refuses a missing file (exit 2); use_kit (after it) unpacks it (into KIT_DIR, default
 #                    /tmp/tnew) first on PYTHONPATH and sets TV=-tritonX.Y.Z ('' without KIT), what a plan names its
 #                    outputs with
-#   duels SECONDS    every duel of DUELS (space-separated MODEL|EP|T|BACKEND=TACTIC|BACKEND=TACTIC) with duel, named
-#                    MODEL-epEP-tT$TV (a second one at a shape -2, and so on), while more than 40 of SECONDS are left
+#   duels SECONDS [energy]
+#                    every duel of DUELS (space-separated MODEL|EP|T|BACKEND=TACTIC|BACKEND=TACTIC) with duel, named
+#                    MODEL-epEP-tT$TV (a second one at a shape -2, and so on), while more than 40 of SECONDS are left;
+#                    with "energy" the same pairs through energy instead (profiling.energy: energy per call under a
+#                    sustained load, 300 replays a block, 50 above T=4096; /tmp/r/energy-NAME.csv)
 #   ncu_env          ncu on PATH and its extras/python on PYTHONPATH (Nsight Compute through nsight-python)
 #   require_gpu      ONLY_ON (part of a GPU name, e.g. H200): on any other card the plan stops before it starts
 #                    (exit 3), so a call meant for one card costs only the machine's start on another
@@ -76,6 +79,13 @@ duel() {
     --b "$b" --out /tmp/r/duel-$name.csv 2>&1 | grep -v -i "warn" | tail -4
   say "duel $name done"
 }
+energy() {
+  local name=$1 model=$2 ep=$3 tokens=$4 secs=$5 a=$6 b=$7 calls=300
+  [ "$tokens" -gt 4096 ] && calls=50
+  timeout "$secs" python3 -m fp4moe_diag.profiling.energy --model "$model" --ep "$ep" --tokens "$tokens" --a "$a" \
+    --b "$b" --calls $calls --out /tmp/r/energy-$name.csv 2>&1 | grep -v -i "warn" | tail -2
+  say "energy $name done"
+}
 ncu_env() {
   export PATH=$PATH:$(dirname "$(ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)")
   export PYTHONPATH=$PYTHONPATH:$(ls -d /opt/nvidia/nsight-compute/*/extras/python 2>/dev/null | head -1)
@@ -92,12 +102,13 @@ use_kit() {
   TV=-triton$(python3 -c "import triton; print(triton.__version__)") || { plan_finish; exit 3; }; say "KIT: ${TV#-}"
 }
 duels() {
-  local d dm dep dt da db n L; local -A seen=()
+  local d dm dep dt da db n L kind=${2:-duel}; local -A seen=()
+  case $kind in duel|energy) ;; *) echo "duels: expected duel or energy, got $kind" >&2; return 2 ;; esac
   for d in ${DUELS:-}; do
     IFS='|' read -r dm dep dt da db <<< "$d"
-    L=$(left "$1"); [ "$L" -gt 40 ] || { say "no time left for the duel $d"; continue; }
+    L=$(left "$1"); [ "$L" -gt 40 ] || { say "no time left for the $kind $d"; continue; }
     n="${dm#gpt-oss-}-ep$dep-t$dt${TV:-}"; seen[$n]=$(( ${seen[$n]:-0} + 1 ))
     [ "${seen[$n]}" -gt 1 ] && n="$n-${seen[$n]}"
-    duel "$n" "$dm" "$dep" "$dt" "$L" "$da" "$db"
+    $kind "$n" "$dm" "$dep" "$dt" "$L" "$da" "$db"
   done
 }
