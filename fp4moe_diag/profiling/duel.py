@@ -25,17 +25,6 @@ from typing import Any, Optional, Sequence
 COLUMNS = ("model", "ep_size", "num_tokens", "a_backend", "a_tactic", "b_backend", "b_tactic", "a_median_us",
            "a_p10_us", "a_p90_us", "b_median_us", "b_p10_us", "b_p90_us", "rounds", "ratio_median", "ratio_p10",
            "ratio_p90", "a_faster_share", "verdict", "l2_flushed")
-ENV = ("gpu_name", "triton_version", "flashinfer_version", "git_commit")
-
-
-def contestant(text: str) -> tuple[str, str]:
-    """``BACKEND=TACTIC`` -> (backend, tactic label); the backend must be one this install has."""
-    from ..cli_args import backend_name
-
-    backend, sep, tactic = str(text).partition("=")
-    if not sep or not backend.strip() or not tactic.strip():
-        raise argparse.ArgumentTypeError(f"expected BACKEND=TACTIC (e.g. triton=m16n128k128w4s3-ps), got {text!r}")
-    return backend_name(backend.strip()), tactic.strip()
 
 
 def duel_case(case: Any, a: tuple[str, str], b: tuple[str, str], device: Any, rounds: int, warmup: int,
@@ -55,12 +44,10 @@ def duel_case(case: Any, a: tuple[str, str], b: tuple[str, str], device: Any, ro
 
 def _parser() -> argparse.ArgumentParser:
     from .. import cli_args as A
-    from .gpu_args import add_case_args, add_device_out_args
+    from .gpu_args import add_device_out_args, add_pair_args
 
     ap = argparse.ArgumentParser(prog="python -m fp4moe_diag.profiling.duel", description=__doc__.split("\n\n")[0])
-    add_case_args(ap)
-    ap.add_argument("--a", type=contestant, required=True, help="BACKEND=TACTIC: the call compared")
-    ap.add_argument("--b", type=contestant, required=True, help="BACKEND=TACTIC: the call it is compared with")
+    add_pair_args(ap)
     ap.add_argument("--rounds", type=A.positive_int, default=30, help="timed rounds (default 30)")
     ap.add_argument("--warmup", type=A.non_negative_int, default=30, help="untimed replays of each call (default 30)")
     ap.add_argument("--no-l2-flush", action="store_true", help="replay without the L2 flush before each call (a "
@@ -69,28 +56,13 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _checked(ap: argparse.ArgumentParser, argv: Optional[Sequence[str]]) -> tuple[argparse.Namespace, list]:
-    """The arguments and cases, every check done before any GPU work (one-line errors, exit 2)."""
-    from .gpu_args import cases_out_device
-
-    args = ap.parse_args(argv)
-    if args.a == args.b:
-        ap.error(f"argument --b: the same call as --a ({args.a[0]}={args.a[1]}); a duel needs two")
-    return args, cases_out_device(ap, args, "a duel is timed on a CUDA GPU (graph replays)")
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from ..environment import environment_info
-    from .gpu_args import write_rows
+    from .gpu_args import checked_pair, rows_per_case
 
     ap = _parser()
-    args, cases = _checked(ap, argv)
-    env = environment_info(args.device)
-    rows: list[dict] = []
-    for case in cases:
-        rows.append(duel_case(case, args.a, args.b, args.device, args.rounds, args.warmup, not args.no_l2_flush)
-                    | {k: env.get(k, "") for k in ENV})
-        write_rows(rows, [*COLUMNS, *ENV], args.out)  # after every case
+    args, cases = checked_pair(ap, argv, "a duel is timed on a CUDA GPU (graph replays)")
+    rows = rows_per_case(cases, lambda case: duel_case(case, args.a, args.b, args.device, args.rounds, args.warmup,
+                                                       not args.no_l2_flush), args.device, COLUMNS, args.out)
     for r in rows:
         print(f"{r['model']} EP{r['ep_size']} T={r['num_tokens']}: a {r['a_median_us']:.1f} us, b "
               f"{r['b_median_us']:.1f} us; a / b per round {r['ratio_median']:.3f} (p10 {r['ratio_p10']:.3f}, p90 "

@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Any, Callable, Optional, Sequence
 
-#: the columns of an energy CSV, in order (then the environment's, as :data:`.duel.ENV`)
+#: the columns of an energy CSV, in order (then the environment's, :data:`.gpu_args.ENV`)
 COLUMNS = ("model", "ep_size", "num_tokens", "a_backend", "a_tactic", "b_backend", "b_tactic", "calls", "rounds",
            "a_mj_per_call", "b_mj_per_call", "a_watts", "b_watts", "a_us_per_call", "b_us_per_call",
            "a_sm_clock_mhz", "b_sm_clock_mhz", "energy_ratio", "time_ratio")
@@ -108,13 +108,10 @@ def energy_case(case: Any, a: tuple[str, str], b: tuple[str, str], device: Any, 
 
 def _parser() -> argparse.ArgumentParser:
     from .. import cli_args as A
-    from .duel import contestant
-    from .gpu_args import add_case_args, add_device_out_args
+    from .gpu_args import add_device_out_args, add_pair_args
 
     ap = argparse.ArgumentParser(prog="python -m fp4moe_diag.profiling.energy", description=__doc__.split("\n\n")[0])
-    add_case_args(ap)
-    ap.add_argument("--a", type=contestant, required=True, help="BACKEND=TACTIC: the call compared")
-    ap.add_argument("--b", type=contestant, required=True, help="BACKEND=TACTIC: the call it is compared with")
+    add_pair_args(ap)
     ap.add_argument("--calls", type=A.positive_int, default=200, help="replays per block (default 200)")
     ap.add_argument("--rounds", type=A.positive_int, default=10, help="blocks of each call (default 10)")
     add_device_out_args(ap)
@@ -122,21 +119,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from ..environment import environment_info
-    from .duel import ENV
-    from .gpu_args import cases_out_device, write_rows
+    from .gpu_args import checked_pair, rows_per_case
 
     ap = _parser()
-    args = ap.parse_args(argv)
-    if args.a == args.b:
-        ap.error(f"argument --b: the same call as --a ({args.a[0]}={args.a[1]}); two are compared")
-    cases = cases_out_device(ap, args, "energy is read on a CUDA GPU (NVML)")
-    env = environment_info(args.device)
-    rows: list[dict] = []
-    for case in cases:
-        rows.append(energy_case(case, args.a, args.b, args.device, args.calls, args.rounds)
-                    | {k: env.get(k, "") for k in ENV})
-        write_rows(rows, [*COLUMNS, *ENV], args.out)  # after every case
+    args, cases = checked_pair(ap, argv, "energy is read on a CUDA GPU (NVML)")
+    rows = rows_per_case(cases, lambda case: energy_case(case, args.a, args.b, args.device, args.calls, args.rounds),
+                         args.device, COLUMNS, args.out)
     for r in rows:
         print(f"{r['model']} EP{r['ep_size']} T={r['num_tokens']}: a {r['a_mj_per_call']:.2f} mJ, {r['a_watts']:.0f} W, "
               f"{r['a_us_per_call']:.1f} us, {r['a_sm_clock_mhz']:.0f} MHz; b {r['b_mj_per_call']:.2f} mJ, "

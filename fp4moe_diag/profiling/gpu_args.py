@@ -1,13 +1,13 @@
-"""What the GPU-only tools of this package (:mod:`.ablate`, :mod:`.duel`) do the same way: check before any GPU work
-the cases of ``--model`` / ``--ep`` / ``--tokens``, an ``--out`` that is not overwritten by accident, and a CUDA
-``--device`` (each failure the parser's one-line error, exit 2, naming the argument); write their rows to ``--out``
-after every case, atomically."""
+"""What the GPU-only tools of this package (:mod:`.ablate`, :mod:`.duel`, :mod:`.energy`) do the same way: check
+before any GPU work the cases of ``--model`` / ``--ep`` / ``--tokens``, the two calls ``--a`` / ``--b`` of a
+comparison, an ``--out`` that is not overwritten by accident, and a CUDA ``--device`` (each failure the parser's
+one-line error, exit 2, naming the argument); write their rows to ``--out`` after every case, atomically."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 
 def add_case_args(ap: argparse.ArgumentParser) -> None:
@@ -55,3 +55,47 @@ def write_rows(rows: list[dict], columns: Sequence[str], path: Path) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, lambda f: f.write(pd.DataFrame(rows, columns=list(columns)).to_csv(index=False).encode()))
+
+
+def contestant(text: str) -> tuple[str, str]:
+    """``BACKEND=TACTIC`` -> (backend, tactic label); the backend must be one this install has."""
+    from ..cli_args import backend_name
+
+    backend, sep, tactic = str(text).partition("=")
+    if not sep or not backend.strip() or not tactic.strip():
+        raise argparse.ArgumentTypeError(f"expected BACKEND=TACTIC (e.g. triton=m16n128k128w4s3-ps), got {text!r}")
+    return backend_name(backend.strip()), tactic.strip()
+
+
+def add_pair_args(ap: argparse.ArgumentParser) -> None:
+    """The cases (:func:`add_case_args`) and the two calls a comparison takes, ``--a`` and ``--b``."""
+    add_case_args(ap)
+    ap.add_argument("--a", type=contestant, required=True, help="BACKEND=TACTIC: the call compared")
+    ap.add_argument("--b", type=contestant, required=True, help="BACKEND=TACTIC: the call it is compared with")
+
+
+def checked_pair(ap: argparse.ArgumentParser, argv: Sequence[str] | None, timed: str) -> tuple[argparse.Namespace,
+                                                                                             list]:
+    """The arguments of a comparison and its cases, every check done before any GPU work (``--b`` the same call
+    as ``--a`` refused; ``timed`` as :func:`cases_out_device`'s)."""
+    args = ap.parse_args(argv)
+    if args.a == args.b:
+        ap.error(f"argument --b: the same call as --a ({args.a[0]}={args.a[1]}); two are compared")
+    return args, cases_out_device(ap, args, timed)
+
+
+#: the environment's columns after a comparison's own (:mod:`.duel`, :mod:`.energy`)
+ENV = ("gpu_name", "triton_version", "flashinfer_version", "git_commit")
+
+
+def rows_per_case(cases: list, row: Callable[[Any], dict], device: Any, columns: Sequence[str], out: Path) -> list:
+    """``row(case)`` for each case with the environment's columns (:data:`ENV`), ``out`` rewritten after every case
+    (:func:`write_rows`): a run cut off after a case keeps every case it finished."""
+    from ..environment import environment_info
+
+    env = environment_info(device)
+    rows: list[dict] = []
+    for case in cases:
+        rows.append(row(case) | {k: env.get(k, "") for k in ENV})
+        write_rows(rows, [*columns, *ENV], out)
+    return rows
