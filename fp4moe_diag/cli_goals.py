@@ -16,7 +16,7 @@ from . import cli_args as A
 
 
 def _has_profiles(d: Path) -> bool:
-    return any(d.glob("ncu_*.csv")) or any(d.glob("ablate*.csv")) or any(d.glob("duel-*.csv"))
+    return any(any(d.glob(g)) for g in ("ncu_*.csv", "ablate*.csv", "duel-*.csv", "energy-*.csv"))
 
 
 def check_goal_args(args: argparse.Namespace) -> list[Path]:
@@ -37,7 +37,7 @@ def check_goal_args(args: argparse.Namespace) -> list[Path]:
             raise ValueError(f"argument runs: {d} does not exist or is not a directory")
         if not is_run_folder(d) and not _has_profiles(d):
             raise ValueError(f"argument runs: {d} has no results (results.parquet / results.csv / parts/), no "
-                             "ncu_*.csv profiles, no ablate*.csv ablations and no duel-*.csv duels")
+                             "ncu_*.csv profiles, no ablate*.csv ablations, no duel-*.csv duels and no energy-*.csv")
     timed = [d for d in args.runs if is_run_folder(d)]
     if not timed:
         raise ValueError("argument runs: none of the folders has results (only profiles); pass a run folder too")
@@ -64,6 +64,7 @@ def evidence_command(duels: list[str], profiles: list[str], gpu_names: pd.Series
 def cmd_goals(args: argparse.Namespace) -> int:
     from .analysis.ablations import read_ablations
     from .analysis.duels import read_duels, undecided
+    from .analysis.energy import read_energy
     from .analysis.goal_profiles import read_profiles, with_folder_gpus, with_folder_releases
     from .analysis.goals import goal_report, unprofiled
     from .analysis.goals_markdown import goals_markdown
@@ -83,7 +84,8 @@ def cmd_goals(args: argparse.Namespace) -> int:
     profiles = with_folder_gpus(with_folder_releases(read_profiles(args.runs), per_folder("triton_version")),
                                 per_folder("gpu_name"))
     report = goal_report(df, profiles, ours=args.ours, w4a8=args.w4a8, launch_us=args.launch_us,
-                         ablations=read_ablations(args.runs), duels=read_duels(args.runs))
+                         ablations=read_ablations(args.runs), duels=read_duels(args.runs),
+                         energy=read_energy(args.runs))
     if args.csv:
         report.table.to_csv(args.csv, index=False)
     if not (args.duels or args.unprofiled or args.plan):

@@ -60,3 +60,46 @@ def test_a_device_without_nvmls_energy_counter_is_refused_before_anything_is_pre
     with pytest.raises(ValueError, match="^device: NVML's energy counter is not readable here"):
         energy.energy_case(case, ("reference", "torch fp32"), ("reference", "torch fp32"), "cpu", 10, 2)
     assert prepared == []
+
+
+def _energy_row(**kw) -> dict:
+    r = dict(model="gpt-oss-20b", ep_size=2, num_tokens=4096, a_backend="triton", a_tactic="best",
+             b_backend="triton_kernels", b_tactic="tk-m128kautow8s3", a_mj_per_call=685.4, b_mj_per_call=700.1,
+             a_watts=726.4, b_watts=718.8, a_us_per_call=940.1, b_us_per_call=963.4, energy_ratio=0.979,
+             time_ratio=0.976, gpu_name="NVIDIA H100 80GB HBM3")
+    return {**r, **kw}
+
+
+def test_goals_give_goal_1_the_sustained_load_reading_as_a_reason_never_as_the_verdict(tmp_path):
+    """Session 25: at 20b EP2 T=4096 the duel says triton_kernels by 0.5 %, the power-limited blocks ours by 2.4 %; the
+    goal row keeps the duel's verdict and its reason names the energy reading (analysis.energy)."""
+    import pandas as pd
+
+    from fp4moe_diag.analysis.energy import energy_note, read_energy
+    from fp4moe_diag.analysis.goals import goal_report
+    from fp4moe_diag.results import to_frame
+    from frames import _row
+
+    d = tmp_path / "run-e"
+    d.mkdir()
+    pd.DataFrame([_energy_row(), _energy_row(num_tokens=16384, time_ratio=1.006)]).to_csv(d / "energy-x.csv",
+                                                                                           index=False)
+    e = read_energy([d, tmp_path / "run-e"])  # the folder twice: its readings twice (nothing deduplicated)
+    assert len(e) == 4 and e["source"].iloc[0] == "run-e/energy-x.csv"
+    want = ("sustained load (run-e/energy-x.csv): ours `best` / peer `tk-m128kautow8s3` time 0.976, energy 0.979 a "
+            "call (940.1 / 963.4 us, 726 / 719 W)")
+    assert energy_note(read_energy([d]), "NVIDIA H100 80GB HBM3", "gpt-oss-20b", 2, 4096, "triton@3.6.0",
+                       "triton_kernels@") == want
+    assert energy_note(read_energy([d]), "NVIDIA H200", "gpt-oss-20b", 2, 4096, "triton", "triton_kernels") == ""
+    rows = [_row("triton", "best", 0, 4096, 2, "ok", 883.5, is_best=True),
+            _row("triton_kernels", "tk-m128kautow8s3", 0, 4096, 2, "ok", 880.4, is_best=True)]
+    df = to_frame(rows).assign(gpu_name="NVIDIA H100 80GB HBM3")
+    t = goal_report(df, energy=read_energy([d])).table
+    g1 = t[t["goal"] == 1].iloc[0]
+    assert g1["status"] == "not met" and g1["reason"].endswith(want.replace("run-e", "run-e"))
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    pd.DataFrame([{"model": "x"}]).to_csv(bad / "energy-y.csv", index=False)
+    with pytest.raises(ValueError, match=r"^runs: .*energy-y.csv lacks the energy column\(s\) \['ep_size'"):
+        read_energy([bad])
+    assert list(read_energy([tmp_path]).columns)[-1] == "source"

@@ -34,6 +34,7 @@ import pandas as pd
 
 from .ablations import ablation_note, ablation_table
 from .duels import CLOCK_GAP, apply_duels
+from .energy import energy_note
 from .builds import TRITON_BACKENDS, backend_label
 from .goal_profiles import KERNEL_COLUMNS, ProfileMatch, as_float, cupti_text, match_profile, reason_text
 from .tables import with_run_ceilings, x_of_best
@@ -338,13 +339,15 @@ def _kernels_of(r: pd.Series, side: str, m: ProfileMatch) -> pd.DataFrame:
 
 def goal_report(df: pd.DataFrame, profiles: Optional[pd.DataFrame] = None, ours: str = "triton",
                 w4a8: str = "triton_w4a8", launch_us: float = LAUNCH_US,
-                ablations: Optional[pd.DataFrame] = None, duels: Optional[pd.DataFrame] = None) -> GoalReport:
+                ablations: Optional[pd.DataFrame] = None, duels: Optional[pd.DataFrame] = None,
+                energy: Optional[pd.DataFrame] = None) -> GoalReport:
     """:func:`goal_rows` with the measured reason of each row from ``profiles`` (:func:`.goal_profiles.read_profiles`)
     and the profiled kernels of ours and the peer per shape.  Goal 1 and 5 name the kernel role where ours loses
     most time to the peer (when both are profiled); goals 2-4 ours' slowest kernel.  ``ablations``
     (:func:`.ablations.read_ablations`): where ours' tactic was ablated at the shape, its shares follow the reason.
     ``duels`` (:func:`.duels.read_duels`): goal 1's verdict at a shape where ours and the peer were duelled
-    (:func:`.duels.apply_duels`)."""
+    (:func:`.duels.apply_duels`).  ``energy`` (:func:`.energy.read_energy`): goal 1's reason also gives ours against
+    the peer under a sustained load where that was read (:func:`.energy.energy_note`; never the verdict)."""
     t = goal_rows(df, ours, w4a8, launch_us)
     if duels is not None and not duels.empty:
         t = apply_duels(t, duels)
@@ -357,6 +360,10 @@ def goal_report(df: pd.DataFrame, profiles: Optional[pd.DataFrame] = None, ours:
         why = reason_text(mo, mp if r["goal"] in (1, 5) else None) if mo is not None else _cupti_reason(r)
         note = ablation_note(shares, r["model"], int(r["ep_size"]), int(r["num_tokens"]), str(r["ours_tactic"]),
                              str(r["gpu_name"]))
+        if r["goal"] == 1 and isinstance(r["peer_backend"], str):
+            note = "; ".join(s for s in (note, energy_note(energy, r["gpu_name"], r["model"], int(r["ep_size"]),
+                                                          int(r["num_tokens"]), str(r["ours_backend"]),
+                                                          r["peer_backend"])) if s)
         reasons.append(f"{why}; {note}" if note else why)
         ours_p.append(None if mo is None else mo.label())
         matches.append(None if mo is None else mo.match)
