@@ -9,6 +9,8 @@ from typing import Iterable, Optional
 
 import pandas as pd
 
+from .tool_csvs import read_tool_csvs
+
 #: the columns :func:`duel_verdict` reads (profiling.duel writes these and the tactics' medians)
 COLUMNS = ["model", "ep_size", "num_tokens", "a_backend", "a_tactic", "b_backend", "b_tactic", "ratio_median",
            "ratio_p10", "ratio_p90", "a_faster_share", "rounds", "verdict", "gpu_name"]
@@ -17,15 +19,9 @@ COLUMNS = ["model", "ep_size", "num_tokens", "a_backend", "a_tactic", "b_backend
 def read_duels(folders: Iterable[Path]) -> pd.DataFrame:
     """Every ``duel-*.csv`` of ``folders`` as one frame, with ``source`` (folder/file); empty (with :data:`COLUMNS`)
     when there is none.  A file lacking a column of :data:`COLUMNS` -> ValueError naming it."""
-    frames = []
-    for d in folders:
-        for f in sorted(Path(d).glob("duel-*.csv")):
-            x = pd.read_csv(f)
-            missing = [c for c in COLUMNS if c not in x.columns]
-            if missing:
-                raise ValueError(f"runs: {f} lacks the duel column(s) {missing} (python -m fp4moe_diag.profiling.duel)")
-            flushed = x["l2_flushed"] if "l2_flushed" in x else True  # before session 25 every duel flushed it
-            frames.append(x.assign(source=f"{Path(d).name}/{f.name}", l2_flushed=flushed))
+    # a file from before session 25 has no l2_flushed column: every duel then flushed the L2
+    frames = [x.assign(l2_flushed=x["l2_flushed"] if "l2_flushed" in x else True)
+              for x in read_tool_csvs(folders, "duel-*.csv", COLUMNS, "duel", "fp4moe_diag.profiling.duel")]
     if not frames:
         return pd.DataFrame(columns=COLUMNS + ["l2_flushed", "source"])
     out = pd.concat(frames, ignore_index=True)

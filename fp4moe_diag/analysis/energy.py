@@ -8,6 +8,8 @@ from typing import Iterable
 
 import pandas as pd
 
+from .tool_csvs import read_tool_csvs
+
 #: the columns :func:`energy_note` reads (profiling.energy writes these and more)
 COLUMNS = ["model", "ep_size", "num_tokens", "a_backend", "a_tactic", "b_backend", "b_tactic", "a_mj_per_call",
            "b_mj_per_call", "a_watts", "b_watts", "a_us_per_call", "b_us_per_call", "energy_ratio", "time_ratio",
@@ -17,15 +19,7 @@ COLUMNS = ["model", "ep_size", "num_tokens", "a_backend", "a_tactic", "b_backend
 def read_energy(folders: Iterable[Path]) -> pd.DataFrame:
     """Every ``energy-*.csv`` of ``folders`` as one frame, with ``source`` (folder/file); empty (with
     :data:`COLUMNS`) when there is none.  A file lacking a column of :data:`COLUMNS` -> ValueError naming it."""
-    frames = []
-    for d in folders:
-        for f in sorted(Path(d).glob("energy-*.csv")):
-            x = pd.read_csv(f)
-            missing = [c for c in COLUMNS if c not in x.columns]
-            if missing:
-                raise ValueError(f"runs: {f} lacks the energy column(s) {missing} (python -m "
-                                 "fp4moe_diag.profiling.energy)")
-            frames.append(x.assign(source=f"{Path(d).name}/{f.name}"))
+    frames = read_tool_csvs(folders, "energy-*.csv", COLUMNS, "energy", "fp4moe_diag.profiling.energy")
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMNS + ["source"])
 
 
