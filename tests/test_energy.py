@@ -103,3 +103,41 @@ def test_goals_give_goal_1_the_sustained_load_reading_as_a_reason_never_as_the_v
     with pytest.raises(ValueError, match=r"^runs: .*energy-y.csv lacks the energy column\(s\) \['ep_size'"):
         read_energy([bad])
     assert list(read_energy([tmp_path]).columns)[-1] == "source"
+
+
+def test_an_energy_case_runs_both_calls_in_blocks_of_calls_and_keeps_both_prepared(monkeypatch):
+    """The whole case on a CPU with a fake energy counter (the reference backend twice): each side prepared once,
+    every block runs ``calls`` replays, and the row carries both sides' medians and the ratios.  (The second GPU try
+    of the tool failed on a name that shadowed --calls: this test catches that.)"""
+    from fp4moe_diag import MoECase
+    from fp4moe_diag.profiling import call_setup
+
+    counter = {"mj": 0.0}
+    monkeypatch.setattr(energy, "_nvml_energy", lambda device: (lambda: counter["mj"]))
+    real_prepare, runs, alive = call_setup.prepare_call, [], []
+
+    def prepare(backend, case, tactics, device):
+        call = real_prepare(backend, case, tactics, device)
+        side = next(iter(tactics))
+        bind = call.bind
+
+        def bound(tactic):
+            launch = bind(tactic)
+
+            def run():
+                runs.append(side)
+                counter["mj"] += 2.0 if side == "a" else 4.0
+                return launch()
+            return run
+        call.bind = bound
+        alive.append(call)
+        return call
+
+    monkeypatch.setattr(call_setup, "prepare_call", prepare)
+    case = MoECase(num_tokens=2, hidden_size=64, intermediate_size=64, num_experts=4, top_k=2, model="tiny")
+    row = energy.energy_case(case, ("reference", "torch fp32"), ("reference", "torch fp32"), "cpu", calls=3, rounds=2)
+    # capture (one call each on a CPU), a warm block each, then 2 rounds of a block each: 1 + 3 + 6 calls a side
+    assert runs.count("a") == runs.count("b") == 10 and len(alive) == 2  # prepared once each
+    assert (row["a_mj_per_call"], row["b_mj_per_call"], row["energy_ratio"]) == (2.0, 4.0, 0.5)
+    assert (row["calls"], row["rounds"], row["model"], row["a_backend"]) == (3, 2, "tiny", "reference")
+    assert row["a_us_per_call"] > 0 and row["time_ratio"] > 0
