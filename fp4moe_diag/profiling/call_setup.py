@@ -55,3 +55,14 @@ def prepare_call(backend: str, case: MoECase, labels: dict[str, str], device: An
         call.bind(t)()
     call.synchronize()
     return call
+
+
+def prepare_pair(case: MoECase, a: tuple[str, str], b: tuple[str, str],
+                 device: Any) -> tuple[dict[str, ProfiledCall], dict[str, Callable[[], Any]]]:
+    """The two sides of a comparison (:mod:`.duel`, :mod:`.energy`; ``a`` / ``b``: (backend, tactic label)) prepared
+    on ``case`` (:func:`prepare_call`, role ``a`` / ``b``) and their launches.  The caller keeps the prepared calls
+    while the launches, or graphs captured from them, run: a graph holds the addresses of its tensors, not the
+    tensors (``profiling.energy``'s first GPU run freed side a's when it prepared b: an illegal memory access)."""
+    prepared = {side: prepare_call(backend, case, {side: tactic}, device) for side, (backend, tactic) in
+                (("a", a), ("b", b))}
+    return prepared, {side: p.bind(p.tactics[side]) for side, p in prepared.items()}

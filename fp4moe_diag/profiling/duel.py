@@ -31,11 +31,9 @@ def duel_case(case: Any, a: tuple[str, str], b: tuple[str, str], device: Any, ro
               flush_l2: bool = True) -> dict:
     """One row of :data:`COLUMNS` (but the environment's): ``a`` against ``b`` on ``case``."""
     from ..measure.paired import paired_summary, time_paired
-    from .call_setup import prepare_call
+    from .call_setup import prepare_pair
 
-    calls = {side: prepare_call(backend, case, {side: tactic}, device) for side, (backend, tactic) in
-             (("a", a), ("b", b))}
-    launches = {side: call.bind(call.tactics[side]) for side, call in calls.items()}
+    prepared, launches = prepare_pair(case, a, b, device)  # prepared: kept while time_paired replays their graphs
     times = time_paired(launches, device, rounds=rounds, warmup=warmup, flush_l2=flush_l2)
     s = paired_summary(times["a"], times["b"])
     return dict(model=case.model, ep_size=case.ep_size, num_tokens=case.num_tokens, a_backend=a[0], a_tactic=a[1],

@@ -79,15 +79,12 @@ def energy_case(case: Any, a: tuple[str, str], b: tuple[str, str], device: Any, 
 
     from ..measure.paired import capture_graph
     from ..measure.timing import sm_clock_mhz
-    from .call_setup import prepare_call
+    from .call_setup import prepare_pair
 
     energy = _nvml_energy(device)  # before any preparation: a GPU without the counter is refused first
     dev = torch.device(device)
-    # both prepared calls stay referenced while their graphs replay: a graph holds the addresses of its tensors, not
-    # the tensors (the first GPU run freed side a's when the loop moved on to b: an illegal memory access)
-    prepared = {side: prepare_call(backend, case, {side: tactic}, device) for side, (backend, tactic) in
-                (("a", a), ("b", b))}
-    replays = {side: capture_graph(p.bind(p.tactics[side]), device) for side, p in prepared.items()}
+    prepared, launches = prepare_pair(case, a, b, device)  # prepared: kept while the graphs replay
+    replays = {side: capture_graph(launch, device) for side, launch in launches.items()}
 
     def block(replay: Callable[[], Any]) -> Callable[[], None]:
         def run() -> None:
