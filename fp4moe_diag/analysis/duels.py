@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Optional
 
+import numpy as np
 import pandas as pd
 
-from .tool_csvs import read_tool_csvs
+from .tool_csvs import pair_rows, read_tool_csvs
 
 #: the columns :func:`duel_verdict` reads (profiling.duel writes these and the tactics' medians)
 COLUMNS = ["model", "ep_size", "num_tokens", "a_backend", "a_tactic", "b_backend", "b_tactic", "ratio_median",
@@ -57,10 +58,7 @@ def duel_verdict(duels: pd.DataFrame, gpu_name: str, model: str, ep: int, t: int
     if duels is None or duels.empty:
         return None
     backend, _, release = ours.partition("@")
-    d = duels[(duels["gpu_name"].astype(str) == str(gpu_name)) & (duels["model"].astype(str) == str(model))
-              & (duels["ep_size"].astype(int) == int(ep)) & (duels["num_tokens"].astype(int) == int(t))
-              & (duels["a_backend"].astype(str) == backend)
-              & (duels["b_backend"].astype(str) == peer.partition("@")[0])]
+    d = pair_rows(duels, gpu_name, model, ep, t, backend, peer)
     if release and backend.startswith("triton") and "triton_version" in d.columns:
         d = d[d["triton_version"].astype(str) == release]
     if "l2_flushed" in d.columns:  # a duel without the flush diagnoses; the goals' method flushes it
@@ -125,9 +123,17 @@ def apply_duels(table: pd.DataFrame, duels: pd.DataFrame) -> pd.DataFrame:
     return t
 
 
-#: :func:`undecided`: best rows timed at SM clocks further apart than this are not like for like (as
-#: :data:`.headline.CLOCK_GAP`, the headline's note)
+#: best rows timed at SM clocks further apart than this are not like for like (:func:`clocks_apart`; the headline's
+#: note, :func:`.headline.clock_note`, takes the same)
 CLOCK_GAP = 1.05
+
+
+def clocks_apart(mine, theirs):  # noqa: ANN001, ANN201 -- floats or Series alike
+    """Whether two SM clocks (MHz; floats, or Series elementwise) lie more than :data:`CLOCK_GAP` apart; a clock
+    missing (NaN) or not positive: False."""
+    hi, lo = np.maximum(mine, theirs), np.minimum(mine, theirs)
+    with np.errstate(divide="ignore", invalid="ignore"):  # lo 0 or NaN: False by (lo > 0) alone
+        return (lo > 0) & (hi / lo > CLOCK_GAP)
 
 
 def undecided(table: pd.DataFrame, margin: float = 0.02) -> list[str]:
@@ -143,7 +149,7 @@ def undecided(table: pd.DataFrame, margin: float = 0.02) -> list[str]:
     note = t["note"].astype(str)
     duelled = note.str.contains("duel (", regex=False) & ~note.str.contains(NOT_DECIDING, regex=False)
     clocks = t.reindex(columns=["ours_clock_mhz", "peer_clock_mhz"]).apply(pd.to_numeric, errors="coerce")
-    apart = (clocks.max(axis=1) / clocks.min(axis=1) > CLOCK_GAP).fillna(False)
+    apart = clocks_apart(clocks["ours_clock_mhz"], clocks["peer_clock_mhz"])
     t = t[((t["status"] == "not met") | (t["x_goal"] > 1 - margin) | apart) & ~duelled]
     lines = [f"{r.model}|{int(r.ep_size)}|{int(r.num_tokens)}|{str(r.ours_backend).partition('@')[0]}={r.ours_tactic}|"
              f"{str(r.peer_backend).partition('@')[0]}={r.peer_tactic}" for r in t.itertuples()]

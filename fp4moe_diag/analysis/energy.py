@@ -8,7 +8,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from .tool_csvs import read_tool_csvs
+from .tool_csvs import pair_rows, read_tool_csvs
 
 #: the columns :func:`energy_note` reads (profiling.energy writes these and more)
 COLUMNS = ["model", "ep_size", "num_tokens", "a_backend", "a_tactic", "b_backend", "b_tactic", "a_mj_per_call",
@@ -29,10 +29,7 @@ def energy_note(energy: pd.DataFrame, gpu_name: str, model: str, ep: int, t: int
     W, mJ a call."""
     if energy is None or energy.empty:
         return ""
-    e = energy[(energy["gpu_name"].astype(str) == str(gpu_name)) & (energy["model"].astype(str) == str(model))
-               & (energy["ep_size"].astype(int) == int(ep)) & (energy["num_tokens"].astype(int) == int(t))
-               & (energy["a_backend"].astype(str) == ours.partition("@")[0])
-               & (energy["b_backend"].astype(str) == peer.partition("@")[0])]
+    e = pair_rows(energy, gpu_name, model, ep, t, ours, peer)
     return "; ".join(
         f"sustained load ({r.source}): ours `{r.a_tactic}` / peer `{r.b_tactic}` time {float(r.time_ratio):.3f}, "
         f"energy {float(r.energy_ratio):.3f} a call ({float(r.a_us_per_call):.1f} / {float(r.b_us_per_call):.1f} us, "

@@ -33,7 +33,7 @@ from typing import Optional
 import pandas as pd
 
 from .ablations import ablation_note, ablation_table
-from .duels import CLOCK_GAP, apply_duels
+from .duels import apply_duels, clocks_apart
 from .energy import energy_note
 from .builds import TRITON_BACKENDS, backend_label
 from .goal_profiles import KERNEL_COLUMNS, ProfileMatch, as_float, cupti_text, match_profile, reason_text
@@ -204,10 +204,10 @@ def _bf16_goals(key: tuple, o: pd.Series, p: Optional[pd.Series], launch_us: flo
 
 
 def clocks_apart_note(o: pd.Series, p: pd.Series) -> str:
-    """Goal 1's note where ours' and the peer's best rows read SM clocks more than :data:`.duels.CLOCK_GAP` apart:
+    """Goal 1's note where ours' and the peer's best rows read SM clocks apart (:func:`.duels.clocks_apart`):
     the medians compare clocks too (a duel decides; :func:`.duels.undecided` lists the shape), else ``""``."""
     mine, theirs = as_float(o.get("best_sm_clock_mhz")), as_float(p.get("best_sm_clock_mhz"))
-    if not (mine > 0 and theirs > 0) or max(mine, theirs) / min(mine, theirs) <= CLOCK_GAP:
+    if not clocks_apart(mine, theirs):
         return ""
     return f"medians at {mine:.0f} / {theirs:.0f} MHz: not like for like in clocks"
 

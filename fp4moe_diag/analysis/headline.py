@@ -16,7 +16,7 @@ from typing import Optional, Sequence
 import pandas as pd
 
 from .builds import release_tactic_mismatches
-from .duels import CLOCK_GAP as DUEL_CLOCK_GAP
+from .duels import CLOCK_GAP
 from .tables import with_run_ceilings, x_of_best
 
 SHAPE = ["gpu_name", "model", "ep_size", "has_bias", "num_tokens"]
@@ -125,10 +125,6 @@ def release_note(df: pd.DataFrame) -> str:
              for b, g in m.groupby("backend", sort=True)]
     return ("Not like for like: the Triton releases were given different tactics for " + "; ".join(parts)
             + " (the counts at the first such shape); --common-tactics compares only the tactics every release ran.")
-
-
-#: :func:`clock_note`'s threshold: the backends' best rows of a shape timed at SM clocks further apart than this
-CLOCK_GAP = DUEL_CLOCK_GAP
 
 
 def clock_note(table: pd.DataFrame, backends: Optional[Sequence[str]] = None) -> str:

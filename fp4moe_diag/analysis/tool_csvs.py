@@ -22,3 +22,12 @@ def read_tool_csvs(folders: Iterable[Path], pattern: str, columns: Sequence[str]
                 raise ValueError(f"runs: {f} lacks the {what} column(s) {missing} (python -m {tool})")
             frames.append(x.assign(source=f"{Path(d).name}/{f.name}"))
     return frames
+
+
+def pair_rows(d: pd.DataFrame, gpu_name: str, model: str, ep: int, t: int, ours: str, peer: str) -> pd.DataFrame:
+    """The rows of a tool's frame (:func:`read_tool_csvs`) at this GPU and shape with ours as ``a_backend`` and the
+    peer as ``b_backend`` (``ours`` / ``peer`` may carry an ``@release``: compared without it)."""
+    return d[(d["gpu_name"].astype(str) == str(gpu_name)) & (d["model"].astype(str) == str(model))
+             & (d["ep_size"].astype(int) == int(ep)) & (d["num_tokens"].astype(int) == int(t))
+             & (d["a_backend"].astype(str) == ours.partition("@")[0])
+             & (d["b_backend"].astype(str) == peer.partition("@")[0])]
