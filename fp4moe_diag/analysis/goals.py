@@ -37,7 +37,7 @@ from .duels import apply_duels, clocks_apart
 from .energy import energy_note
 from .builds import TRITON_BACKENDS, backend_label
 from .goal_profiles import KERNEL_COLUMNS, ProfileMatch, as_float, cupti_text, match_profile, reason_text
-from .tables import with_run_ceilings, x_of_best
+from .tables import BF16_CLOCK_COLUMNS, with_run_ceilings, x_of_best
 
 #: one kernel launch (us): the fixed cost in goal 3's bound, weight bytes / read ceiling + LAUNCH_US.  3 us is an
 #: H200 launch of a CUDA-graph node with its ramp-up and tail (ours at 120b EP4 T=1, no weights to read: ~4 us)
@@ -102,11 +102,6 @@ class GoalReport:
     profiled kernels: ``side`` ours | peer, ``backend``, ``tactic``, ``match``, ``source``, :data:`KERNEL_COLUMNS`)."""
     table: pd.DataFrame
     kernels: pd.DataFrame
-
-
-#: the bf16 ceiling's clocks and its sustained figure (:meth:`..measure.ceilings.Ceilings.as_dict`), where measured
-BF16_CLOCK_COLUMNS = ("ceiling_bf16_sm_clock_mhz", "ceiling_bf16_sustained_TFLOPs",
-                      "ceiling_bf16_sustained_sm_clock_mhz")
 
 
 def in_goals(model: str, ep: int, t: int) -> bool:
@@ -217,8 +212,8 @@ def prefill_note(o: pd.Series) -> str:
     sustained ceiling (:class:`..measure.ceilings.Ceilings`): the verdict takes the first ceiling, as the issue
     states it; the clocks say whether ours and the ceiling's GEMMs ran at the same one."""
     ach, ceil = as_float(o.get("achieved_TFLOPs")), as_float(o.get("ceiling_bf16_TFLOPs"))
-    mine, at = as_float(o.get("best_sm_clock_mhz")), as_float(o.get("ceiling_bf16_sm_clock_mhz"))
-    held, held_at = (as_float(o.get(c)) for c in BF16_CLOCK_COLUMNS[1:])
+    mine = as_float(o.get("best_sm_clock_mhz"))
+    at, held, held_at = (as_float(o.get(c)) for c in BF16_CLOCK_COLUMNS)
     note = f"{ach:.0f} of {ceil:.0f} TFLOP/s"
     if mine == mine and at == at:
         note += f"; ours ran at {mine:.0f} MHz, the ceiling's GEMMs at {at:.0f}"

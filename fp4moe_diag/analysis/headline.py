@@ -17,7 +17,7 @@ import pandas as pd
 
 from .builds import release_tactic_mismatches
 from .duels import CLOCK_GAP
-from .tables import with_run_ceilings, x_of_best
+from .tables import BF16_CLOCK_COLUMNS, with_run_ceilings, x_of_best
 
 SHAPE = ["gpu_name", "model", "ep_size", "has_bias", "num_tokens"]
 
@@ -155,8 +155,7 @@ def ceiling_note(df: pd.DataFrame) -> str:
     """One line under a headline whose rows measured the bf16 ceiling twice (:class:`..measure.ceilings.Ceilings`):
     the ``% bf16`` column is of the first figure (GEMMs from a cold start); a GEMM after seconds of them, the load a
     long prefill call runs under, sustains less.  Per GPU, the medians over its rows; empty where none measured it."""
-    cols = ["ceiling_bf16_TFLOPs", "ceiling_bf16_sm_clock_mhz", "ceiling_bf16_sustained_TFLOPs",
-            "ceiling_bf16_sustained_sm_clock_mhz"]
+    cols = ["ceiling_bf16_TFLOPs", *BF16_CLOCK_COLUMNS]
     if not set(cols) <= set(df.columns):
         return ""
     d = df[["gpu_name", *cols]].copy()

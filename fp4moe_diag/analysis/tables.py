@@ -191,15 +191,18 @@ def x_of_best(df: pd.DataFrame) -> pd.DataFrame:
                                  ).reset_index(drop=True)
 
 
+#: the bf16 ceiling's SM clock, its sustained figure and that figure's clock
+#: (:meth:`..measure.ceilings.Ceilings.as_dict`), where a run measured them (from session 25)
+BF16_CLOCK_COLUMNS = ("ceiling_bf16_sm_clock_mhz", "ceiling_bf16_sustained_TFLOPs",
+                      "ceiling_bf16_sustained_sm_clock_mhz")
+
+
 def with_run_ceilings(df: pd.DataFrame) -> pd.DataFrame:
     """Rows without ceilings (a sweep run with ``--no-ceilings``) take the ceilings that another sweep measured in
     the same run folder on the same GPU (their median), and their ``frac_flops_roofline`` / ``frac_bw_roofline`` from them; rows of a run
     that measured none stay without (goals 2-4 then say "not compared")."""
     d = df.copy()
-    for c in ("ceiling_read_GBps", "ceiling_bf16_TFLOPs", "ceiling_bf16_sm_clock_mhz", "ceiling_bf16_sustained_TFLOPs",
-              "ceiling_bf16_sustained_sm_clock_mhz"):
-        if c not in d:
-            continue
+    for c in ("ceiling_read_GBps", "ceiling_bf16_TFLOPs", *(c for c in BF16_CLOCK_COLUMNS if c in d)):
         d[c] = d[c].fillna(d.groupby(["run_id", "gpu_name"], dropna=False)[c].transform("median"))
     d["frac_flops_roofline"] = d["frac_flops_roofline"].fillna(d["achieved_TFLOPs"] / d["ceiling_bf16_TFLOPs"])
     if "achieved_GBps" in d and "frac_bw_roofline" in d:
