@@ -13,6 +13,7 @@ from fp4moe_diag import MoECase
 from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend
 from fp4moe_diag.backends.triton.configs import ABLATIONS, KernelConfig, parse_config
 from fp4moe_diag.profiling import ablate
+from cli_errors import refusal
 from interpreter import interpreter_fixture, needs_sass_tools
 
 GPT = dict(hidden_size=3072, intermediate_size=3072, num_experts=32, top_k=4)
@@ -152,10 +153,7 @@ def test_cli_refuses_before_any_gpu_work(tmp_path, capsys):
     out = tmp_path / "a.csv"
 
     def refused(*extra: str) -> str:
-        with pytest.raises(SystemExit) as e:
-            ablate.main(["--tokens", "64", "--out", str(out), *extra])
-        assert e.value.code == 2
-        return capsys.readouterr().err.strip().splitlines()[-1]
+        return refusal(ablate.main, ["--tokens", "64", "--out", str(out), *extra], capsys)
 
     assert "expected a -ps tactic" in refused("--tactic", "m16n64k128w4s3-x2", "--device", "cpu")
     assert "argument --tokens" in refused("--tactic", "m16n128k128w4s3-ps", "--tokens", "0")

@@ -7,6 +7,8 @@ import pytest
 
 from fp4moe_diag.profiling import energy
 
+from cli_errors import refusal
+
 
 def test_blocks_alternate_and_each_reading_is_the_counters_around_its_block():
     state = {"mj": 0.0, "s": 0.0, "mhz": 1980.0}
@@ -38,10 +40,7 @@ def test_energy_refuses_bad_input_before_any_gpu_work(tmp_path, capsys):
     out = tmp_path / "energy.csv"
 
     def refused(*argv: str) -> str:
-        with pytest.raises(SystemExit) as e:
-            energy.main(["--tokens", "64", "--out", str(out), *argv])
-        assert e.value.code == 2
-        return capsys.readouterr().err
+        return refusal(energy.main, ["--tokens", "64", "--out", str(out), *argv], capsys)
 
     a = ("--a", "triton=m16n128k128w4s3-ps")
     assert "argument --b: the same call as --a" in refused(*a, "--b", "triton=m16n128k128w4s3-ps", "--device", "cpu")

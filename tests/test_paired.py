@@ -8,6 +8,8 @@ import pytest
 from fp4moe_diag.measure.paired import paired_summary, round_orders
 from fp4moe_diag.profiling import duel
 
+from cli_errors import refusal
+
 
 def test_each_call_goes_first_in_turn():
     assert round_orders(["a", "b"], 4) == [["a", "b"], ["b", "a"], ["a", "b"], ["b", "a"]]
@@ -44,10 +46,7 @@ def test_the_duel_refuses_bad_input_before_any_gpu_work(tmp_path, capsys):
     a = ["--a", "triton=m16n128k128w4s3-ps"]
 
     def refused(*argv: str) -> str:
-        with pytest.raises(SystemExit) as e:
-            duel.main(["--tokens", "64", "--out", str(out), "--device", "cpu", *argv])
-        assert e.value.code == 2
-        return capsys.readouterr().err.strip().splitlines()[-1]
+        return refusal(duel.main, ["--tokens", "64", "--out", str(out), "--device", "cpu", *argv], capsys)
 
     assert "argument --b: expected BACKEND=TACTIC" in refused(*a, "--b", "tk-m16k128w4")
     assert "argument --b: unknown backend 'nope'" in refused(*a, "--b", "nope=x")
