@@ -43,8 +43,10 @@ def test_read_duels_and_the_best_of_ours_against_the_peer(tmp_path):
     assert duel_verdict(duels, H100, "gpt-oss-20b", 2, 4096, "triton", "cutlass") is None
     assert duel_text(best) == ("duel (30 alternating rounds, duels/duel-1.csv): ours `s3-tm` / peer `tk-m128kautow8s3` "
                                "1.005 (p10 1.003, p90 1.010), ours faster in 0 % of rounds: behind")
-    assert list(read_duels([tmp_path]).columns) == COLUMNS + ["l2_flushed", "source"]
+    assert list(read_duels([tmp_path]).columns) == COLUMNS + ["l2_flushed", "sync_after_flush", "kernel_time",
+                                                              "source"]
     assert duels["l2_flushed"].tolist() == [True] * 3  # files from before the column: every duel flushed the L2
+    assert duels["sync_after_flush"].tolist() == duels["kernel_time"].tolist() == [False] * 3  # nor idled, nor traced
 
 
 def test_apply_duels_sets_goal_1_from_the_verdict(tmp_path):
@@ -204,3 +206,18 @@ def test_a_duel_without_the_l2_flush_diagnoses_and_never_decides_goal_1(tmp_path
     assert (v["ratio_median"], v["verdict"]) == (1.004, "behind")
     only_warm = read_duels([_folder(tmp_path, [warm], "warm")])
     assert duel_verdict(only_warm, H100, "gpt-oss-20b", 2, 4096, "triton", "triton_kernels", "best") is None
+
+
+def test_a_duel_with_an_idle_gap_or_under_the_profiler_diagnoses_and_never_decides_goal_1(tmp_path):
+    """profiling.duel --sync-after-flush / --kernel-time (session 26): the conditions of a sweep's CUPTI pass and
+    the same replays traced; goal 1 reads only the duels timed by its own method."""
+    plain = _duel(4096, "best", 1.004, 1.001, 1.008, "behind", 0.03)
+    idle = {**_duel(4096, "best", 0.985, 0.980, 0.990, "ahead", 1.0), "sync_after_flush": True}
+    traced = {**_duel(4096, "best", 0.988, 0.983, 0.992, "ahead", 1.0), "kernel_time": "True"}
+    duels = read_duels([_folder(tmp_path, [plain, idle, traced])])
+    assert duels["sync_after_flush"].tolist() == [False, True, False]
+    assert duels["kernel_time"].tolist() == [False, False, True]
+    v = duel_verdict(duels, H100, "gpt-oss-20b", 2, 4096, "triton", "triton_kernels", "best")
+    assert (v["ratio_median"], v["verdict"]) == (1.004, "behind")
+    diagnoses = read_duels([_folder(tmp_path, [idle, traced], "diag")])
+    assert duel_verdict(diagnoses, H100, "gpt-oss-20b", 2, 4096, "triton", "triton_kernels", "best") is None

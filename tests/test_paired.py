@@ -67,7 +67,7 @@ def test_a_duel_prepares_both_calls_and_summarizes_their_rounds_into_one_row(mon
 
     launched = []
 
-    def fake_time_paired(launches, device, rounds, warmup, flush_l2=True):
+    def fake_time_paired(launches, device, rounds, warmup, flush_l2=True, sync_after_flush=False):
         for name, fn in launches.items():
             fn()
             launched.append((name, flush_l2))
@@ -85,3 +85,30 @@ def test_a_duel_prepares_both_calls_and_summarizes_their_rounds_into_one_row(mon
     row = duel.duel_case(case, ("reference", "torch fp32"), ("reference", "torch fp32"), "cpu", rounds=5, warmup=0,
                          flush_l2=False)  # --no-l2-flush: a diagnosis, said in the row
     assert launched == [("a", False), ("b", False)] and row["l2_flushed"] is False
+    assert row["sync_after_flush"] is False and row["kernel_time"] is False and row["a_kernels"] == ""
+
+
+def test_a_traced_duel_fills_the_kernel_columns_from_the_same_replays(monkeypatch):
+    """``--kernel-time`` on a CPU (traced_rounds replaced by known replays): the verdict comes from the replays'
+    event times, the kernel columns from their kernels, and the row says the conditions."""
+    from fp4moe_diag import MoECase
+    from fp4moe_diag.measure import paired, traced_rounds as tr
+
+    seen = {}
+
+    def fake_traced(calls, device, rounds, warmup, flush_l2, sync_after_flush):
+        seen.update(names=sorted(calls), sync=sync_after_flush)
+        return {"a": [tr.TracedReplay(101.0, 95.0, 94.0, (("g1", 60.0), ("g2", 34.0)))] * rounds,
+                "b": [tr.TracedReplay(100.0, 99.0, 98.0, (("t1", 64.0), ("t2", 34.0)))] * rounds}
+
+    monkeypatch.setattr(tr, "traced_rounds", fake_traced)
+    monkeypatch.setattr(paired, "graph_replays", lambda launches, device: launches)
+    case = MoECase(num_tokens=2, hidden_size=64, intermediate_size=64, num_experts=4, top_k=2, model="tiny")
+    row = duel.duel_case(case, ("reference", "torch fp32"), ("reference", "torch fp32"), "cpu", rounds=4, warmup=0,
+                         sync_after_flush=True, kernel_time=True)
+    assert seen == {"names": ["a", "b"], "sync": True}
+    assert row["verdict"] == "behind" and row["ratio_median"] == pytest.approx(1.01)  # the events: a is slower
+    assert row["span_ratio_median"] == pytest.approx(95 / 99)  # its kernels: a is faster
+    assert (row["a_event_minus_span_us"], row["b_event_minus_span_us"]) == (6.0, 1.0)
+    assert row["a_kernels"] == '{"g1": 60.0, "g2": 34.0}' and row["sync_after_flush"] and row["kernel_time"]
+    assert set(duel.COLUMNS + duel.KERNEL_COLUMNS) <= set(row)

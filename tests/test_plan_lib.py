@@ -120,4 +120,23 @@ def test_the_duel_pairs_can_go_through_energy_instead_and_a_third_kind_is_refuse
     late = bash(tmp_path, smi, body.replace("echo 300", "echo 40"), DUELS=duels).stdout.splitlines()
     assert late[0] == "no time left for the energy gpt-oss-20b|2|4096|triton=c|tk=b"
     bad = bash(tmp_path, smi, body.replace("duels 560 energy", "duels 560 ncu; echo rc=$?"), DUELS=duels)
-    assert bad.stdout.strip() == "rc=2" and "duels: expected duel or energy, got ncu" in bad.stderr
+    assert bad.stdout.strip() == "rc=2" and "duels: expected duel, energy or conditions, got ncu" in bad.stderr
+
+
+def test_conditions_run_one_pair_four_ways_each_into_its_own_file(tmp_path):
+    """evidence.sh's PARTS=conditions (session 26): one duel plain, traced, traced with the GPU idle before each
+    call, and idle, each into duel-NAME-cN.csv, each given a quarter of the time left; with under 20 s each, none
+    runs and a line says so."""
+    smi = fake_smi(tmp_path, "NVIDIA H100 80GB HBM3")
+    (smi / "python3").write_text('#!/usr/bin/env bash\necho "python3 $*"\n')
+    (smi / "python3").chmod(0o755)
+    body = 'say() { echo "$*"; }; left() { echo 300; }; TV=""; duels 560 conditions'
+    out = bash(tmp_path, smi, body, DUELS="gpt-oss-20b|2|4096|triton=c|tk=b").stdout.splitlines()
+    flags = [re.search(r"tk=b ?(.*) --out /tmp/r/(duel-.*csv)", line).groups() for line in out[:4]]
+    assert flags == [("", "duel-20b-ep2-t4096-c1.csv"), ("--kernel-time", "duel-20b-ep2-t4096-c2.csv"),
+                     ("--kernel-time --sync-after-flush", "duel-20b-ep2-t4096-c3.csv"),
+                     ("--sync-after-flush", "duel-20b-ep2-t4096-c4.csv")]
+    assert all("-m fp4moe_diag.profiling.duel --model gpt-oss-20b --ep 2 --tokens 4096" in x for x in out[:4])
+    assert out[4] == "conditions 20b-ep2-t4096 done"
+    short = bash(tmp_path, smi, body.replace("echo 300", "echo 79"), DUELS="gpt-oss-20b|2|4096|triton=c|tk=b")
+    assert short.stdout.splitlines() == ["conditions 20b-ep2-t4096: no time (4 x 20 s needed, 79 s left)"]

@@ -20,13 +20,28 @@ COLUMNS = ["model", "ep_size", "num_tokens", "a_backend", "a_tactic", "b_backend
 def read_duels(folders: Iterable[Path]) -> pd.DataFrame:
     """Every ``duel-*.csv`` of ``folders`` as one frame, with ``source`` (folder/file); empty (with :data:`COLUMNS`)
     when there is none.  A file lacking a column of :data:`COLUMNS` -> ValueError naming it."""
-    # a file from before session 25 has no l2_flushed column: every duel then flushed the L2
-    frames = [x.assign(l2_flushed=x["l2_flushed"] if "l2_flushed" in x else True)
+    # a file from before session 25 has no l2_flushed column (every duel then flushed the L2), from before session 26
+    # no sync_after_flush or kernel_time (no duel then idled before its calls or ran under the profiler)
+    frames = [x.assign(**{c: x[c] if c in x else default for c, default in _CONDITIONS.items()})
               for x in read_tool_csvs(folders, "duel-*.csv", COLUMNS, "duel", "fp4moe_diag.profiling.duel")]
     if not frames:
-        return pd.DataFrame(columns=COLUMNS + ["l2_flushed", "source"])
+        return pd.DataFrame(columns=COLUMNS + [*_CONDITIONS, "source"])
     out = pd.concat(frames, ignore_index=True)
-    return out.assign(l2_flushed=out["l2_flushed"].map(lambda v: str(v).strip().lower() in ("true", "1")))
+    return out.assign(**{c: out[c].map(lambda v: str(v).strip().lower() in ("true", "1")) for c in _CONDITIONS})
+
+
+#: a duel's conditions and their value in a file that lacks the column; only a duel at ``decides`` decides a goal
+_CONDITIONS = {"l2_flushed": True, "sync_after_flush": False, "kernel_time": False}
+
+
+def deciding(d: pd.DataFrame) -> pd.DataFrame:
+    """The duels timed by the goals' method: the L2 flushed before each call, the calls queued back to back, no
+    profiler (``profiling.duel --no-l2-flush``, ``--sync-after-flush`` and ``--kernel-time`` diagnose)."""
+    keep = pd.Series(True, index=d.index)
+    for c, plain in _CONDITIONS.items():
+        if c in d.columns:
+            keep &= d[c].astype(bool) == plain
+    return d[keep]
 
 
 def committed_duels(root: Optional[Path] = None) -> pd.DataFrame:
@@ -54,20 +69,20 @@ def duel_verdict(duels: pd.DataFrame, gpu_name: str, model: str, ep: int, t: int
     does.  The note names both tactics.  When
     ours is a Triton backend with its release (``triton@3.6.0``), only the duels timed under that Triton release
     count (a duel under another release answers another question: ``evidence.sh`` with ``KIT``), and only those
-    with the L2 flushed before each call (``profiling.duel --no-l2-flush`` diagnoses, never decides)."""
+    timed by the goals' method (:func:`deciding`: ``--no-l2-flush``, ``--sync-after-flush`` and ``--kernel-time``
+    diagnose, never decide)."""
     if duels is None or duels.empty:
         return None
     backend, _, release = ours.partition("@")
     d = pair_rows(duels, gpu_name, model, ep, t, backend, peer)
     if release and backend.startswith("triton") and "triton_version" in d.columns:
         d = d[d["triton_version"].astype(str) == release]
-    if "l2_flushed" in d.columns:  # a duel without the flush diagnoses; the goals' method flushes it
-        d = d[d["l2_flushed"].astype(bool)]
+    d = deciding(d)  # a duel without the flush, with an idle gap or under the profiler diagnoses
     if d.empty:
         return None
     per_peer = [_ours_best(g, best) for _, g in d.groupby(d["b_tactic"].astype(str), sort=True)]
-    deciding = [r for r in per_peer if best is None or str(r["a_tactic"]) == str(best) or r["verdict"] == "ahead"]
-    return max(deciding or per_peer, key=lambda r: float(r["ratio_median"]))
+    decisive = [r for r in per_peer if best is None or str(r["a_tactic"]) == str(best) or r["verdict"] == "ahead"]
+    return max(decisive or per_peer, key=lambda r: float(r["ratio_median"]))
 
 
 def _ours_best(d: pd.DataFrame, best: Optional[str]) -> pd.Series:

@@ -12,10 +12,11 @@ verdict ``ahead`` (a is faster in at least 9 rounds of 10: p90 below 1), ``behin
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Optional, Sequence
+from typing import Any, Callable, ContextManager, Hashable, Optional, Sequence
 
 from .timing import TimingStats, _quantile, summarize
 
@@ -83,11 +84,16 @@ def capture_graph(fn: Callable[[], Any], device: Any) -> Callable[[], Any]:
 
 def replay_rounds(calls: dict[Hashable, Callable[[], Any]], device: Any, rounds: int, warmup: int = 0,
                   flush_l2: bool = True, max_seconds: Optional[float] = None,
-                  clock: Callable[[], float] = time.perf_counter) -> tuple[dict[Hashable, list[float]], float]:
+                  clock: Callable[[], float] = time.perf_counter, sync_after_flush: bool = False,
+                  around: Optional[Callable[[int], ContextManager]] = None) -> tuple[dict[Hashable, list[float]],
+                                                                                     float]:
     """Per call, its time (us) in each round (:func:`round_orders`), and the SM clock (MHz, NaN on CPU) read as the
     last rounds run. Each call is made ``warmup`` times first, untimed. On GPU each call is timed by CUDA events, the
-    L2 flushed before it; on CPU by ``clock``. ``max_seconds``: no round starts after that long (every call keeps
-    the same number of rounds)."""
+    L2 flushed before it, the calls queued back to back (the GPU never idles between a flush and its call); with
+    ``sync_after_flush`` the host waits for the flush before it queues the call (the GPU idles for that round trip,
+    as in the CUPTI pass of :mod:`.kernel_time`). ``around(i)``: a context entered around the ``i``-th timed call of
+    the GPU loop (its events inside; :mod:`.traced_rounds` names the call for the profiler). On CPU by ``clock``.
+    ``max_seconds``: no round starts after that long (every call keeps the same number of rounds)."""
     import torch
 
     from .timing import L2Flusher, sm_clock_mhz
@@ -102,9 +108,10 @@ def replay_rounds(calls: dict[Hashable, Callable[[], Any]], device: Any, rounds:
         times: dict[Hashable, list[float]] = {k: [] for k in calls}
         for order in orders:
             for k in order:
-                t0 = clock()
-                calls[k]()
-                times[k].append((clock() - t0) * 1e6)
+                with around(sum(map(len, times.values()))) if around is not None else contextlib.nullcontext():
+                    t0 = clock()
+                    calls[k]()
+                    times[k].append((clock() - t0) * 1e6)
             if max_seconds is not None and clock() - t_begin > max_seconds:
                 break
         return times, float("nan")
@@ -112,15 +119,20 @@ def replay_rounds(calls: dict[Hashable, Callable[[], Any]], device: Any, rounds:
     torch.cuda.synchronize(dev)
     flush = L2Flusher(dev) if flush_l2 else None
     events: dict[Hashable, list] = {k: [] for k in calls}
+    n = 0
     for r, order in enumerate(orders):
         for k in order:
             if flush is not None:
                 flush()
+            if sync_after_flush:
+                torch.cuda.synchronize(dev)
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record(stream)
-            calls[k]()
-            end.record(stream)
+            with around(n) if around is not None else contextlib.nullcontext():
+                start.record(stream)
+                calls[k]()
+                end.record(stream)
             events[k].append((start, end))
+            n += 1
         if max_seconds is not None and r % 8 == 7:
             torch.cuda.synchronize(dev)
             if clock() - t_begin > max_seconds:
@@ -131,11 +143,19 @@ def replay_rounds(calls: dict[Hashable, Callable[[], Any]], device: Any, rounds:
 
 
 def time_paired(launches: dict[str, Callable[[], Any]], device: Any, rounds: int = 30,
-                warmup: int = 30, flush_l2: bool = True) -> dict[str, list[float]]:
+                warmup: int = 30, flush_l2: bool = True, sync_after_flush: bool = False) -> dict[str, list[float]]:
     """Per call name, its time (us) in each round: every call captured in a CUDA graph, replayed ``warmup`` times
     untimed, then ``rounds`` rounds of one replay each (:func:`replay_rounds`), the L2 flushed before each replay
-    (``flush_l2=False``: not, each call then finds the L2 as the call before left it).
+    (``flush_l2=False``: not, each call then finds the L2 as the call before left it; ``sync_after_flush``: the GPU
+    idles for a host round trip between the flush and the call, :func:`replay_rounds`).
     A call that cannot be captured is a ValueError naming it (a paired time is a graph replay's)."""
+    return replay_rounds(graph_replays(launches, device), device, rounds, warmup, flush_l2=flush_l2,
+                         sync_after_flush=sync_after_flush)[0]
+
+
+def graph_replays(launches: dict[str, Callable[[], Any]], device: Any) -> dict[str, Callable[[], Any]]:
+    """Each launch captured in a CUDA graph: its replay, by name.  Not a CUDA ``device``, or a launch that cannot be
+    captured: a ValueError naming it (a paired time is a graph replay's)."""
     import torch
 
     if torch.device(device).type != "cuda":
@@ -146,4 +166,4 @@ def time_paired(launches: dict[str, Callable[[], Any]], device: Any, rounds: int
             graphs[name] = capture_graph(fn, device)
         except ValueError as e:
             raise ValueError(f"launches: {name}: {e}") from None
-    return replay_rounds(graphs, device, rounds, warmup, flush_l2=flush_l2)[0]
+    return graphs

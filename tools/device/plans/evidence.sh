@@ -13,14 +13,16 @@
 #   4. (PARTS=duel) DUELS (space-separated MODEL|EP|T|BACKEND=TACTIC|BACKEND=TACTIC): each pair timed in alternating
 #      rounds (profiling.duel), for the shapes where two medians taken one after the other cannot tell them apart;
 #      (PARTS=energy) the same pairs' energy per call under a sustained load (profiling.energy, session 25: at 20b EP2
-#      T=4096 on the H100 the duel said theirs by 0.5 %, the power-limited blocks ours by 2.4 %).
+#      T=4096 on the H100 the duel said theirs by 0.5 %, the power-limited blocks ours by 2.4 %); (PARTS=conditions)
+#      each pair four ways (plan_lib's conditions: plain, traced by CUPTI, traced with the GPU idle before each call,
+#      idle; duel-NAME-c1..4.csv): where a sweep's replays and its CUPTI pass disagree, which condition does it.
 # KIT (a .carry/triton-X.Y.Z-cp312.tar.xz, tools/device/triton_kit.sh): every step under that Triton release instead of
 # the image's, its outputs named -tritonX.Y.Z (the Triton releases' question, tritons.sh, per kernel).
 # PARTS (default "sweep ablate profile") picks the steps. About 7 minutes. $OUT/runs.tgz: the sweep's run folder and the ablation CSVs (one run: import_gpu_bundle.py);
 # $OUT/profiles.tgz: the profiles (beside the run, kernels.csv as ncu_<name>.csv: what goals reads).
 set -u
 PARTS=${PARTS:-sweep ablate profile}
-for p in $PARTS; do case $p in sweep|ablate|profile|duel|energy) ;; *) echo "PARTS: expected sweep, ablate, profile, duel or energy, got $p" >&2
+for p in $PARTS; do case $p in sweep|ablate|profile|duel|energy|conditions) ;; *) echo "PARTS: expected sweep, ablate, profile, duel, energy or conditions, got $p" >&2
   exit 2 ;; esac; done
 has() { case " $PARTS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 . "$(dirname "$0")/plan_lib.sh"
@@ -40,6 +42,7 @@ has ablate && ablate 20b-ep1-t4$TV gpt-oss-20b 1 4 $(left 270) m16n64k256w4s3-ps
 has ablate && ablate 120b-ep4-t4096$TV gpt-oss-120b 4 4096 $(left 320) m128n128k64w16s3-ps-gu-g2n256-t64
 has duel && duels 560
 has energy && duels 560 energy
+has conditions && duels 560 conditions
 n=0
 PROFILES=${PROFILES:-"gpt-oss-20b|1|1|m16n64k256w4s3-ps-sk2-pdl gpt-oss-20b|1|16|m16n128k128w4s3-ps-g2sk2-pdl \
 gpt-oss-120b|4|4096|m128n128k64w16s3-ps-gu-g2n256-t64"}

@@ -79,6 +79,17 @@ duel() {
     --b "$b" --out /tmp/r/duel-$name.csv 2>&1 | grep -v -i "warn" | tail -4
   say "duel $name done"
 }
+conditions() {  # one pair four ways: plain, traced (CUPTI on the same replays), traced with the GPU idle before
+  # each call (a sweep's CUPTI pass), idle untraced (session 26: the two passes disagree in sign at 20b EP2 T=4096)
+  local name=$1 model=$2 ep=$3 tokens=$4 secs=$5 a=$6 b=$7 i=0 f
+  [ $(( secs / 4 )) -ge 20 ] || { say "conditions $name: no time (4 x 20 s needed, $secs s left)"; return; }
+  for f in "" "--kernel-time" "--kernel-time --sync-after-flush" "--sync-after-flush"; do
+    i=$((i + 1))
+    timeout $(( secs / 4 )) python3 -m fp4moe_diag.profiling.duel --model "$model" --ep "$ep" --tokens "$tokens" \
+      --a "$a" --b "$b" $f --out /tmp/r/duel-$name-c$i.csv 2>&1 | grep -v -i "warn" | tail -5
+  done
+  say "conditions $name done"
+}
 energy() {
   local name=$1 model=$2 ep=$3 tokens=$4 secs=$5 a=$6 b=$7 calls=300
   [ "$tokens" -gt 4096 ] && calls=50
@@ -103,7 +114,8 @@ use_kit() {
 }
 duels() {
   local d dm dep dt da db n L kind=${2:-duel}; local -A seen=()
-  case $kind in duel|energy) ;; *) echo "duels: expected duel or energy, got $kind" >&2; return 2 ;; esac
+  case $kind in duel|energy|conditions) ;; *) echo "duels: expected duel, energy or conditions, got $kind" >&2
+    return 2 ;; esac
   for d in ${DUELS:-}; do
     IFS='|' read -r dm dep dt da db <<< "$d"
     L=$(left "$1"); [ "$L" -gt 40 ] || { say "no time left for the $kind $d"; continue; }

@@ -1,0 +1,106 @@
+"""Event times and CUPTI kernel times of the *same* graph replays, in alternating rounds: what the two ways of timing
+see when they watch one replay, not two passes made one after the other.
+
+Why: a sweep times each finalist twice.  Its timing pass queues flush, call, flush, call ... back to back and times
+each call by CUDA events (:func:`.paired.replay_rounds`); its CUPTI pass (:mod:`.kernel_time`) waits for each flush
+before it launches the call, so the GPU idles for a host round trip before every call.  At 20b EP2 T=4096 the two
+passes disagree in sign about ours and triton_kernels: on the H200 (s23b) ours' replay took 883 us against a kernel
+span of 884, triton_kernels' 879 against 888; on the H100 (s25c) ours 903 against 898, triton_kernels' 898 against
+916.  A replay cannot end before its own kernels do, so the two passes ran triton_kernels' kernels differently.  Here
+every replay is timed both ways at once, with the calls queued back to back or with the idle gap
+(``sync_after_flush``), so that what differs is the condition, not the method, and each kernel's share shows.
+
+:func:`join_replays` and :func:`pair_columns` are pure (tested on CPU with synthetic records); :func:`traced_rounds`
+needs a CUDA GPU."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from typing import Any, Callable, Hashable, Sequence
+
+from .kernel_time import MARK, CallKernels, assign_to_calls, kineto_activities, short_kernel_name
+
+
+@dataclass(frozen=True)
+class TracedReplay:
+    """One replay seen both ways: its CUDA-event time and its kernels (CUPTI), in microseconds."""
+
+    event_us: float
+    span_us: float  # first kernel start to last kernel end
+    sum_us: float  # the kernels' busy time
+    kernels: tuple[tuple[str, float], ...]  # (kernel name, us) in start order
+
+
+def join_replays(times: dict[Hashable, list[float]], owner: Sequence[Hashable],
+                 calls: Sequence[CallKernels]) -> dict[Hashable, list[TracedReplay]]:
+    """The event times of :func:`.paired.replay_rounds` (per call, in round order) joined with the kernel records of
+    the same replays: ``owner[i]`` is the call whose replay was the ``i``-th timed one (the profiler's range ``i``,
+    ``calls`` from :func:`.kernel_time.assign_to_calls`).  A replay with no kernel attributed to it, or counts that
+    do not match, is a ValueError: a trace that lost replays cannot be joined by position."""
+    by_index = {c.index: c for c in calls}
+    want = {k: sum(1 for o in owner if o == k) for k in times}
+    if any(len(times[k]) != want[k] for k in times) or set(owner) - set(times):
+        raise ValueError(f"owner: expected one entry per timed replay of {list(times)}, got {len(owner)}")
+    seen = {k: 0 for k in times}
+    out: dict[Hashable, list[TracedReplay]] = {k: [] for k in times}
+    for i, k in enumerate(owner):
+        c = by_index.get(i)
+        if c is None or not c.records:
+            raise ValueError(f"calls: replay {i} ({k}) has no kernel records (the profiler lost it)")
+        recs = sorted(c.records, key=lambda r: r.start_ns)
+        out[k].append(TracedReplay(event_us=float(times[k][seen[k]]), span_us=c.span_us, sum_us=c.sum_us,
+                                   kernels=tuple((short_kernel_name(r.name), r.duration_ns / 1e3) for r in recs)))
+        seen[k] += 1
+    return out
+
+
+def _kernel_medians(replays: Sequence[TracedReplay]) -> dict[str, float]:
+    """Per kernel name, the median over the replays of its time in one replay (same-named kernels summed)."""
+    per: dict[str, list[float]] = {}
+    for r in replays:
+        acc: dict[str, float] = {}
+        for name, us in r.kernels:
+            acc[name] = acc.get(name, 0.0) + us
+        for name, us in acc.items():
+            per.setdefault(name, []).append(us)
+    return {k: round(statistics.median(v), 3) for k, v in per.items()}
+
+
+def pair_columns(a: Sequence[TracedReplay], b: Sequence[TracedReplay]) -> dict[str, Any]:
+    """The kernel columns of a duel row from the same rounds of ``a`` and ``b`` (``a[i]``, ``b[i]``: round ``i``):
+    each side's median kernel span and sum, the median per-round ratio of the spans, the median of each replay's
+    event time less its span (what the replay took beyond its kernels: launch, gaps), and each side's kernels'
+    medians (JSON, in the order of the first replay)."""
+    if len(a) != len(b) or not a:
+        raise ValueError(f"a, b: expected the replays of the same rounds, got {len(a)} and {len(b)}")
+    med = statistics.median
+    out: dict[str, Any] = {}
+    for side, reps in (("a", a), ("b", b)):
+        out[f"{side}_span_median_us"] = med(r.span_us for r in reps)
+        out[f"{side}_sum_median_us"] = med(r.sum_us for r in reps)
+        out[f"{side}_event_minus_span_us"] = med(r.event_us - r.span_us for r in reps)
+        out[f"{side}_kernels"] = json.dumps(_kernel_medians(reps))
+    out["span_ratio_median"] = med(x.span_us / y.span_us for x, y in zip(a, b))
+    return out
+
+
+def traced_rounds(calls: dict[Hashable, Callable[[], Any]], device: Any, rounds: int, warmup: int = 0,
+                  flush_l2: bool = True, sync_after_flush: bool = False) -> dict[Hashable, list[TracedReplay]]:
+    """:func:`.paired.replay_rounds` of ``calls`` (graph replays) under one torch.profiler session, each timed call in
+    a range of its own (:data:`.kernel_time.MARK` and its index): per call, each round's :class:`TracedReplay`.  The
+    flushes run outside the ranges and are not counted; the warm-up replays are in no range."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from .paired import replay_rounds, round_orders
+
+    if torch.device(device).type != "cuda":
+        raise ValueError(f"device: a traced timing needs a CUDA device, got {device}")
+    owner = [k for order in round_orders(list(calls), rounds) for k in order]
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        times, _ = replay_rounds(calls, device, rounds, warmup, flush_l2=flush_l2, sync_after_flush=sync_after_flush,
+                                 around=lambda i: record_function(f"{MARK}{i}"))
+    per_call, _counts = assign_to_calls(kineto_activities(prof))
+    return join_replays(times, owner, per_call)

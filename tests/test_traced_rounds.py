@@ -1,0 +1,111 @@
+"""Event and kernel times of the same replays (measure.traced_rounds): the join of a round's event times with its
+traced kernels (synthetic records), the duel row's kernel columns, the rounds' ranges and idle gap on CPU, and a GPU
+duel traced both ways (marked ``gpu``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from fp4moe_diag.measure.kernel_time import MARK, Activity, assign_to_calls
+from fp4moe_diag.measure.paired import replay_rounds
+from fp4moe_diag.measure.traced_rounds import TracedReplay, join_replays, pair_columns
+
+
+def _trace(spans: list[list[tuple[str, int, int]]]) -> list[Activity]:
+    """Call ``i``'s range and its kernels (name, start ns, end ns), each linked to the range; a flush kernel
+    before each, linked to an op outside every range; the calls queued back to back: every kernel starts after
+    its range ended, as when the host runs ahead of the GPU."""
+    acts = []
+    for i, kernels in enumerate(spans):
+        base = 100_000 * i
+        acts += [Activity("aten::fill_", False, base, base + 10, correlation_id=1000 + i),
+                 Activity("flush_kernel", True, base + 50_000, base + 60_000, linked_correlation_id=1000 + i),
+                 Activity(f"{MARK}{i}", False, base + 20, base + 40, correlation_id=2000 + i)]
+        acts += [Activity(n, True, base + s, base + e, linked_correlation_id=2000 + i) for n, s, e in kernels]
+    return acts
+
+
+def test_each_replay_is_joined_with_its_own_kernels_by_position():
+    # round 0: a then b; round 1: b then a (round_orders); a's kernels 10 + 5 us, b's 12 + 4 us, 1 us apart
+    a_k = [("gemm1", 61_000, 71_000), ("gemm2", 72_000, 77_000)]
+    b_k = [("tk_gemm1", 61_000, 73_000), ("tk_gemm2", 74_000, 78_000)]
+    owner = ["a", "b", "b", "a"]
+    calls, counts = assign_to_calls(_trace([a_k, b_k, b_k, a_k]))
+    assert counts == {"linked": 8, "by_time": 0, "outside": 4}  # the flushes are in no call
+    times = {"a": [17.0, 16.5], "b": [16.0, 18.0]}
+    out = join_replays(times, owner, calls)
+    assert [r.event_us for r in out["a"]] == [17.0, 16.5] and [r.event_us for r in out["b"]] == [16.0, 18.0]
+    assert out["a"][0] == TracedReplay(17.0, 16.0, 15.0, (("gemm1", 10.0), ("gemm2", 5.0)))
+    assert out["b"][1].span_us == pytest.approx(17.0) and out["b"][1].sum_us == pytest.approx(16.0)
+
+
+def test_a_trace_that_lost_a_replay_is_refused():
+    a_k = [("gemm1", 61_000, 71_000)]
+    calls, _ = assign_to_calls(_trace([a_k, []]))
+    with pytest.raises(ValueError, match="replay 1 .b. has no kernel records"):
+        join_replays({"a": [1.0], "b": [1.0]}, ["a", "b"], calls)
+    with pytest.raises(ValueError, match="owner: expected one entry per timed replay"):
+        join_replays({"a": [1.0, 2.0], "b": [1.0]}, ["a", "b"], calls)
+
+
+def test_the_kernel_columns_of_a_duel_row():
+    def rep(event, kernels):
+        return TracedReplay(event, sum(us for _, us in kernels) + 1.0, sum(us for _, us in kernels), tuple(kernels))
+
+    a = [rep(903.0, [("g1", 570.0), ("g2", 304.0), ("s", 24.0)]), rep(905.0, [("g1", 572.0), ("g2", 306.0),
+                                                                            ("s", 24.0)])]
+    b = [rep(897.0, [("t1", 580.0), ("t2", 312.0), ("r", 23.0)]), rep(899.0, [("t1", 582.0), ("t2", 312.0),
+                                                                            ("r", 23.0)])]
+    c = pair_columns(a, b)
+    assert c["a_span_median_us"] == pytest.approx(901.0) and c["b_span_median_us"] == pytest.approx(917.0)
+    assert c["a_sum_median_us"] == pytest.approx(900.0) and c["b_sum_median_us"] == pytest.approx(916.0)
+    # b's replays ended 19 us before its own kernels' span: the sign a sweep's two passes disagree in
+    assert c["a_event_minus_span_us"] == pytest.approx(3.0) and c["b_event_minus_span_us"] == pytest.approx(-19.0)
+    assert c["span_ratio_median"] == pytest.approx((899 / 916 + 903 / 918) / 2)
+    assert json.loads(c["a_kernels"]) == {"g1": 571.0, "g2": 305.0, "s": 24.0}
+    assert list(json.loads(c["b_kernels"])) == ["t1", "t2", "r"]
+    with pytest.raises(ValueError, match="the same rounds"):
+        pair_columns(a, b[:1])
+
+
+def test_the_rounds_name_each_timed_call_in_order_and_the_cpu_path_keeps_its_times():
+    entered = []
+
+    class Range:
+        def __init__(self, i):
+            self.i = i
+
+        def __enter__(self):
+            entered.append(self.i)
+
+        def __exit__(self, *exc):
+            return False
+
+    ticks = iter(range(100))
+    times, mhz = replay_rounds({"a": lambda: None, "b": lambda: None}, "cpu", rounds=3, around=Range,
+                               clock=lambda: next(ticks) * 1e-6)
+    assert entered == [0, 1, 2, 3, 4, 5]
+    assert times["a"] == pytest.approx([1.0] * 3) and times["b"] == pytest.approx([1.0] * 3) and mhz != mhz
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("sync", [False, True])
+def test_a_traced_duel_on_the_gpu_gives_each_replay_its_kernels(sync):
+    """Two graph replays (a matmul and a cheaper one) traced both ways: every replay has its kernels, the event
+    time is at least the kernels' span less a microsecond, and the larger matmul's span is the larger."""
+    from fp4moe_diag.measure.paired import graph_replays
+    from fp4moe_diag.measure.traced_rounds import traced_rounds
+
+    x = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
+    y = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16)
+    replays = graph_replays({"a": lambda: x @ x, "b": lambda: y @ y}, "cuda")
+    out = traced_rounds(replays, "cuda", rounds=6, warmup=2, sync_after_flush=sync)
+    assert [len(out["a"]), len(out["b"])] == [6, 6]
+    for r in out["a"] + out["b"]:
+        assert r.kernels and r.event_us >= r.span_us - 1.0
+    c = pair_columns(out["a"], out["b"])
+    assert c["a_span_median_us"] > c["b_span_median_us"]
