@@ -11,20 +11,24 @@ import torch
 
 from fp4moe_diag.measure.kernel_time import MARK, Activity, assign_to_calls
 from fp4moe_diag.measure.paired import replay_rounds
-from fp4moe_diag.measure.traced_rounds import TracedReplay, join_replays, pair_columns
+from fp4moe_diag.measure.traced_rounds import TracedReplay, assign_in_stream_order, join_replays, pair_columns
 
 
 def _trace(spans: list[list[tuple[str, int, int]]]) -> list[Activity]:
-    """Call ``i``'s range and its kernels (name, start ns, end ns), each linked to the range; a flush kernel
-    before each, linked to an op outside every range; the calls queued back to back: every kernel starts after
-    its range ended, as when the host runs ahead of the GPU."""
+    """Call ``i``'s range and its graph replay's kernels (name, start ns, end ns): the first linked to the range,
+    the others to nothing, as the profiler records a replay; a flush kernel before each, linked to an op outside
+    every range; the calls queued back to back: every kernel starts after its range ended (the host runs ahead),
+    and the GPU-side copy of a range and a runtime record are there too."""
     acts = []
     for i, kernels in enumerate(spans):
         base = 100_000 * i
         acts += [Activity("aten::fill_", False, base, base + 10, correlation_id=1000 + i),
                  Activity("flush_kernel", True, base + 50_000, base + 60_000, linked_correlation_id=1000 + i),
-                 Activity(f"{MARK}{i}", False, base + 20, base + 40, correlation_id=2000 + i)]
-        acts += [Activity(n, True, base + s, base + e, linked_correlation_id=2000 + i) for n, s, e in kernels]
+                 Activity(f"{MARK}{i}", False, base + 20, base + 40, correlation_id=2000 + i),
+                 Activity(f"{MARK}{i}", True, base + 61_000, base + 62_000, is_annotation=True),
+                 Activity("cudaGraphLaunch", False, base + 25, base + 30, correlation_id=1000 + i, is_runtime=True)]
+        acts += [Activity(n, True, base + s, base + e, linked_correlation_id=2000 + i if j == 0 else 0)
+                 for j, (n, s, e) in enumerate(kernels)]
     return acts
 
 
@@ -33,8 +37,12 @@ def test_each_replay_is_joined_with_its_own_kernels_by_position():
     a_k = [("gemm1", 61_000, 71_000), ("gemm2", 72_000, 77_000)]
     b_k = [("tk_gemm1", 61_000, 73_000), ("tk_gemm2", 74_000, 78_000)]
     owner = ["a", "b", "b", "a"]
-    calls, counts = assign_to_calls(_trace([a_k, b_k, b_k, a_k]))
-    assert counts == {"linked": 8, "by_time": 0, "outside": 4}  # the flushes are in no call
+    trace = _trace([a_k, b_k, b_k, a_k])
+    lost, _ = assign_to_calls(trace)  # by start time: the second kernel of each replay starts after its range
+    assert [len(c.records) for c in lost] == [1, 1, 1, 1]
+    calls = assign_in_stream_order(trace)
+    a_n, b_n = ("gemm1", "gemm2"), ("tk_gemm1", "tk_gemm2")
+    assert [c.names for c in calls] == [a_n, b_n, b_n, a_n]  # and no flush in any
     times = {"a": [17.0, 16.5], "b": [16.0, 18.0]}
     out = join_replays(times, owner, calls)
     assert [r.event_us for r in out["a"]] == [17.0, 16.5] and [r.event_us for r in out["b"]] == [16.0, 18.0]
@@ -44,7 +52,7 @@ def test_each_replay_is_joined_with_its_own_kernels_by_position():
 
 def test_a_trace_that_lost_a_replay_is_refused():
     a_k = [("gemm1", 61_000, 71_000)]
-    calls, _ = assign_to_calls(_trace([a_k, []]))
+    calls = assign_in_stream_order(_trace([a_k, []]))
     with pytest.raises(ValueError, match="replay 1 .b. has no kernel records"):
         join_replays({"a": [1.0], "b": [1.0]}, ["a", "b"], calls)
     with pytest.raises(ValueError, match="owner: expected one entry per timed replay"):
@@ -95,17 +103,18 @@ def test_the_rounds_name_each_timed_call_in_order_and_the_cpu_path_keeps_its_tim
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("sync", [False, True])
 def test_a_traced_duel_on_the_gpu_gives_each_replay_its_kernels(sync):
-    """Two graph replays (a matmul and a cheaper one) traced both ways: every replay has its kernels, the event
-    time is at least the kernels' span less a microsecond, and the larger matmul's span is the larger."""
+    """Two graph replays (two matmuls and an add; one matmul) traced both ways: every replay has all its kernels,
+    the event time is at least the kernels' span less a microsecond, and the larger call's span is the larger."""
     from fp4moe_diag.measure.paired import graph_replays
     from fp4moe_diag.measure.traced_rounds import traced_rounds
 
     x = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
     y = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16)
-    replays = graph_replays({"a": lambda: x @ x, "b": lambda: y @ y}, "cuda")
+    replays = graph_replays({"a": lambda: (x @ x) @ x + x, "b": lambda: y @ y}, "cuda")
     out = traced_rounds(replays, "cuda", rounds=6, warmup=2, sync_after_flush=sync)
     assert [len(out["a"]), len(out["b"])] == [6, 6]
+    assert {len(r.kernels) for r in out["a"]} == {3} and {len(r.kernels) for r in out["b"]} == {1}
     for r in out["a"] + out["b"]:
-        assert r.kernels and r.event_us >= r.span_us - 1.0
+        assert r.event_us >= r.span_us - 1.0
     c = pair_columns(out["a"], out["b"])
     assert c["a_span_median_us"] > c["b_span_median_us"]

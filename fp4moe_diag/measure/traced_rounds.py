@@ -10,7 +10,7 @@ span of 884, triton_kernels' 879 against 888; on the H100 (s25c) ours 903 agains
 every replay is timed both ways at once, with the calls queued back to back or with the idle gap
 (``sync_after_flush``), so that what differs is the condition, not the method, and each kernel's share shows.
 
-:func:`join_replays` and :func:`pair_columns` are pure (tested on CPU with synthetic records); :func:`traced_rounds`
+:func:`assign_in_stream_order`, :func:`join_replays` and :func:`pair_columns` are pure (tested on CPU with synthetic records); :func:`traced_rounds`
 needs a CUDA GPU."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Sequence
 
-from .kernel_time import MARK, CallKernels, assign_to_calls, kineto_activities, short_kernel_name
+from .kernel_time import MARK, Activity, CallKernels, kineto_activities, short_kernel_name
 
 
 @dataclass(frozen=True)
@@ -33,11 +33,35 @@ class TracedReplay:
     kernels: tuple[tuple[str, float], ...]  # (kernel name, us) in start order
 
 
+def assign_in_stream_order(activities: Sequence[Activity], mark: str = MARK) -> list[CallKernels]:
+    """The device records of each call range (CPU annotations ``mark + str(i)``) when the calls are queued back to
+    back on one stream and no range waits for its kernels: of a graph replay, the profiler links only the first
+    kernel to the range it was launched in (the others are linked to nothing and start after the range ended), so
+    :func:`.kernel_time.assign_to_calls`, which places unlinked records by their start time, loses them.  Here the
+    records are walked in start order: a record linked to a range opens that call, an unlinked one belongs to the
+    call open before it, and one linked to an op outside every range (the L2 flush) closes it."""
+    ranges = {int(a.name[len(mark):]): a for a in activities
+              if not a.on_device and a.name.startswith(mark) and a.name[len(mark):].isdigit()}
+    range_of = {a.correlation_id: i for i, a in ranges.items() if a.correlation_id}
+    ops = {a.correlation_id for a in activities if not a.on_device and not a.is_runtime and a.correlation_id}
+    groups: dict[int, list[Activity]] = {i: [] for i in ranges}
+    current = None
+    for a in sorted((a for a in activities if a.on_device and not a.is_annotation), key=lambda a: a.start_ns):
+        link = a.linked_correlation_id
+        if link in range_of:
+            current = range_of[link]
+        elif link in ops:
+            current = None
+        if current is not None:
+            groups[current].append(a)
+    return [CallKernels(i, tuple(groups[i])) for i in sorted(groups)]
+
+
 def join_replays(times: dict[Hashable, list[float]], owner: Sequence[Hashable],
                  calls: Sequence[CallKernels]) -> dict[Hashable, list[TracedReplay]]:
     """The event times of :func:`.paired.replay_rounds` (per call, in round order) joined with the kernel records of
     the same replays: ``owner[i]`` is the call whose replay was the ``i``-th timed one (the profiler's range ``i``,
-    ``calls`` from :func:`.kernel_time.assign_to_calls`).  A replay with no kernel attributed to it, or counts that
+    ``calls`` from :func:`assign_in_stream_order`).  A replay with no kernel attributed to it, or counts that
     do not match, is a ValueError: a trace that lost replays cannot be joined by position."""
     by_index = {c.index: c for c in calls}
     want = {k: sum(1 for o in owner if o == k) for k in times}
@@ -102,5 +126,4 @@ def traced_rounds(calls: dict[Hashable, Callable[[], Any]], device: Any, rounds:
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         times, _ = replay_rounds(calls, device, rounds, warmup, flush_l2=flush_l2, sync_after_flush=sync_after_flush,
                                  around=lambda i: record_function(f"{MARK}{i}"))
-    per_call, _counts = assign_to_calls(kineto_activities(prof))
-    return join_replays(times, owner, per_call)
+    return join_replays(times, owner, assign_in_stream_order(kineto_activities(prof)))
