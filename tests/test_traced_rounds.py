@@ -4,6 +4,7 @@ duel traced both ways (marked ``gpu``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -14,21 +15,27 @@ from fp4moe_diag.measure.paired import replay_rounds
 from fp4moe_diag.measure.traced_rounds import TracedReplay, assign_in_stream_order, join_replays, pair_columns
 
 
-def _trace(spans: list[list[tuple[str, int, int]]]) -> list[Activity]:
-    """Call ``i``'s range and its graph replay's kernels (name, start ns, end ns): the first linked to the range,
-    the others to nothing, as the profiler records a replay; a flush kernel before each, linked to an op outside
-    every range; the calls queued back to back: every kernel starts after its range ended (the host runs ahead),
-    and the GPU-side copy of a range and a runtime record are there too."""
+def _trace(spans: list[list[tuple[str, int, int]]], runtime: bool = False) -> list[Activity]:
+    """Call ``i``'s range and its graph replay's kernels (name, start ns, end ns): the first linked to the replay's
+    host op inside the range, the others to nothing (``runtime``: each carrying its cudaGraphLaunch's id, CUPTI's
+    numbering); a flush kernel before each, of an op and a launch outside every range; the calls queued back to
+    back: every kernel starts after its range ended (the host runs ahead); the GPU-side copy of each range too."""
     acts = []
     for i, kernels in enumerate(spans):
         base = 100_000 * i
         acts += [Activity("aten::fill_", False, base, base + 10, correlation_id=1000 + i),
                  Activity("flush_kernel", True, base + 50_000, base + 60_000, linked_correlation_id=1000 + i),
                  Activity(f"{MARK}{i}", False, base + 20, base + 40, correlation_id=2000 + i),
+                 Activity("CUDAGraph::replay", False, base + 22, base + 38, correlation_id=3000 + i),
                  Activity(f"{MARK}{i}", True, base + 61_000, base + 62_000, is_annotation=True),
-                 Activity("cudaGraphLaunch", False, base + 25, base + 30, correlation_id=1000 + i, is_runtime=True)]
-        acts += [Activity(n, True, base + s, base + e, linked_correlation_id=2000 + i if j == 0 else 0)
-                 for j, (n, s, e) in enumerate(kernels)]
+                 Activity("cudaGraphLaunch", False, base + 25, base + 30, correlation_id=1000 + i, is_runtime=True),
+                 Activity("cudaLaunchKernel", False, base + 2, base + 5, correlation_id=4000 + i, is_runtime=True)]
+        if runtime:  # CUPTI's numbering: every kernel of the launch carries the cudaGraphLaunch's id, the flush its own
+            acts[-6] = dataclasses.replace(acts[-6], correlation_id=4000 + i)
+            acts += [Activity(n, True, base + s, base + e, correlation_id=1000 + i) for n, s, e in kernels]
+        else:
+            acts += [Activity(n, True, base + s, base + e, linked_correlation_id=3000 + i if j == 0 else 0)
+                     for j, (n, s, e) in enumerate(kernels)]
     return acts
 
 
@@ -43,6 +50,8 @@ def test_each_replay_is_joined_with_its_own_kernels_by_position():
     calls = assign_in_stream_order(trace)
     a_n, b_n = ("gemm1", "gemm2"), ("tk_gemm1", "tk_gemm2")
     assert [c.names for c in calls] == [a_n, b_n, b_n, a_n]  # and no flush in any
+    assert [c.names for c in assign_in_stream_order(_trace([a_k, b_k, b_k, a_k], runtime=True))] == [a_n, b_n, b_n,
+                                                                                                      a_n]
     times = {"a": [17.0, 16.5], "b": [16.0, 18.0]}
     out = join_replays(times, owner, calls)
     assert [r.event_us for r in out["a"]] == [17.0, 16.5] and [r.event_us for r in out["b"]] == [16.0, 18.0]

@@ -74,19 +74,14 @@ class CallKernels:
         return tuple(r.name for r in sorted(self.records, key=lambda r: r.start_ns))
 
 
-def assign_to_calls(activities: Iterable[Activity], mark: str = MARK) -> tuple[list[CallKernels], dict[str, int]]:
-    """Group the device records by call range (CPU annotations named ``mark + str(i)``).
-
-    Returns (calls in index order, counts: ``linked``/``by_time`` records attributed each way and
-    ``outside`` device records of no call, e.g. the L2 flush)."""
-    acts = list(activities)
+def call_ranges(acts: Sequence[Activity], mark: str = MARK) -> tuple[dict[int, Activity],
+                                                                      Callable[[int], Optional[int]]]:
+    """The call ranges (CPU annotations ``mark + str(i)``) by index, and a function from a host time (ns) to the
+    index of the range around it (None outside every range)."""
     ranges: dict[int, Activity] = {}
     for a in acts:
-        if not a.on_device and a.name.startswith(mark):
-            try:
-                ranges[int(a.name[len(mark):])] = a
-            except ValueError:
-                continue
+        if not a.on_device and a.name.startswith(mark) and a.name[len(mark):].isdigit():
+            ranges[int(a.name[len(mark):])] = a
     order = sorted(ranges, key=lambda i: ranges[i].start_ns)
     starts = [ranges[i].start_ns for i in order]
 
@@ -97,6 +92,16 @@ def assign_to_calls(activities: Iterable[Activity], mark: str = MARK) -> tuple[l
         r = ranges[order[j]]
         return order[j] if r.start_ns <= t_ns <= r.end_ns else None
 
+    return ranges, call_of
+
+
+def assign_to_calls(activities: Iterable[Activity], mark: str = MARK) -> tuple[list[CallKernels], dict[str, int]]:
+    """Group the device records by call range (CPU annotations named ``mark + str(i)``).
+
+    Returns (calls in index order, counts: ``linked``/``by_time`` records attributed each way and
+    ``outside`` device records of no call, e.g. the L2 flush)."""
+    acts = list(activities)
+    ranges, call_of = call_ranges(acts, mark)
     # ops and annotations only: runtime calls number their records in another id space (CUPTI's)
     cpu_by_corr = {a.correlation_id: a for a in acts if not a.on_device and not a.is_runtime and a.correlation_id}
     groups: dict[int, list[Activity]] = {i: [] for i in ranges}

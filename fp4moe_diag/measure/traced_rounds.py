@@ -20,7 +20,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Sequence
 
-from .kernel_time import MARK, Activity, CallKernels, kineto_activities, short_kernel_name
+from .kernel_time import MARK, Activity, CallKernels, call_ranges, kineto_activities, short_kernel_name
 
 
 @dataclass(frozen=True)
@@ -38,20 +38,23 @@ def assign_in_stream_order(activities: Sequence[Activity], mark: str = MARK) -> 
     back on one stream and no range waits for its kernels: of a graph replay, the profiler links only the first
     kernel to the range it was launched in (the others are linked to nothing and start after the range ended), so
     :func:`.kernel_time.assign_to_calls`, which places unlinked records by their start time, loses them.  Here the
-    records are walked in start order: a record linked to a range opens that call, an unlinked one belongs to the
-    call open before it, and one linked to an op outside every range (the L2 flush) closes it."""
-    ranges = {int(a.name[len(mark):]): a for a in activities
-              if not a.on_device and a.name.startswith(mark) and a.name[len(mark):].isdigit()}
-    range_of = {a.correlation_id: i for i, a in ranges.items() if a.correlation_id}
-    ops = {a.correlation_id for a in activities if not a.on_device and not a.is_runtime and a.correlation_id}
+    records are walked in start order: a record launched by a runtime call, or linked to a host op, that started in
+    a range opens that call; one that is neither belongs to the call open before it; one of a launch or op outside
+    every range (the L2 flush) closes it."""
+    ranges, call_of = call_ranges(activities, mark)
+    # host records -> the range they started in (None: outside every range); CUPTI numbers a launch's device
+    # records with its runtime call's id (every kernel of a graph launch with the cudaGraphLaunch's), the profiler
+    # links a device record to a host op in its own id space
+    runtime = {a.correlation_id: call_of(a.start_ns) for a in activities if a.is_runtime and a.correlation_id}
+    op = {a.correlation_id: call_of(a.start_ns) for a in activities
+          if not a.on_device and not a.is_runtime and a.correlation_id}
     groups: dict[int, list[Activity]] = {i: [] for i in ranges}
     current = None
     for a in sorted((a for a in activities if a.on_device and not a.is_annotation), key=lambda a: a.start_ns):
-        link = a.linked_correlation_id
-        if link in range_of:
-            current = range_of[link]
-        elif link in ops:
-            current = None
+        if a.correlation_id in runtime:
+            current = runtime[a.correlation_id]
+        elif a.linked_correlation_id in op:
+            current = op[a.linked_correlation_id]
         if current is not None:
             groups[current].append(a)
     return [CallKernels(i, tuple(groups[i])) for i in sorted(groups)]
