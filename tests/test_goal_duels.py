@@ -221,3 +221,38 @@ def test_a_duel_with_an_idle_gap_or_under_the_profiler_diagnoses_and_never_decid
     assert (v["ratio_median"], v["verdict"]) == (1.004, "behind")
     diagnoses = read_duels([_folder(tmp_path, [idle, traced], "diag")])
     assert duel_verdict(diagnoses, H100, "gpt-oss-20b", 2, 4096, "triton", "triton_kernels", "best") is None
+
+
+def test_a_traced_duel_names_each_kernel_role_beside_goal_1_and_never_decides_it(tmp_path):
+    """profiling.duel --kernel-time (session 26): goal 1's reason gives ours' and the peer's kernels of the same
+    replays, role by role; the verdict stays the plain duel's."""
+    from fp4moe_diag.analysis.traced_duels import by_role, traced_note
+
+    plain = _duel(4096, "best", 1.005, 1.001, 1.009, "behind", 0.03)
+    traced = {**_duel(4096, "best", 1.004, 1.001, 1.008, "behind", 0.1), "kernel_time": True,
+              "sync_after_flush": False, "span_ratio_median": 1.0041,
+              "a_kernels": '{"_moe_mxfp4_gemm1_ps_gu_kernel": 593.3, "_moe_mxfp4_gemm2_ps_kernel": 319.2, '
+                           '"_topk_sum_kernel": 24.06}',
+              "b_kernels": '{"_matmul_ogs_NNT_bf16xbf16xmxfp4_128x256x128x1_swiglu": 589.2, '
+                           '"_matmul_ogs_NNT_bf16xbf16xmxfp4_128x256x128x1": 320.5, "_reduce_grouped": 23.2}'}
+    assert by_role(traced["b_kernels"]) == {"gemm1": 589.2, "gemm2": 320.5, "topk_sum": 23.2}
+    assert by_role("") == {} and by_role(float("nan")) == {}
+    duels = read_duels([_folder(tmp_path, [plain, traced])])
+    note = traced_note(duels, H100, "gpt-oss-20b", 2, 4096, "triton@3.6.0", "triton_kernels")
+    assert note == ("traced (duels/duel-1.csv, the calls back to back): ours `best` / peer `tk-m128kautow8s3` events "
+                    "1.004, kernel spans 1.004; us a call: gemm1 593.3 / 589.2, gemm2 319.2 / 320.5, topk_sum 24.1 / "
+                    "23.2")
+    assert traced_note(duels, H100, "gpt-oss-20b", 2, 1024, "triton", "triton_kernels") == ""
+    assert traced_note(read_duels([_folder(tmp_path, [plain], "old")]), H100, "gpt-oss-20b", 2, 4096, "triton",
+                       "triton_kernels") == ""  # a file from before the kernel columns
+    v = duel_verdict(duels, H100, "gpt-oss-20b", 2, 4096, "triton", "triton_kernels", "best")
+    assert v["source"] == "duels/duel-0.csv" and v["ratio_median"] == 1.005
+    from fp4moe_diag.analysis.goals import goal_report
+    from fp4moe_diag.results import to_frame
+    from frames import _row
+
+    rows = [_row("triton", "best", 0, 4096, 2, "ok", 880.0, is_best=True),
+            _row("triton_kernels", "tk-m128kautow8s3", 0, 4096, 2, "ok", 884.0, is_best=True)]
+    g1 = goal_report(to_frame(rows).assign(gpu_name=H100), duels=duels).table.query("goal == 1").iloc[0]
+    assert g1["status"] == "not met" and g1["x_goal"] == 1.005  # the medians said ahead; the plain duel decides
+    assert g1["reason"].endswith(note)

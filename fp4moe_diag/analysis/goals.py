@@ -35,6 +35,7 @@ import pandas as pd
 from .ablations import ablation_note, ablation_table
 from .duels import apply_duels, clocks_apart
 from .energy import energy_note
+from .traced_duels import traced_note
 from .builds import TRITON_BACKENDS, backend_label
 from .goal_profiles import KERNEL_COLUMNS, ProfileMatch, as_float, cupti_text, match_profile, reason_text
 from .tables import BF16_CLOCK_COLUMNS, with_run_ceilings, x_of_best
@@ -342,7 +343,9 @@ def goal_report(df: pd.DataFrame, profiles: Optional[pd.DataFrame] = None, ours:
     (:func:`.ablations.read_ablations`): where ours' tactic was ablated at the shape, its shares follow the reason.
     ``duels`` (:func:`.duels.read_duels`): goal 1's verdict at a shape where ours and the peer were duelled
     (:func:`.duels.apply_duels`).  ``energy`` (:func:`.energy.read_energy`): goal 1's reason also gives ours against
-    the peer under a sustained load where that was read (:func:`.energy.energy_note`; never the verdict)."""
+    the peer under a sustained load where that was read (:func:`.energy.energy_note`; never the verdict), and the
+    kernels of a duel traced on the same replays, role by role (:func:`.traced_duels.traced_note`; never the
+    verdict either)."""
     t = goal_rows(df, ours, w4a8, launch_us)
     if duels is not None and not duels.empty:
         t = apply_duels(t, duels)
@@ -356,9 +359,9 @@ def goal_report(df: pd.DataFrame, profiles: Optional[pd.DataFrame] = None, ours:
         note = ablation_note(shares, r["model"], int(r["ep_size"]), int(r["num_tokens"]), str(r["ours_tactic"]),
                              str(r["gpu_name"]))
         if r["goal"] == 1 and isinstance(r["peer_backend"], str):
-            note = "; ".join(s for s in (note, energy_note(energy, r["gpu_name"], r["model"], int(r["ep_size"]),
-                                                          int(r["num_tokens"]), str(r["ours_backend"]),
-                                                          r["peer_backend"])) if s)
+            at = (r["gpu_name"], r["model"], int(r["ep_size"]), int(r["num_tokens"]), str(r["ours_backend"]),
+                  r["peer_backend"])
+            note = "; ".join(s for s in (note, energy_note(energy, *at), traced_note(duels, *at)) if s)
         reasons.append(f"{why}; {note}" if note else why)
         ours_p.append(None if mo is None else mo.label())
         matches.append(None if mo is None else mo.match)

@@ -1,0 +1,44 @@
+"""Duels traced by CUPTI on the same replays (``profiling.duel --kernel-time``, :mod:`..measure.traced_rounds`) read
+beside goal 1: which kernel of ours loses (or wins) the time against the peer's kernel of the same role, measured in
+the replays the events timed.  A diagnosis: goal 1's verdict stays the plain duel's (:func:`.duels.deciding`)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from .goal_profiles import kernel_role
+from .tool_csvs import pair_rows
+
+#: the order the roles are named in
+ROLES = ("gemm1", "gemm2", "topk_sum", "splitk", "quant", "other")
+
+
+def by_role(kernels_json: str) -> dict[str, float]:
+    """A duel row's ``a_kernels`` / ``b_kernels`` (JSON: kernel name -> median us a call) summed per kernel role
+    (:func:`.goal_profiles.kernel_role`), in :data:`ROLES` order; ``{}`` for an empty cell."""
+    if not isinstance(kernels_json, str) or not kernels_json.strip():
+        return {}
+    acc: dict[str, float] = {}
+    for name, us in json.loads(kernels_json).items():
+        role = kernel_role(name)
+        acc[role] = acc.get(role, 0.0) + float(us)
+    return {r: acc[r] for r in ROLES if r in acc}
+
+
+def traced_note(duels: pd.DataFrame, gpu_name: str, model: str, ep: int, t: int, ours: str, peer: str) -> str:
+    """One clause per traced duel of ours (``a``) against the peer (``b``) at this GPU and shape, or ``""``: the
+    per-round ratio of the events and of the kernel spans, and each role's kernel time, ours / peer (under ``-pdl``
+    a kernel's time includes its wait for the one before: the span does not)."""
+    if duels is None or duels.empty or "kernel_time" not in duels.columns or "a_kernels" not in duels.columns:
+        return ""
+    d = pair_rows(duels[duels["kernel_time"].astype(bool)], gpu_name, model, ep, t, ours, peer)
+    out = []
+    for r in d.itertuples():
+        a, b = by_role(r.a_kernels), by_role(r.b_kernels)
+        roles = ", ".join(f"{k} {a[k]:.1f} / {b[k]:.1f}" for k in ROLES if k in a and k in b)
+        idle = "the GPU idle before each call" if bool(r.sync_after_flush) else "the calls back to back"
+        out.append(f"traced ({r.source}, {idle}): ours `{r.a_tactic}` / peer `{r.b_tactic}` events "
+                   f"{float(r.ratio_median):.3f}, kernel spans {float(r.span_ratio_median):.3f}; us a call: {roles}")
+    return "; ".join(out)
