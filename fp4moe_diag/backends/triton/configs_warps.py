@@ -66,13 +66,29 @@ PS_GU16_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, "ps", block_n
     (128, 128, 64, 16, 4),
 ))
 
+#: the 16-warp ``-gu`` tiles with K steps of 128 (session 26; triton_kernels' 128 x 256 x 128 tile, over 16 warps).
+#: Why: at 20b EP2 T=4096, goal 1's last miss, ours' gemm1 (the k64 tile above) is 0.4-0.7 % slower than triton_kernels'
+#: SwiGLU matmul in the same replays (H100, ``duel --kernel-time``, ``docs/conditions-s26.md``), and Nsight Compute
+#: calls it latency-bound (issue 49-51 %, math-pipe stalls 16-18 %).  sm_90a, K = 3072, triton 3.6.0
+#: (``profiling.sass``): gemm1 4.81 loop instructions per weight against 5.53, 8 wgmma groups an iteration (<= 7
+#: waits) against 4 (<= 3); gemm2 4.84 against 5.53; both 128 registers, no spill, 1 program of 16 warps an SM (49 KB of
+#: shared memory a stage).  Not timed yet.
+PS_GU16_K128_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, "ps", block_n2=256, gate_up=True, tail_m=t)
+                                                       for *c, t in ((128, 128, 128, 16, 3, 0),
+                                                                     (128, 128, 128, 16, 4, 0),
+                                                                     (128, 128, 128, 16, 3, 64)))
+
 #: the same 16-warp ``-gu`` tiles (not ``-fs``) with programmatic dependent launch (``-pdl``; GPU only): the kernels
 #: of a call (gemm1, its tails, gemm2, the top-k sum) chained, so the next kernel's programs are resident when one
 #: ends (:data:`.configs_tail.PS_TAIL_PDL_CONFIGS`: 0.5-1 % faster on the 8-warp prefill tiles, H200 s12f / s12g).
 #: These tiles won at T >= 1024 from session 15 on without a ``-pdl`` twin; the gap left to triton_kernels at 20b EP2
-#: T=4096 is 0.4-0.6 % in duels (H100 ``-s25b``, H200 ``-s24c``), with ours' kernels ahead in the same rounds'
-#: CUPTI times (H100 ``-s25a``): what lies between the kernels of a replay.  Offered in session 25; on the H100 level
-#: (``-s25c``: 31 of 32 pairs level, median 0.999: one program of 16 warps fills an SM, so only the launch latency
-#: is hidden); the H200 has not timed them.
+#: T=4096 is 0.4-0.6 % in duels (H100 ``-s25b``, H200 ``-s24c``); traced on the same replays (session 26) it is
+#: gemm1's, not what lies between the kernels.  Offered in session 25; level on the H100 (``-s25c``: 31 of 32 pairs,
+#: median 0.999: one program of 16 warps fills an SM, so only the launch latency is hidden) and on the H200 (``-s26c``:
+#: 116 pairs of every -pdl family, 103 level, 9 faster, median 0.996; a -pdl twin is ours' best at 7 of 8 prefill
+#: shapes).
 PS_GU16_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(dataclasses.replace(c, pdl=1) for c in PS_GU16_CONFIGS
                                                       if not c.fused)
+
+#: the k128 16-warp tiles' ``-pdl`` twins (GPU only)
+PS_GU16_K128_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(dataclasses.replace(c, pdl=1) for c in PS_GU16_K128_CONFIGS)
