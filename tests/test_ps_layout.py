@@ -12,7 +12,7 @@ from fp4moe_diag import MoECase
 from fp4moe_diag.backends.triton import ps_layout as P
 from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend
 from fp4moe_diag.backends.triton.configs import PS_CONFIGS, PS_DECODE_CONFIGS, KernelConfig, parse_config
-from fp4moe_diag.backends.triton.configs_warps import PS_DECODE8_CONFIGS, PS_GU16_CONFIGS, PS_GU16_K128_CONFIGS
+from fp4moe_diag.backends.triton.configs_warps import PS_DECODE8_CONFIGS, PS_GU16_CONFIGS
 from fp4moe_diag.backends.triton.configs_gu import PS_GU_CONFIGS, PS_GU_WIDE_CONFIGS
 from fp4moe_diag.backends.triton.configs_tail import PS_TAIL_CONFIGS
 
@@ -292,8 +292,7 @@ def test_tactics_offer_ps_where_the_layout_exists():
         KernelConfig(16, 128, 128, 4, 3, "ps", 1, 2)] + unsplit8  # gemm2 alone in 2 splits fits; in 3 not;
     # m16n128k256w8s3-ps-sk2 not (one split takes all 256)
     tac = [t for t in TritonMXFP4Backend().tactics(_case(num_tokens=4096)) if t.id.ps]
-    gu = list(PS_GU_CONFIGS + PS_GU_WIDE_CONFIGS + PS_GU16_CONFIGS) + [c for c in PS_TAIL_CONFIGS if c.gate_up] + list(
-        PS_GU16_K128_CONFIGS)
+    gu = list(PS_GU_CONFIGS + PS_GU_WIDE_CONFIGS + PS_GU16_CONFIGS) + [c for c in PS_TAIL_CONFIGS if c.gate_up]
     assert [t.id for t in tac if t.id.gate_up and not t.id.pdl] == gu
     assert all(t.label == t.id.label and t.params["ps"] is True and not t.params["x2"] for t in tac)
 

@@ -28,7 +28,6 @@ from fp4moe_diag.backends.triton.defaults import default_config
 from fp4moe_diag.backends.triton.configs_gu import (PS_GU_CONFIGS, PS_GU_DECODE_CONFIGS, PS_GU_DECODE_PDL_CONFIGS,
                                                    PS_GU_PDL_CONFIGS, PS_GU_WIDE_CONFIGS)
 from fp4moe_diag.backends.triton.configs_warps import (PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS,
-                                                      PS_GU16_K128_CONFIGS, PS_GU16_K128_PDL_CONFIGS,
                                                       PS_GU16_PDL_CONFIGS)
 from fp4moe_diag.backends.triton.configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS
 
@@ -59,10 +58,8 @@ def test_tactics_list():
     n_all = len(PS_CONFIGS) + len(PS_GU_CONFIGS)
     n_pdl_all = len(PS_PDL_CONFIGS) + 1 + len(PS_DECODE8_PDL_CONFIGS) + len(PS_GU_DECODE_PDL_CONFIGS)
     n_psd_all = len(PS_DECODE_CONFIGS) + len(PS_DECODE8_CONFIGS) + n_gud
-    n_gu16 = len(PS_GU16_CONFIGS) + len(PS_GU16_K128_CONFIGS)  # k64 and (session 26) k128 16-warp -gu tiles
-    n_gu16_pdl = len(PS_GU16_PDL_CONFIGS) + len(PS_GU16_K128_PDL_CONFIGS)
-    n_wide = n_all + len(PS_GU_WIDE_CONFIGS) + n_gu16 + len(PS_TAIL_CONFIGS)
-    n_tpdl = len(PS_TAIL_PDL_CONFIGS) + n_gu16_pdl  # the 16-warp -gu -pdl twins too (session 25)
+    n_wide = n_all + len(PS_GU_WIDE_CONFIGS) + len(PS_GU16_CONFIGS) + len(PS_TAIL_CONFIGS)
+    n_tpdl = len(PS_TAIL_PDL_CONFIGS) + len(PS_GU16_PDL_CONFIGS)  # the 16-warp -gu -pdl twins too (session 25)
     gu_tail = sum(c.gate_up for c in PS_TAIL_CONFIGS)  # as many -gu among PS_TAIL_PDL_CONFIGS
     for case, n_decode, n_x2, n_sw, n_ps, n_psd, n_pdl in (
             (_case(), 1, 0, 0, n_all, 3, 8),  # m16n128k128w4s3/s4 -pdl, their -fs, the 2 -gu -pdl, 2 -pdl of decode8
@@ -71,7 +68,7 @@ def test_tactics_list():
             (_case(num_tokens=64, **big), 7, 4, 3, n_all, n_psd_all, n_pdl_all),
             (_case(num_tokens=65, **big), 0, 0, 0, n_wide, 0, n_tpdl)):
         prefill = n_ps == n_wide
-        n_gu = len(PS_GU_CONFIGS) + (len(PS_GU_WIDE_CONFIGS) + n_gu16 + gu_tail if prefill else 0)
+        n_gu = len(PS_GU_CONFIGS) + (len(PS_GU_WIDE_CONFIGS) + len(PS_GU16_CONFIGS) + gu_tail if prefill else 0)
         n_gu += n_gud if n_psd else 0  # the k64 -gu decode tile
         tac = [t for t in b.tactics(case) if not (t.id.tile_major or t.id.peel or t.id.reg_cap)]  # -tm / -pk / -rN
         # twins: their own tests
@@ -79,7 +76,7 @@ def test_tactics_list():
                             + (len(DOT_SCALED_CONFIGS) + n_decode + n_pdl if compiled else 0))
         assert sum(t.id.ps and not t.id.pdl for t in tac) == n_ps + n_psd
         assert sum(t.id.pdl > 0 for t in tac) == (n_pdl if compiled else 0)
-        pdl_gu = (gu_tail + n_gu16_pdl if prefill else 1 + n_gud) if compiled and n_pdl > 0 else 0
+        pdl_gu = (gu_tail + len(PS_GU16_PDL_CONFIGS) if prefill else 1 + n_gud) if compiled and n_pdl > 0 else 0
         assert sum(t.id.gate_up for t in tac) == (n_gu + pdl_gu if n_ps else 0)
         assert sum(t.id.mode == "x2" for t in tac) == len(X2_CONFIGS) + n_x2
         assert sum(t.id.swap for t in tac) == len(SW_CONFIGS) + n_sw and all(t.id.x2 for t in tac if t.id.swap)
@@ -112,8 +109,7 @@ def test_tactics_list():
     every = (CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS + X2_CONFIGS + X2_DECODE_CONFIGS + SW_CONFIGS
              + SW_DECODE_CONFIGS + PS_CONFIGS + PS_DECODE_CONFIGS + PS_PDL_CONFIGS + PS_GU_CONFIGS + PS_GU_PDL_CONFIGS
              + PS_GU_WIDE_CONFIGS + PS_TAIL_CONFIGS + PS_TAIL_PDL_CONFIGS + PS_DECODE8_CONFIGS + PS_DECODE8_PDL_CONFIGS
-             + PS_GU16_CONFIGS + PS_GU_DECODE_CONFIGS + PS_GU_DECODE_PDL_CONFIGS + PS_GU16_K128_CONFIGS
-             + PS_GU16_K128_PDL_CONFIGS)
+             + PS_GU16_CONFIGS + PS_GU_DECODE_CONFIGS + PS_GU_DECODE_PDL_CONFIGS)
     assert len(set(every)) == len(every)
 
 

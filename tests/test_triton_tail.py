@@ -13,8 +13,7 @@ from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend
 from fp4moe_diag.backends.triton.configs import KernelConfig, parse_config
 from fp4moe_diag.backends.triton.configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS
 
-from fp4moe_diag.backends.triton.configs_warps import (PS_GU16_CONFIGS, PS_GU16_K128_CONFIGS, PS_GU16_K128_PDL_CONFIGS,
-                                                      PS_GU16_PDL_CONFIGS)
+from fp4moe_diag.backends.triton.configs_warps import PS_GU16_CONFIGS, PS_GU16_PDL_CONFIGS
 from fp4moe_diag.backends.triton.grouping import group_pairs_by_expert, split_tail_pairs
 from interpreter import HAS_TRITON, interpreter_fixture
 
@@ -69,16 +68,12 @@ def test_tail_tactics_offered_above_the_decode_sizes(monkeypatch):
     compiled = not (backend.interpret_enabled() or backend.kernels_interpreted())
     gu16 = [c for c in PS_GU16_CONFIGS if c.tail_m]  # the 16-warp -gu tile with 64-row tails (configs_warps)
     gu16_pdl = [c for c in PS_GU16_PDL_CONFIGS if c.tail_m]  # and its -pdl twin (session 25)
-    k128 = [c for c in PS_GU16_K128_CONFIGS if c.tail_m]  # and the k128 16-warp one (session 26), its -pdl twin
-    k128_pdl = [c for c in PS_GU16_K128_PDL_CONFIGS if c.tail_m]
-    assert prefill == gu16 + list(PS_TAIL_CONFIGS) + k128 + (list(PS_TAIL_PDL_CONFIGS) + gu16_pdl + k128_pdl
-                                                             if compiled else [])
+    assert prefill == gu16 + list(PS_TAIL_CONFIGS) + (list(PS_TAIL_PDL_CONFIGS) + gu16_pdl if compiled else [])
     assert [c.tail_m * 2 == c.block_m for c in PS_TAIL_CONFIGS] == [True] * 3
     assert [c.pdl for c in PS_TAIL_PDL_CONFIGS] == [1] * 3 and [c.label for c in PS_TAIL_PDL_CONFIGS][1] == \
         "m128n128k64w8s3-ps-g2n256-t64-pdl"
     monkeypatch.setattr(backend, "interpret_enabled", lambda: True)  # under the interpreter: no -pdl
-    assert [t.id for t in b.tactics(MoECase(num_tokens=1024, **case)) if t.id.tail_m and not t.id.reg_cap] == (
-        gu16 + list(PS_TAIL_CONFIGS) + k128)
+    assert [t.id for t in b.tactics(MoECase(num_tokens=1024, **case)) if t.id.tail_m and not t.id.reg_cap] == gu16 + list(PS_TAIL_CONFIGS)
 
 
 _INTERP_SCRIPT = r"""

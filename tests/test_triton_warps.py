@@ -49,8 +49,9 @@ def test_decode8_offered_at_decode_only(monkeypatch):
     assert not any(c in ids for c in PS_GU16_CONFIGS + PS_GU16_K128_CONFIGS + PS_GU16_K128_PDL_CONFIGS)
     prefill = [t.id for t in b.tactics(MoECase(num_tokens=65, **case))]  # T * k = 260 > 256
     assert not any(c in prefill for c in PS_DECODE8_CONFIGS + PS_DECODE8_PDL_CONFIGS)
-    assert all(c in prefill for c in PS_GU16_CONFIGS + PS_GU16_K128_CONFIGS)
-    assert all((c in prefill) == compiled for c in PS_GU16_K128_PDL_CONFIGS)
+    assert all(c in prefill for c in PS_GU16_CONFIGS)
+    # the k128 16-warp tiles (session 26): measured slower (H100 s26g), run by label only
+    assert not any(c in prefill for c in PS_GU16_K128_CONFIGS + PS_GU16_K128_PDL_CONFIGS)
     monkeypatch.setattr(backend, "interpret_enabled", lambda: True)  # under the interpreter: no -pdl
     ids = [t.id for t in b.tactics(MoECase(num_tokens=64, **case))]
     assert all(c in ids for c in PS_DECODE8_CONFIGS) and not any(c.pdl for c in ids)
@@ -183,8 +184,8 @@ def test_decode8_tactics_match_the_reference_and_the_4_warp_tile(interp_results:
                    "m128n128k128w16s3-ps-gu-g2n256-t64"))])
 def test_gu16_tactics_match_the_reference_and_the_8_warp_tile(interp_results: dict, name: str, labels: tuple):
     assert interp_results["interpreted"] is True
-    for lab in labels:
-        assert interp_results[f"gu16/{name}/{lab}/offered"] is True
+    for lab in labels:  # the k128 tiles (session 26) run by label only, not offered
+        assert interp_results[f"gu16/{name}/{lab}/offered"] is ("k128" not in lab)
         assert 0 < interp_results[f"gu16/{name}/{lab}"] < TOL, (lab, interp_results[f"gu16/{name}/{lab}"])
         assert interp_results[f"gu16/{name}/{lab}/vs_twin"] < SAME, (lab, interp_results[f"gu16/{name}/{lab}/vs_twin"])
         if lab.endswith("-fs"):  # the fused top-k sum adds in the kernel's order: bit-identical to the unfused twin

@@ -35,8 +35,7 @@ from .configs_peel import PS_PK_DECODE_CONFIGS, PS_PK_DECODE_PDL_CONFIGS
 from .configs_regcap import regcap_configs
 from .configs_tm import (PS_TM_DECODE_CONFIGS, PS_TM_DECODE_PDL_CONFIGS, PS_TM_PREFILL_CONFIGS,
                          PS_TM_PREFILL_PDL_CONFIGS, tm_refusal)
-from .configs_warps import (PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS, PS_GU16_K128_CONFIGS,
-                            PS_GU16_K128_PDL_CONFIGS, PS_GU16_PDL_CONFIGS)
+from .configs_warps import PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS, PS_GU16_PDL_CONFIGS
 from .defaults import measured_default
 from .loading import interpret_enabled, kernels_interpreted, load_kernels, triton_import_error  # noqa: F401
 from .grouping import ExpertGrouping
@@ -123,9 +122,8 @@ class TritonMXFP4Backend(Backend):
     def tactics(self, case: MoECase, prepared: Any = None) -> list[Tactic]:
         """The bit-arithmetic, x2 and sw configs everywhere, ps where the weights have that layout (H and I
         multiples of 64; with the ``-gu`` gemm1 variants of PS_GU_CONFIGS, above the decode sizes also
-        PS_GU_WIDE_CONFIGS, the 16-warp PS_GU16_CONFIGS, the tail-block ones of PS_TAIL_CONFIGS and the k128 16-warp
-        PS_GU16_K128_CONFIGS, compiled also PS_TAIL_PDL_CONFIGS, PS_GU16_PDL_CONFIGS, PS_GU16_K128_PDL_CONFIGS and
-        the -tm PS_TM_PREFILL_PDL_CONFIGS; at decode the
+        PS_GU_WIDE_CONFIGS, the 16-warp PS_GU16_CONFIGS and the tail-block ones of PS_TAIL_CONFIGS, compiled also
+        PS_TAIL_PDL_CONFIGS, PS_GU16_PDL_CONFIGS and the -tm PS_TM_PREFILL_PDL_CONFIGS; at decode the
         PS_DECODE_CONFIGS, 8-warp PS_DECODE8_CONFIGS and k64 -gu PS_GU_DECODE_CONFIGS that fit); the
         ``tl.dot_scaled`` ones only when compiled (GPU); where :func:`.tiling.decode_sized` (a rank expects <=
         DECODE_MAX_PAIRS pairs) the split-K decode configs (x2 / sw / ps ones everywhere, ds ones on GPU); at decode
@@ -134,7 +132,8 @@ class TritonMXFP4Backend(Backend):
         fused ends (``-fs``); the ``-tm`` twins of the winners (:mod:`.configs_tm`) where their tiles are whole (not
         the persistent ``-pt`` / ``-ptf`` ones of :mod:`.configs_persist`: measured slower, run by label only); at
         decode the ``-pk`` twins of :mod:`.configs_peel` (K steps without K masks; their ``-pdl`` ones compiled); not
-        the ``-g2sN`` ones of :mod:`.configs_stages` (gemm2's deeper pipeline: measured slower, run by label);
+        the ``-g2sN`` ones of :mod:`.configs_stages` (gemm2's deeper pipeline: measured slower, run by label) nor the
+        k128 16-warp ``-gu`` ones of :mod:`.configs_warps` (measured slower, run by label);
         compiled, from Triton 3.7 on, the ``-rN`` register-capped twins of :mod:`.configs_regcap`.
         The default: :mod:`.defaults`."""
         decode = decode_sized(case)
@@ -144,8 +143,7 @@ class TritonMXFP4Backend(Backend):
         if ps_refusal(case) is None:
             configs += PS_CONFIGS + (tuple(c for c in PS_DECODE_CONFIGS + PS_DECODE8_CONFIGS + PS_GU_DECODE_CONFIGS
                                            if _split_fits(case, c)) if decode else ())
-            configs += PS_GU_CONFIGS + (() if decode else PS_GU_WIDE_CONFIGS + PS_GU16_CONFIGS + PS_TAIL_CONFIGS
-                                        + PS_GU16_K128_CONFIGS)
+            configs += PS_GU_CONFIGS + (() if decode else PS_GU_WIDE_CONFIGS + PS_GU16_CONFIGS + PS_TAIL_CONFIGS)
             configs += _tile_major(case, PS_TM_DECODE_CONFIGS if decode else PS_TM_PREFILL_CONFIGS)
             configs += tuple(c for c in PS_PK_DECODE_CONFIGS if _split_fits(case, c)) if decode else ()
         compiled = not (interpret_enabled() or kernels_interpreted())
@@ -159,7 +157,7 @@ class TritonMXFP4Backend(Backend):
                 configs += _tile_major(case, PS_TM_DECODE_PDL_CONFIGS)
                 configs += tuple(c for c in PS_PK_DECODE_PDL_CONFIGS if _split_fits(case, c))
             elif ps_refusal(case) is None:  # prefill: the 8-warp tail tiles, the 16-warp -gu ones and their -tm twins
-                configs += PS_TAIL_PDL_CONFIGS + PS_GU16_PDL_CONFIGS + PS_GU16_K128_PDL_CONFIGS
+                configs += PS_TAIL_PDL_CONFIGS + PS_GU16_PDL_CONFIGS
                 configs += _tile_major(case, PS_TM_PREFILL_PDL_CONFIGS)
             configs += DOT_SCALED_CONFIGS
             if decode:

@@ -72,7 +72,11 @@ PS_GU16_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, "ps", block_n
 #: calls it latency-bound (issue 49-51 %, math-pipe stalls 16-18 %).  sm_90a, K = 3072, triton 3.6.0
 #: (``profiling.sass``): gemm1 4.81 loop instructions per weight against 5.53, 8 wgmma groups an iteration (<= 7
 #: waits) against 4 (<= 3); gemm2 4.84 against 5.53; both 128 registers, no spill, 1 program of 16 warps an SM (49 KB of
-#: shared memory a stage).  Not timed yet.
+#: shared memory a stage).  Measured slower (H100, ``data/runs/2026-12-06-nvidia-h100-s26g``, the prefill half of the
+#: headline: every row correct, 17 screen pairs against the k64 twins at 20b EP1 / EP2 T = 4096 / 16384 and 120b EP4
+#: T=4096: 1.11-1.14x, median 1.135): fewer instructions do not make up for what a K step of 128 costs with one
+#: program an SM (not profiled: the session's device time ran out).  Not offered
+#: (:meth:`.backend.TritonMXFP4Backend.tactics`); kept for that run's labels and run by label.
 PS_GU16_K128_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, "ps", block_n2=256, gate_up=True, tail_m=t)
                                                        for *c, t in ((128, 128, 128, 16, 3, 0),
                                                                      (128, 128, 128, 16, 4, 0),
