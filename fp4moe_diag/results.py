@@ -12,6 +12,8 @@ from typing import Any, Iterable
 
 import pandas as pd
 
+from .measure import SUSTAIN_S
+
 # (column, pandas dtype, description)
 SCHEMA: list[tuple[str, str, str]] = [
     ("run_id", "string", "run folder name, <date>-<gpu>[-tag]"),
@@ -100,7 +102,8 @@ SCHEMA: list[tuple[str, str, str]] = [
                                      "below 0.8 x the copy ceiling)"),
     ("ceiling_datasheet_GBps", "float64", "the GPU's datasheet HBM bandwidth, GB/s (H200: 4800)"),
     ("ceiling_bf16_sm_clock_mhz", "float64", "the SM clock (MHz, NVML) the ceiling_bf16_TFLOPs GEMMs ran at"),
-    ("ceiling_bf16_sustained_TFLOPs", "float64", "the bf16 GEMM again after 3 s of them (the power limit's clock)"),
+    ("ceiling_bf16_sustained_TFLOPs", "float64", f"the bf16 GEMM again after {SUSTAIN_S:g} s of them (the power "
+                                                 "limit's clock)"),
     ("ceiling_bf16_sustained_sm_clock_mhz", "float64", "the SM clock (MHz) of ceiling_bf16_sustained_TFLOPs"),
     ("rel_l2", "float64", "||out - ref|| / ||ref|| vs the float32 reference; w4a8 rows of triton_w4a8: vs the W4A8 "
                           "reference, which quantizes activations and weights as its kernels do"),

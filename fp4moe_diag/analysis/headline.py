@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 
 import pandas as pd
 
+from ..measure import SUSTAIN_S
 from .builds import release_tactic_mismatches
 from .duels import CLOCK_GAP
 from .tables import BF16_CLOCK_COLUMNS, with_run_ceilings, x_of_best
@@ -165,7 +166,8 @@ def ceiling_note(df: pd.DataFrame) -> str:
     for gpu, g in d.groupby("gpu_name", sort=True):
         burst, at, held, held_at = (g[c].median() for c in cols)
         mhz = lambda v: "" if pd.isna(v) else f" at {v:,.0f} MHz"  # noqa: E731
-        parts.append(f"{gpu_label(gpu)}: {burst:.0f} TFLOP/s{mhz(at)} from cold, {held:.0f}{mhz(held_at)} after 3 s "
+        parts.append(f"{gpu_label(gpu)}: {burst:.0f} TFLOP/s{mhz(at)} from cold, {held:.0f}{mhz(held_at)} after "
+                     f"{SUSTAIN_S:g} s "
                      f"({100 * held / burst:.0f} %)")
     if not parts:
         return ""

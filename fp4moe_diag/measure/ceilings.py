@@ -10,6 +10,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from ..problem.case import MoECase
+from . import SUSTAIN_S
 from .timing import TimingStats, time_fn
 
 
@@ -119,7 +120,7 @@ def sustained(fn: Callable[[], Any], seconds: float, sync: Callable[[], None], t
 
 
 def measure_ceilings(device: Any, copy_bytes: int = 2 * 2**30, gemm_n: int = 8192, repeats: int = 10,
-                     sustain_s: float = 3.0) -> Ceilings:
+                     sustain_s: float = SUSTAIN_S) -> Ceilings:
     """The ceilings of :class:`Ceilings` on ``device``; ``sustain_s``: the seconds of bf16 GEMMs before the
     sustained figure (0: right after the first)."""
     if not sustain_s >= 0:

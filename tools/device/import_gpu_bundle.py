@@ -28,6 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from fp4moe_diag.analysis.samples import clock_range
+from fp4moe_diag.measure import SUSTAIN_S
 from fp4moe_diag.run_folder import load_run, part_files, save_run
 
 KEEP = ("env.txt", "reproduce.txt", "verdict_h200.json", "version_matrix.csv", "debug_cutlass.txt",
@@ -108,13 +109,14 @@ def environment_lines(df: pd.DataFrame | None, csvs: list[Path]) -> list[str]:
 
 
 def _bf16_clocks(c: pd.Series) -> str:
-    """`` at 1980 MHz; after 3 s of them 629 TFLOP/s at 1230 MHz`` where the run measured the ceiling's clocks and its
-    sustained figure (measure.ceilings), else ``""``."""
+    """`` at 1980 MHz; after 3 s of them 629 TFLOP/s at 1230 MHz`` (:data:`fp4moe_diag.measure.SUSTAIN_S` seconds) where
+    the run measured the ceiling's clocks and its sustained figure (measure.ceilings), else ``""``."""
     mhz, held, held_mhz = (float(c.get(k, float("nan"))) for k in (
         "ceiling_bf16_sm_clock_mhz", "ceiling_bf16_sustained_TFLOPs", "ceiling_bf16_sustained_sm_clock_mhz"))
     out = f" at {mhz:.0f} MHz" if mhz == mhz else ""
     if held == held:
-        out += f"; after 3 s of them {held:.0f} TFLOP/s" + (f" at {held_mhz:.0f} MHz" if held_mhz == held_mhz else "")
+        out += f"; after {SUSTAIN_S:g} s of them {held:.0f} TFLOP/s" + (f" at {held_mhz:.0f} MHz" if held_mhz == held_mhz
+                                                                        else "")
     return out
 
 
