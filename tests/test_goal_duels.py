@@ -256,3 +256,20 @@ def test_a_traced_duel_names_each_kernel_role_beside_goal_1_and_never_decides_it
     g1 = goal_report(to_frame(rows).assign(gpu_name=H100), duels=duels).table.query("goal == 1").iloc[0]
     assert g1["status"] == "not met" and g1["x_goal"] == 1.005  # the medians said ahead; the plain duel decides
     assert g1["reason"].endswith(note)
+
+
+def test_a_second_duel_of_the_same_pair_is_named_beside_the_one_that_answers(tmp_path):
+    """Session 26, H200, 20b EP1 T=16384: two duels of the same tactics, 1.003 level (p10 0.999) and 1.003 behind
+    (p10 1.002); the lowest answers and the note names the other, so neither hides the other."""
+    from fp4moe_diag.analysis.duels import apply_duels
+
+    level = _duel(16384, "best", 1.0028, 0.999, 1.005, "level", 0.2)
+    behind = _duel(16384, "best", 1.0031, 1.002, 1.004, "behind", 0.07)
+    other_peer = {**_duel(16384, "best", 0.99, 0.98, 0.995, "ahead", 1.0), "b_tactic": "tk-m128k128w8"}
+    duels = read_duels([_folder(tmp_path, [level, behind, other_peer])])
+    t = apply_duels(pd.DataFrame([{**_goal1(16384, 0.999, "met"), "ours_tactic": "best",
+                                   "peer_tactic": "tk-m128kautow8s3"}]), duels)
+    r = t.iloc[0]
+    assert (r["status"], r["x_goal"]) == ("level", 1.0028)
+    assert r["note"].endswith("(the same pair duelled again: duels/duel-1.csv 1.003 (p10 1.002, p90 1.004) behind)")
+    assert "duel-2.csv" not in r["note"]  # another tactic of the peer is another pair

@@ -55,6 +55,18 @@ def committed_duels(root: Optional[Path] = None) -> pd.DataFrame:
     return d[keep].sort_values(keep[:4], kind="stable").reset_index(drop=True)
 
 
+def deciding_at(duels: pd.DataFrame, gpu_name: str, model: str, ep: int, t: int, ours: str, peer: str) -> pd.DataFrame:
+    """The duels that may decide goal 1 for ours (``a``) against the peer (``b``) at this GPU and shape: timed by
+    the goals' method (:func:`deciding`) and, where ours names its Triton release (``triton@3.6.0``), under it."""
+    if duels is None or duels.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    backend, _, release = ours.partition("@")
+    d = pair_rows(duels, gpu_name, model, ep, t, backend, peer)
+    if release and backend.startswith("triton") and "triton_version" in d.columns:
+        d = d[d["triton_version"].astype(str) == release]
+    return deciding(d)  # a duel without the flush, with an idle gap or under the profiler diagnoses
+
+
 def duel_verdict(duels: pd.DataFrame, gpu_name: str, model: str, ep: int, t: int, ours: str,
                  peer: str, best: Optional[str] = None) -> Optional[pd.Series]:
     """The duel of ours (``a``, backend ``ours`` without its ``@release``) against the peer (``b``) at this GPU and
@@ -71,13 +83,7 @@ def duel_verdict(duels: pd.DataFrame, gpu_name: str, model: str, ep: int, t: int
     count (a duel under another release answers another question: ``evidence.sh`` with ``KIT``), and only those
     timed by the goals' method (:func:`deciding`: ``--no-l2-flush``, ``--sync-after-flush`` and ``--kernel-time``
     diagnose, never decide)."""
-    if duels is None or duels.empty:
-        return None
-    backend, _, release = ours.partition("@")
-    d = pair_rows(duels, gpu_name, model, ep, t, backend, peer)
-    if release and backend.startswith("triton") and "triton_version" in d.columns:
-        d = d[d["triton_version"].astype(str) == release]
-    d = deciding(d)  # a duel without the flush, with an idle gap or under the profiler diagnoses
+    d = deciding_at(duels, gpu_name, model, ep, t, ours, peer)
     if d.empty:
         return None
     per_peer = [_ours_best(g, best) for _, g in d.groupby(d["b_tactic"].astype(str), sort=True)]
@@ -134,8 +140,23 @@ def apply_duels(table: pd.DataFrame, duels: pd.DataFrame) -> pd.DataFrame:
             t.at[i, "status"] = VERDICT_STATUS[d["verdict"]]
             t.at[i, "x_goal"] = float(d["ratio_median"])
         text = duel_text(d) + (f" ({NOT_DECIDING}: not this run's best `{best}`)" if other else "")
+        text += _same_pair_text(duels, r, d)
         t.at[i, "note"] = "; ".join(s for s in (str(r["note"] or ""), text) if s)
     return t
+
+
+def _same_pair_text(duels: pd.DataFrame, r: pd.Series, d: pd.Series) -> str:
+    """`` (the same pair duelled again: SOURCE 1.003 (p10 1.002, p90 1.004) behind; ...)`` for the other deciding
+    duels of the tactics of ``d`` at the row's shape, else ``""``: the one that answers hides none of them."""
+    same = deciding_at(duels, r["gpu_name"], r["model"], int(r["ep_size"]), int(r["num_tokens"]), r["ours_backend"],
+                       r["peer_backend"])
+    same = same[(same["a_tactic"].astype(str) == str(d["a_tactic"]))
+                & (same["b_tactic"].astype(str) == str(d["b_tactic"])) & (same["source"].astype(str) != str(d["source"]))]
+    if same.empty:
+        return ""
+    return " (the same pair duelled again: " + "; ".join(
+        f"{x.source} {float(x.ratio_median):.3f} (p10 {float(x.ratio_p10):.3f}, p90 {float(x.ratio_p90):.3f}) "
+        f"{x.verdict}" for x in same.itertuples()) + ")"
 
 
 #: best rows timed at SM clocks further apart than this are not like for like (:func:`clocks_apart`; the headline's
