@@ -86,9 +86,13 @@ def test_committed_duels_of_a_runs_folder(tmp_path):
     assert committed_duels(tmp_path).empty
     _folder(tmp_path, [_duel(16384, "b", 0.993, 0.992, 0.998, "ahead", 0.9),
                        _duel(4096, "a", 1.005, 1.003, 1.010, "behind", 0.0)], name="2026-12-05-run")
+    _folder(tmp_path, [{**_duel(4096, "a", 1.004, 1.001, 1.008, "behind", 0.1), "sync_after_flush": True,
+                        "kernel_time": True}], name="2026-12-06-run")
     d = committed_duels(tmp_path)
-    assert d["num_tokens"].tolist() == [4096, 16384] and d["verdict"].tolist() == ["behind", "ahead"]
-    assert d["source"].tolist() == ["2026-12-05-run/duel-1.csv", "2026-12-05-run/duel-0.csv"]
+    assert d["num_tokens"].tolist() == [4096, 4096, 16384] and d["verdict"].tolist() == ["behind", "behind", "ahead"]
+    assert d["source"].tolist() == ["2026-12-05-run/duel-1.csv", "2026-12-06-run/duel-0.csv",
+                                    "2026-12-05-run/duel-0.csv"]
+    assert d["condition"].tolist() == ["plain", "idle before each call, traced", "plain"]  # diagnoses said
 
 
 def test_undecided_lists_goal_1_shapes_a_duel_should_decide():
@@ -247,6 +251,12 @@ def test_a_traced_duel_names_each_kernel_role_beside_goal_1_and_never_decides_it
                        "triton_kernels") == ""  # a file from before the kernel columns
     v = duel_verdict(duels, H100, "gpt-oss-20b", 2, 4096, "triton", "triton_kernels", "best")
     assert v["source"] == "duels/duel-0.csv" and v["ratio_median"] == 1.005
+    from fp4moe_diag.analysis.traced_duels import traced_table
+
+    tt = traced_table(duels)  # notebook 04's table: the traced duel only, role by role
+    assert len(tt) == 1 and tt.iloc[0]["source"] == "duels/duel-1.csv" and not tt.iloc[0]["idle_before"]
+    assert (tt.iloc[0]["gemm1 ours"], tt.iloc[0]["gemm1 peer"], tt.iloc[0]["topk_sum peer"]) == (593.3, 589.2, 23.2)
+    assert traced_table(read_duels([tmp_path / "old"])).empty
     from fp4moe_diag.analysis.goals import goal_report
     from fp4moe_diag.results import to_frame
     from frames import _row

@@ -46,13 +46,24 @@ def deciding(d: pd.DataFrame) -> pd.DataFrame:
 
 def committed_duels(root: Optional[Path] = None) -> pd.DataFrame:
     """Every ``duel-*.csv`` under ``data/runs/*/`` (``root``: another runs folder) as one table, a row per duel:
-    GPU, shape, both tactics, the per-round ratio and verdict, and its run folder (``source``); empty when none."""
+    GPU, shape, both tactics, the per-round ratio and verdict, how it was timed (:func:`condition`) and its run folder
+    (``source``); empty when none."""
     from ..paths import run_folders
 
     d = read_duels(run_folders(root))
+    d = d.assign(condition=[condition(r) for _, r in d.iterrows()])
     keep = ["gpu_name", "model", "ep_size", "num_tokens", "a_backend", "a_tactic", "b_backend", "b_tactic",
-            "ratio_median", "ratio_p10", "ratio_p90", "a_faster_share", "verdict", "source"]
+            "ratio_median", "ratio_p10", "ratio_p90", "a_faster_share", "verdict", "condition", "source"]
     return d[keep].sort_values(keep[:4], kind="stable").reset_index(drop=True)
+
+
+def condition(r: pd.Series) -> str:
+    """How a duel row (:func:`read_duels`) was timed: ``plain`` (the goals' method, :func:`deciding`), else its
+    diagnoses joined: ``L2 not flushed``, ``idle before each call``, ``traced``."""
+    parts = [text for col, plain, text in (("l2_flushed", True, "L2 not flushed"),
+                                          ("sync_after_flush", False, "idle before each call"),
+                                          ("kernel_time", False, "traced")) if bool(r.get(col, plain)) != plain]
+    return ", ".join(parts) or "plain"
 
 
 def deciding_at(duels: pd.DataFrame, gpu_name: str, model: str, ep: int, t: int, ours: str, peer: str) -> pd.DataFrame:

@@ -42,3 +42,32 @@ def traced_note(duels: pd.DataFrame, gpu_name: str, model: str, ep: int, t: int,
         out.append(f"traced ({r.source}, {idle}): ours `{r.a_tactic}` / peer `{r.b_tactic}` events "
                    f"{float(r.ratio_median):.3f}, kernel spans {float(r.span_ratio_median):.3f}; us a call: {roles}")
     return "; ".join(out)
+
+
+def traced_table(duels: pd.DataFrame) -> pd.DataFrame:
+    """The traced duels of a duel frame (:func:`.duels.read_duels`, or :func:`.duels.committed_duels`' sources read
+    again), one row each: GPU, shape, both tactics, whether the GPU idled before each call, the per-round ratios of the
+    events and of the kernel spans, and per kernel role ours' and the peer's median us a call (``gemm1 ours``,
+    ``gemm1 peer``, ...); empty when none."""
+    keys = ["gpu_name", "model", "ep_size", "num_tokens", "a_tactic", "b_tactic"]
+    if duels is None or duels.empty or "kernel_time" not in duels.columns or "a_kernels" not in duels.columns:
+        return pd.DataFrame(columns=keys + ["idle_before", "ratio_median", "span_ratio_median", "source"])
+    rows = []
+    for _, r in duels[duels["kernel_time"].astype(bool)].iterrows():
+        a, b = by_role(r["a_kernels"]), by_role(r["b_kernels"])
+        row = {k: r[k] for k in keys} | {"idle_before": bool(r["sync_after_flush"]),
+                                          "ratio_median": float(r["ratio_median"]),
+                                          "span_ratio_median": float(r["span_ratio_median"])}
+        for role in ROLES:
+            if role in a or role in b:
+                row |= {f"{role} ours": a.get(role, float("nan")), f"{role} peer": b.get(role, float("nan"))}
+        rows.append(row | {"source": r["source"]})
+    return pd.DataFrame(rows)
+
+
+def committed_traced(root=None) -> pd.DataFrame:  # noqa: ANN001 -- a Path or None, as committed_duels
+    """:func:`traced_table` of every ``duel-*.csv`` under ``data/runs/*/`` (``root``: another runs folder)."""
+    from ..paths import run_folders
+    from .duels import read_duels
+
+    return traced_table(read_duels(run_folders(root)))

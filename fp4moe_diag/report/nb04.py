@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..analysis.ablations import committed_ablations, markdown as ablation_markdown  # noqa: F401 (re-exported)
 from ..analysis.duels import committed_duels  # noqa: F401 (re-exported for the notebook)
+from ..analysis.traced_duels import committed_traced  # noqa: F401 (re-exported for the notebook)
 from ..profiling.ncu import committed_ncu_results  # noqa: F401 (re-exported for the notebook)
 from ..profiling.session import nsight_status, profile_kernels, profile_vs_events
 from .context import CPU_HIDDEN_SCALE, TUNE_COLUMNS, ReportContext, context, environment_table, load_report_data  # noqa: F401 (re-exported)
