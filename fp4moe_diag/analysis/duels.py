@@ -162,7 +162,8 @@ def _same_pair_text(duels: pd.DataFrame, r: pd.Series, d: pd.Series) -> str:
     same = deciding_at(duels, r["gpu_name"], r["model"], int(r["ep_size"]), int(r["num_tokens"]), r["ours_backend"],
                        r["peer_backend"])
     same = same[(same["a_tactic"].astype(str) == str(d["a_tactic"]))
-                & (same["b_tactic"].astype(str) == str(d["b_tactic"])) & (same["source"].astype(str) != str(d["source"]))]
+                & (same["b_tactic"].astype(str) == str(d["b_tactic"]))
+                & (same["source"].astype(str) != str(d["source"]))]
     if same.empty:
         return ""
     return " (the same pair duelled again: " + "; ".join(

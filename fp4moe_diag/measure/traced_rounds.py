@@ -4,14 +4,16 @@ see when they watch one replay, not two passes made one after the other.
 Why: a sweep times each finalist twice.  Its timing pass queues flush, call, flush, call ... back to back and times
 each call by CUDA events (:func:`.paired.replay_rounds`); its CUPTI pass (:mod:`.kernel_time`) waits for each flush
 before it launches the call, so the GPU idles for a host round trip before every call.  At 20b EP2 T=4096 the two
-passes disagree in sign about ours and triton_kernels: on the H200 (s23b) ours' replay took 883 us against a kernel
+passes disagreed in sign about ours and triton_kernels: on the H200 (s23b) ours' replay took 883 us against a kernel
 span of 884, triton_kernels' 879 against 888; on the H100 (s25c) ours 903 against 898, triton_kernels' 898 against
-916.  A replay cannot end before its own kernels do, so the two passes ran triton_kernels' kernels differently.  Here
-every replay is timed both ways at once, with the calls queued back to back or with the idle gap
-(``sync_after_flush``), so that what differs is the condition, not the method, and each kernel's share shows.
+916.  A replay cannot end before its own kernels do.  Here every replay is timed both ways at once, with the calls
+queued back to back or with the idle gap (``sync_after_flush``), so that what differs is the condition, not the
+method, and each kernel's share shows.  Session 26 (``docs/conditions-s26.md``): in the same replays the events
+exceed the span by 4-5 us back to back, 13-15 us idle, alike for both backends; the idle gap moves the ratio by at
+most 0.002; the two passes' absolute times differ because the clocks drift by up to 5 % from one pass to the next.
 
-:func:`assign_in_stream_order`, :func:`join_replays` and :func:`pair_columns` are pure (tested on CPU with synthetic records); :func:`traced_rounds`
-needs a CUDA GPU."""
+:func:`assign_in_stream_order`, :func:`join_replays` and :func:`pair_columns` are pure (tested on CPU with synthetic
+records); :func:`traced_rounds` needs a CUDA GPU."""
 
 from __future__ import annotations
 
@@ -35,12 +37,12 @@ class TracedReplay:
 
 def assign_in_stream_order(activities: Sequence[Activity], mark: str = MARK) -> list[CallKernels]:
     """The device records of each call range (CPU annotations ``mark + str(i)``) when the calls are queued back to
-    back on one stream and no range waits for its kernels: of a graph replay, the profiler links only the first
-    kernel to the range it was launched in (the others are linked to nothing and start after the range ended), so
-    :func:`.kernel_time.assign_to_calls`, which places unlinked records by their start time, loses them.  Here the
-    records are walked in start order: a record launched by a runtime call, or linked to a host op, that started in
-    a range opens that call; one that is neither belongs to the call open before it; one of a launch or op outside
-    every range (the L2 flush) closes it."""
+    back on one stream and no range waits for its kernels.  The kernels of a graph replay are linked to no host op
+    (torch 2.11, H100: they carry their ``cudaGraphLaunch``'s CUPTI correlation id only) and start after the range
+    that launched them ended, so :func:`.kernel_time.assign_to_calls`, which places such records by their start
+    time, loses them.  Here the records are walked in start order: a record whose launch (runtime call) or host op
+    started in a range opens that call; one with neither belongs to the call open before it; one whose launch or op
+    lies outside every range (the L2 flush) closes it."""
     ranges, call_of = call_ranges(activities, mark)
     # host records -> the range they started in (None: outside every range); CUPTI numbers a launch's device
     # records with its runtime call's id (every kernel of a graph launch with the cudaGraphLaunch's), the profiler
