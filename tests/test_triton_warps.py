@@ -30,7 +30,8 @@ def test_decode8_labels_and_lists():
     assert [c.label for c in PS_GU16_CONFIGS] == ["m128n128k64w16s3-ps-gu-g2n256", "m128n128k64w16s4-ps-gu-g2n256",
                                                   "m64n128k64w16s4-ps-gu-g2n256", "m128n128k64w16s3-ps-gu-g2n256-t64",
                                                   "m128n128k64w16s3-ps-gu-g2n256-fs", "m128n128k64w16s4-ps-gu-g2n256-fs"]
-    assert [c.label for c in PS_GU16_K128_CONFIGS] == ["m128n128k128w16s3-ps-gu-g2n256", "m128n128k128w16s4-ps-gu-g2n256",
+    assert [c.label for c in PS_GU16_K128_CONFIGS] == ["m128n128k128w16s3-ps-gu-g2n256",
+                                                       "m128n128k128w16s4-ps-gu-g2n256",
                                                        "m128n128k128w16s3-ps-gu-g2n256-t64"]
     assert [c.label for c in PS_GU16_K128_PDL_CONFIGS] == [c.label + "-pdl" for c in PS_GU16_K128_CONFIGS]
     for c in PS_GU16_CONFIGS + PS_GU16_K128_CONFIGS + PS_GU16_K128_PDL_CONFIGS:

@@ -115,8 +115,8 @@ def _bf16_clocks(c: pd.Series) -> str:
         "ceiling_bf16_sm_clock_mhz", "ceiling_bf16_sustained_TFLOPs", "ceiling_bf16_sustained_sm_clock_mhz"))
     out = f" at {mhz:.0f} MHz" if mhz == mhz else ""
     if held == held:
-        out += f"; after {SUSTAIN_S:g} s of them {held:.0f} TFLOP/s" + (f" at {held_mhz:.0f} MHz" if held_mhz == held_mhz
-                                                                        else "")
+        at = f" at {held_mhz:.0f} MHz" if held_mhz == held_mhz else ""
+        out += f"; after {SUSTAIN_S:g} s of them {held:.0f} TFLOP/s{at}"
     return out
 
 

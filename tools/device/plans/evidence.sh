@@ -22,8 +22,8 @@
 # $OUT/profiles.tgz: the profiles (beside the run, kernels.csv as ncu_<name>.csv: what goals reads).
 set -u
 PARTS=${PARTS:-sweep ablate profile}
-for p in $PARTS; do case $p in sweep|ablate|profile|duel|energy|conditions) ;; *) echo "PARTS: expected sweep, ablate, profile, duel, energy or conditions, got $p" >&2
-  exit 2 ;; esac; done
+for p in $PARTS; do case $p in sweep|ablate|profile|duel|energy|conditions) ;; *)
+  echo "PARTS: expected sweep, ablate, profile, duel, energy or conditions, got $p" >&2; exit 2 ;; esac; done
 has() { case " $PARTS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 . "$(dirname "$0")/plan_lib.sh"
 export TRITON_CACHE_DIR=/tmp/tc
