@@ -89,17 +89,45 @@ def duel_verdict(duels: pd.DataFrame, gpu_name: str, model: str, ep: int, t: int
     best, and a win against one of its tactics does not hide a loss against another (session 25, H100, 20b EP2
     T=4096: 0.996 against ``tk-m128k128w8``, 1.004 against ``tk-m128kautow8s3``); a peer tactic duelled only by
     another tactic of ours than ``best`` that did not win says nothing of ours' best and answers only when no other
-    does.  The note names both tactics.  When
+    does.  The note names both tactics.  Repeated duels of one pair are pooled first (:func:`pooled`): picking
+    the lowest of them would pick the luckiest sample.  When
     ours is a Triton backend with its release (``triton@3.6.0``), only the duels timed under that Triton release
     count (a duel under another release answers another question: ``evidence.sh`` with ``KIT``), and only those
     timed by the goals' method (:func:`deciding`: ``--no-l2-flush``, ``--sync-after-flush`` and ``--kernel-time``
     diagnose, never decide)."""
-    d = deciding_at(duels, gpu_name, model, ep, t, ours, peer)
+    d = pooled(deciding_at(duels, gpu_name, model, ep, t, ours, peer))
     if d.empty:
         return None
     per_peer = [_ours_best(g, best) for _, g in d.groupby(d["b_tactic"].astype(str), sort=True)]
     decisive = [r for r in per_peer if best is None or str(r["a_tactic"]) == str(best) or r["verdict"] == "ahead"]
     return max(decisive or per_peer, key=lambda r: float(r["ratio_median"]))
+
+
+#: a pooled duel's verdict from the share of its rounds ours was faster (as a single duel's p90 < 1 / p10 > 1)
+AHEAD_SHARE, BEHIND_SHARE = 0.9, 0.1
+
+
+def pooled(d: pd.DataFrame) -> pd.DataFrame:
+    """Duels (:func:`deciding_at`) with the repeats of one pair (the same tactic of ours and of the peer, under the
+    same Triton release) pooled into one row: ``rounds`` summed, the ratios and the share of rounds ours was faster the rounds-weighted means, the
+    verdict from that share (``ahead`` at :data:`AHEAD_SHARE` or more, ``behind`` at :data:`BEHIND_SHARE` or less,
+    else ``level``), ``duels`` their count and ``source`` their files.  (Session 26, H200, 20b EP1 T=16384: 1.003
+    level in 20 % of rounds and 1.003 behind in 7 %: pooled 1.003 in 13 %, level.)"""
+    rows = []
+    keys = [d[c].astype(str) for c in ("a_tactic", "b_tactic", "triton_version") if c in d.columns]
+    for _, g in (d.groupby(keys, sort=True) if len(d) else ()):
+        r = g.iloc[0].copy()
+        r["duels"] = len(g)
+        if len(g) > 1:
+            w = g["rounds"].astype(float)
+            for c in ("ratio_median", "ratio_p10", "ratio_p90", "a_faster_share"):
+                r[c] = float((g[c].astype(float) * w).sum() / w.sum())
+            share = r["a_faster_share"]
+            r["rounds"] = int(w.sum())
+            r["verdict"] = "ahead" if share >= AHEAD_SHARE else "behind" if share <= BEHIND_SHARE else "level"
+            r["source"] = "; ".join(g["source"].astype(str))
+        rows.append(r)
+    return pd.DataFrame(rows, columns=[*d.columns, "duels"])
 
 
 def _ours_best(d: pd.DataFrame, best: Optional[str]) -> pd.Series:
@@ -112,8 +140,12 @@ def _ours_best(d: pd.DataFrame, best: Optional[str]) -> pd.Series:
 
 
 def duel_text(r: pd.Series) -> str:
-    """One line: the ratio, its p10-p90, the share of rounds ours was faster, the verdict and where it is from."""
-    return (f"duel ({int(r['rounds'])} alternating rounds, {r['source']}): ours `{r['a_tactic']}` / peer "
+    """One line: the ratio, its p10-p90, the share of rounds ours was faster, the verdict and where it is from (of
+    a pooled row, :func:`pooled`: how many duels, and the rounds-weighted means)."""
+    n = int(r.get("duels", 1) or 1)
+    what = (f"duel ({int(r['rounds'])} alternating rounds" if n == 1 else
+            f"{n} duels of this pair pooled ({int(r['rounds'])} alternating rounds; ratios their rounds-weighted means")
+    return (f"{what}, {r['source']}): ours `{r['a_tactic']}` / peer "
             f"`{r['b_tactic']}` {float(r['ratio_median']):.3f} (p10 {float(r['ratio_p10']):.3f}, p90 "
             f"{float(r['ratio_p90']):.3f}), ours faster in {100 * float(r['a_faster_share']):.0f} % of rounds: "
             f"{r['verdict']}")
@@ -151,24 +183,8 @@ def apply_duels(table: pd.DataFrame, duels: pd.DataFrame) -> pd.DataFrame:
             t.at[i, "status"] = VERDICT_STATUS[d["verdict"]]
             t.at[i, "x_goal"] = float(d["ratio_median"])
         text = duel_text(d) + (f" ({NOT_DECIDING}: not this run's best `{best}`)" if other else "")
-        text += _same_pair_text(duels, r, d)
         t.at[i, "note"] = "; ".join(s for s in (str(r["note"] or ""), text) if s)
     return t
-
-
-def _same_pair_text(duels: pd.DataFrame, r: pd.Series, d: pd.Series) -> str:
-    """`` (the same pair duelled again: SOURCE 1.003 (p10 1.002, p90 1.004) behind; ...)`` for the other deciding
-    duels of the tactics of ``d`` at the row's shape, else ``""``: the one that answers hides none of them."""
-    same = deciding_at(duels, r["gpu_name"], r["model"], int(r["ep_size"]), int(r["num_tokens"]), r["ours_backend"],
-                       r["peer_backend"])
-    same = same[(same["a_tactic"].astype(str) == str(d["a_tactic"]))
-                & (same["b_tactic"].astype(str) == str(d["b_tactic"]))
-                & (same["source"].astype(str) != str(d["source"]))]
-    if same.empty:
-        return ""
-    return " (the same pair duelled again: " + "; ".join(
-        f"{x.source} {float(x.ratio_median):.3f} (p10 {float(x.ratio_p10):.3f}, p90 {float(x.ratio_p90):.3f}) "
-        f"{x.verdict}" for x in same.itertuples()) + ")"
 
 
 #: best rows timed at SM clocks further apart than this are not like for like (:func:`clocks_apart`; the headline's
