@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import pandas as pd
 
@@ -44,21 +44,24 @@ def check_goal_args(args: argparse.Namespace) -> list[Path]:
     return timed
 
 
-def evidence_command(duels: list[str], profiles: list[str], gpu_names: pd.Series) -> str:
-    """The one device call that measures what the goals still lack: ``tools/device/plans/evidence.sh`` with the duels
-    and the profiles, ``ONLY_ON`` the runs' GPU (its model, e.g. H200), or a comment where nothing is left.  A
-    ValueError where ours' rows come from several GPUs (each GPU's lists are its own)."""
+def evidence_command(duels: list[str], profiles: list[str], gpu_names: pd.Series,
+                     conditions: Sequence[str] = ()) -> str:
+    """The one device call that measures what the goals still lack: ``tools/device/plans/evidence.sh`` with the duels,
+    the profiles and the traced duels (``conditions``: goal-1 shapes not met whose pair no duel traced),
+    ``ONLY_ON`` the runs' GPU (its model, e.g. H200), or a comment where nothing is left.  A ValueError where ours'
+    rows come from several GPUs (each GPU's lists are its own)."""
     gpus = sorted(set(gpu_names.dropna().astype(str)) - {"", "cpu"})
     if len(gpus) != 1:
         raise ValueError(f"argument --plan: expected the runs of one GPU, got ours' rows from {gpus or 'none'}; pass "
                          "the run folders of one GPU")
-    if not duels and not profiles:
-        return (f"# {gpus[0]}: nothing left to measure: every missed shape has a profile of ours' tactic and every "
-                "undecided goal-1 shape a duel")
-    parts = " ".join(p for p, items in (("duel", duels), ("profile", profiles)) if items)
+    if not duels and not profiles and not conditions:
+        return (f"# {gpus[0]}: nothing left to measure: every missed shape has a profile of ours' tactic, every "
+                "undecided goal-1 shape a duel and every goal-1 shape not met a traced duel")
+    lists = (("duel", "DUELS", duels), ("conditions", "CONDITIONS", conditions), ("profile", "PROFILES", profiles))
+    parts = " ".join(p for p, _, items in lists if items)
     only_on = gpus[0].removeprefix("NVIDIA ").split()[0]
-    return (f'ONLY_ON={only_on} PARTS="{parts}"' + (f' DUELS="{" ".join(duels)}"' if duels else "")
-            + (f' PROFILES="{" ".join(profiles)}"' if profiles else "") + " bash tools/device/plans/evidence.sh")
+    return (f'ONLY_ON={only_on} PARTS="{parts}"' + "".join(f' {var}="{" ".join(items)}"' for _, var, items in lists
+                                                          if items) + " bash tools/device/plans/evidence.sh")
 
 
 def cmd_goals(args: argparse.Namespace) -> int:
@@ -67,6 +70,7 @@ def cmd_goals(args: argparse.Namespace) -> int:
     from .analysis.energy import read_energy
     from .analysis.goal_profiles import read_profiles, with_folder_gpus, with_folder_releases
     from .analysis.goals import goal_report, unprofiled
+    from .analysis.traced_duels import untraced
     from .analysis.goals_markdown import goals_markdown
     from .run_folder import load_run
 
@@ -95,7 +99,10 @@ def cmd_goals(args: argparse.Namespace) -> int:
     profiles = list(dict.fromkeys(f"{r.model}|{r.ep_size}|{r.num_tokens}|{r.tactic}"  # in PROFILES; one per shape and
                                   for r in unprofiled(report.table).itertuples()))  # tactic, whatever GPU missed it
     if args.plan:
-        print(evidence_command(duels, profiles, df.loc[mine, "gpu_name"]))
+        # goal-1 shapes not met whose pair no duel traced: CONDITIONS (its first way is the plain duel, so such a shape
+        # leaves DUELS)
+        traced = untraced(report.table, read_duels(args.runs))
+        print(evidence_command([d for d in duels if d not in traced], profiles, df.loc[mine, "gpu_name"], traced))
     else:
         print("\n".join(duels if args.duels else profiles))
     return 0
@@ -126,6 +133,7 @@ def add_parser(sub: Any) -> None:
                    "PEER=TACTIC, goal 1's shapes missed or met by less than 2 %% with no duel yet (what "
                    "tools/device/plans/evidence.sh takes in DUELS)")
     what.add_argument("--plan", action="store_true", help="print instead the one device call that measures both "
-                      "lists: ONLY_ON=<the runs' GPU> PARTS=... DUELS=... PROFILES=... bash "
+                      "lists and traces a duel where goal 1 is not met and no duel of ours' best was traced: "
+                      "ONLY_ON=<the runs' GPU> PARTS=... DUELS=... CONDITIONS=... PROFILES=... bash "
                       "tools/device/plans/evidence.sh (the runs of one GPU)")
     g.set_defaults(func=cmd_goals)

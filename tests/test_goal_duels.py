@@ -286,11 +286,34 @@ def test_repeated_duels_of_one_pair_are_pooled_not_the_luckiest_one_picked(tmp_p
                                    "peer_tactic": "tk-m128kautow8s3"}]), duels)
     r = t.iloc[0]
     assert (r["status"], r["x_goal"]) == ("level", pytest.approx(1.00295))
-    assert r["note"].startswith("2 duels of this pair pooled (60 alternating rounds; ratios their rounds-weighted "
+    assert r["note"].startswith("duel (2 of this pair pooled: 60 alternating rounds, ratios their rounds-weighted "
                                 "means, duels/duel-0.csv; duels/duel-1.csv): ours `best` / peer `tk-m128kautow8s3` "
                                 "1.003")
+    from fp4moe_diag.analysis.duels import undecided
+
+    assert undecided(t) == []  # pooled duels count as duelled: the shape is not listed again
     assert r["note"].endswith("ours faster in 13 % of rounds: level")
     h100 = read_duels([_folder(tmp_path, [_duel(4096, "best", 1.004, 0.999, 1.008, "level", 0.17),
                                           _duel(4096, "best", 1.004, 1.002, 1.008, "behind", 0.0)], "h100")])
     v = duel_verdict(h100, H100, "gpt-oss-20b", 2, 4096, "triton", "triton_kernels", "best")
     assert (v["verdict"], v["a_faster_share"], v["duels"]) == ("behind", pytest.approx(0.085), 2)
+
+
+def test_untraced_lists_goal_1_shapes_not_met_whose_best_tactic_no_duel_traced(tmp_path):
+    """goals --plan's CONDITIONS (session 26): a shape not met and never traced with ours' best tactic is listed; one
+    traced (or met, or level) is not; a traced duel of another tactic of ours does not count."""
+    from fp4moe_diag.analysis.traced_duels import untraced
+
+    def row(t: int, status: str) -> dict:
+        return {**_goal1(t, 1.004, status), "ours_tactic": "best", "peer_tactic": "tk-m128kautow8s3",
+                "ours_backend": "triton@3.6.0"}
+
+    table = pd.DataFrame([row(4096, "not met"), row(16384, "not met"), row(1024, "level"), row(256, "met")])
+    traced = [{**_duel(16384, "best", 1.004, 1.001, 1.008, "behind", 0.1), "kernel_time": True},
+              {**_duel(4096, "older", 1.004, 1.001, 1.008, "behind", 0.1), "kernel_time": True},
+              _duel(4096, "best", 1.004, 1.001, 1.008, "behind", 0.0)]  # plain: not traced
+    duels = read_duels([_folder(tmp_path, traced)])
+    assert untraced(table, duels) == ["gpt-oss-20b|2|4096|triton=best|triton_kernels=tk-m128kautow8s3"]
+    assert untraced(table, read_duels([tmp_path / "none"])) == [
+        "gpt-oss-20b|2|4096|triton=best|triton_kernels=tk-m128kautow8s3",
+        "gpt-oss-20b|2|16384|triton=best|triton_kernels=tk-m128kautow8s3"]

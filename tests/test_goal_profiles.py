@@ -158,7 +158,12 @@ def test_plan_prints_the_one_evidence_call_the_committed_h200_runs_still_need(ca
     assert len(duels) == 5 and len(profiles) == 11
     assert duels[0] == "gpt-oss-20b|1|4096|triton=m128n128k64w16s3-ps-gu-g2n256-t64|triton_kernels=tk-m128kautow8s3"
     assert "gpt-oss-20b|1|1|m16n64k256w4s3-ps-sk2-pdl" in profiles
-    assert lists["--plan"] == (f'ONLY_ON=H200 PARTS="duel profile" DUELS="{" ".join(duels)}" '
+    # goal 1 not met (by the medians) and never traced: 20b EP2 T=4096 goes to CONDITIONS (its first way, c1, is the
+    # plain duel), the other undecided shapes stay in DUELS (session 26)
+    traced = [d for d in duels if d.startswith("gpt-oss-20b|2|4096|")]
+    assert len(traced) == 1
+    assert lists["--plan"] == (f'ONLY_ON=H200 PARTS="duel conditions profile" '
+                               f'DUELS="{" ".join(d for d in duels if d not in traced)}" CONDITIONS="{traced[0]}" '
                                f'PROFILES="{" ".join(profiles)}" bash tools/device/plans/evidence.sh')
 
 
@@ -169,6 +174,8 @@ def test_plan_says_when_nothing_is_left_and_refuses_runs_of_several_gpus():
     assert evidence_command([], [], h100).startswith("# NVIDIA H100 80GB HBM3: nothing left to measure")
     assert evidence_command([], ["m|1|4|t"], h100) == ('ONLY_ON=H100 PARTS="profile" PROFILES="m|1|4|t" '
                                                        'bash tools/device/plans/evidence.sh')
+    assert evidence_command(["d"], [], h100, ["c"]) == ('ONLY_ON=H100 PARTS="duel conditions" DUELS="d" CONDITIONS="c" '
+                                                        'bash tools/device/plans/evidence.sh')
     two = pd.Series(["NVIDIA H100 80GB HBM3", "NVIDIA H200"])
     with pytest.raises(ValueError, match=r"^argument --plan: expected the runs of one GPU"):
         evidence_command(["d"], [], two)

@@ -140,3 +140,17 @@ def test_conditions_run_one_pair_four_ways_each_into_its_own_file(tmp_path):
     assert out[4] == "conditions 20b-ep2-t4096 done"
     short = bash(tmp_path, smi, body.replace("echo 300", "echo 79"), DUELS="gpt-oss-20b|2|4096|triton=c|tk=b")
     assert short.stdout.splitlines() == ["conditions 20b-ep2-t4096: no time (4 x 20 s needed, 79 s left)"]
+
+
+def test_evidence_takes_the_conditions_pairs_from_conditions_else_duels(tmp_path):
+    """evidence.sh's PARTS=conditions line (session 26): CONDITIONS (what `goals --plan` names) when set, else the
+    DUELS pairs; DUELS itself is left as it was for PARTS=duel."""
+    smi = fake_smi(tmp_path, "NVIDIA H200")
+    line = next(x for x in (LIB.parent / "evidence.sh").read_text().splitlines() if x.startswith("has conditions"))
+    body = ('conditions() { echo "conditions $1 $6"; }; say() { echo "$*"; }; left() { echo 300; }; TV=""; '
+            f'has() {{ return 0; }}; {line}; echo "after: $DUELS"')
+    out = bash(tmp_path, smi, body, DUELS="gpt-oss-20b|1|16384|triton=a|tk=b",
+               CONDITIONS="gpt-oss-20b|2|4096|triton=c|tk=b").stdout.splitlines()
+    assert out == ["conditions 20b-ep2-t4096 triton=c", "after: gpt-oss-20b|1|16384|triton=a|tk=b"]
+    out = bash(tmp_path, smi, body, DUELS="gpt-oss-20b|1|16384|triton=a|tk=b").stdout.splitlines()
+    assert out[0] == "conditions 20b-ep1-t16384 triton=a"

@@ -142,9 +142,9 @@ def _ours_best(d: pd.DataFrame, best: Optional[str]) -> pd.Series:
 def duel_text(r: pd.Series) -> str:
     """One line: the ratio, its p10-p90, the share of rounds ours was faster, the verdict and where it is from (of
     a pooled row, :func:`pooled`: how many duels, and the rounds-weighted means)."""
-    n = int(r.get("duels", 1) or 1)
+    n = int(r.get("duels", 1) or 1)  # "duel (" opens both forms: undecided() reads it as "duelled"
     what = (f"duel ({int(r['rounds'])} alternating rounds" if n == 1 else
-            f"{n} duels of this pair pooled ({int(r['rounds'])} alternating rounds; ratios their rounds-weighted means")
+            f"duel ({n} of this pair pooled: {int(r['rounds'])} alternating rounds, ratios their rounds-weighted means")
     return (f"{what}, {r['source']}): ours `{r['a_tactic']}` / peer "
             f"`{r['b_tactic']}` {float(r['ratio_median']):.3f} (p10 {float(r['ratio_p10']):.3f}, p90 "
             f"{float(r['ratio_p90']):.3f}), ours faster in {100 * float(r['a_faster_share']):.0f} % of rounds: "

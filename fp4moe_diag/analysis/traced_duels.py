@@ -71,3 +71,23 @@ def committed_traced(root=None) -> pd.DataFrame:  # noqa: ANN001 -- a Path or No
     from .duels import read_duels
 
     return traced_table(read_duels(run_folders(root)))
+
+
+def untraced(table: pd.DataFrame, duels: pd.DataFrame) -> list[str]:
+    """Goal 1's shapes not met (:func:`.goals.goal_rows` after :func:`.duels.apply_duels`) where no duel of ours'
+    best tactic there was traced (``profiling.duel --kernel-time``) at that GPU: one line each,
+    ``MODEL|EP|T|OURS=TACTIC|PEER=TACTIC`` (backends without their ``@release``), what
+    ``tools/device/plans/evidence.sh`` takes in ``CONDITIONS`` (``PARTS=conditions``: which kernel loses the time)."""
+    t = table[(table["goal"] == 1) & (table["status"] == "not met") & table["peer_tactic"].notna()
+              & table["ours_tactic"].notna()]
+    traced = duels[duels["kernel_time"].astype(bool)] if duels is not None and "kernel_time" in duels.columns else None
+    lines = []
+    for r in t.itertuples():
+        ours, peer = str(r.ours_backend).partition("@")[0], str(r.peer_backend).partition("@")[0]
+        done = traced is not None and not traced.empty and (
+            pair_rows(traced, r.gpu_name, r.model, int(r.ep_size), int(r.num_tokens), ours, peer)["a_tactic"]
+            .astype(str) == str(r.ours_tactic)).any()
+        if not done:
+            lines.append(f"{r.model}|{int(r.ep_size)}|{int(r.num_tokens)}|{ours}={r.ours_tactic}|"
+                         f"{peer}={r.peer_tactic}")
+    return list(dict.fromkeys(lines))

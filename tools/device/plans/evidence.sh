@@ -15,7 +15,8 @@
 #      (PARTS=energy) the same pairs' energy per call under a sustained load (profiling.energy, session 25: at 20b EP2
 #      T=4096 on the H100 the duel said theirs by 0.5 %, the power-limited blocks ours by 2.4 %); (PARTS=conditions)
 #      each pair four ways (plan_lib's conditions: plain, traced by CUPTI, traced with the GPU idle before each call,
-#      idle; duel-NAME-c1..4.csv): where a sweep's replays and its CUPTI pass disagree, which condition does it.
+#      idle; duel-NAME-c1..4.csv): which kernel loses the time, and whether the conditions turn a verdict. Its pairs:
+#      CONDITIONS (what `goals RUNS --plan` names there), else DUELS.
 # KIT (a .carry/triton-X.Y.Z-cp312.tar.xz, tools/device/triton_kit.sh): every step under that Triton release instead of
 # the image's, its outputs named -tritonX.Y.Z (the Triton releases' question, tritons.sh, per kernel).
 # PARTS (default "sweep ablate profile") picks the steps. About 7 minutes. $OUT/runs.tgz: the sweep's run folder and the ablation CSVs (one run: import_gpu_bundle.py);
@@ -42,7 +43,7 @@ has ablate && ablate 20b-ep1-t4$TV gpt-oss-20b 1 4 $(left 270) m16n64k256w4s3-ps
 has ablate && ablate 120b-ep4-t4096$TV gpt-oss-120b 4 4096 $(left 320) m128n128k64w16s3-ps-gu-g2n256-t64
 has duel && duels 560
 has energy && duels 560 energy
-has conditions && duels 560 conditions
+has conditions && DUELS="${CONDITIONS:-${DUELS:-}}" duels 560 conditions
 n=0
 PROFILES=${PROFILES:-"gpt-oss-20b|1|1|m16n64k256w4s3-ps-sk2-pdl gpt-oss-20b|1|16|m16n128k128w4s3-ps-g2sk2-pdl \
 gpt-oss-120b|4|4096|m128n128k64w16s3-ps-gu-g2n256-t64"}
