@@ -92,11 +92,11 @@ def test_the_rounds_name_each_timed_call_in_order_and_the_cpu_path_keeps_its_tim
     entered = []
 
     class Range:
-        def __init__(self, i):
-            self.i = i
+        def __init__(self, i, name):
+            self.i, self.name = i, name
 
         def __enter__(self):
-            entered.append(self.i)
+            entered.append((self.i, self.name))
 
         def __exit__(self, *exc):
             return False
@@ -104,7 +104,7 @@ def test_the_rounds_name_each_timed_call_in_order_and_the_cpu_path_keeps_its_tim
     ticks = iter(range(100))
     times, mhz = replay_rounds({"a": lambda: None, "b": lambda: None}, "cpu", rounds=3, around=Range,
                                clock=lambda: next(ticks) * 1e-6)
-    assert entered == [0, 1, 2, 3, 4, 5]
+    assert entered == [(0, "a"), (1, "b"), (2, "b"), (3, "a"), (4, "a"), (5, "b")]  # each round's order
     assert times["a"] == pytest.approx([1.0] * 3) and times["b"] == pytest.approx([1.0] * 3) and mhz != mhz
 
 

@@ -165,25 +165,31 @@ def breakdown_json(per_kernel_us: dict) -> str:
     return json.dumps({k: round(v, 3) for k, v in sorted(acc.items(), key=lambda kv: -kv[1])})
 
 
+def kernel_medians(calls: Iterable[Iterable[tuple[str, float]]]) -> dict[str, float]:
+    """Per kernel name, the median over the calls of its time (us) in one call, same-named kernels of a call summed;
+    ``calls``: each call's (name, us) records."""
+    per: dict[str, list[float]] = {}
+    for records in calls:
+        acc: dict[str, float] = {}
+        for name, us in records:
+            acc[name] = acc.get(name, 0.0) + us
+        for name, us in acc.items():
+            per.setdefault(name, []).append(us)
+    return {k: statistics.median(v) for k, v in per.items()}
+
+
 def summarize_calls(calls: Sequence[CallKernels], method: str) -> KernelTimeStats:
     """Median and spread of the per-call sums and spans; raises when no call recorded a kernel."""
     calls = [c for c in calls if c.records]
     if not calls:
         raise ValueError("calls: no device records were attributed to any call (profiler saw no kernels)")
-    per: dict[str, list[float]] = {}
-    for c in calls:
-        acc: dict[str, float] = {}
-        for r in c.records:
-            acc[r.name] = acc.get(r.name, 0.0) + r.duration_ns / 1e3
-        for k, v in acc.items():
-            per.setdefault(k, []).append(v)
     first = calls[0].names
     return KernelTimeStats(
         sum=summarize([c.sum_us for c in calls], method),
         span=summarize([c.span_us for c in calls], method.replace("kernel-sum", "kernel-span")),
         kernels_per_call=int(statistics.median(len(c.records) for c in calls)),
         consistent=all(c.names == first for c in calls),
-        per_kernel_us={k: statistics.median(v) for k, v in per.items()},
+        per_kernel_us=kernel_medians([(r.name, r.duration_ns / 1e3) for r in c.records] for c in calls),
     )
 
 

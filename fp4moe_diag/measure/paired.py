@@ -85,14 +85,15 @@ def capture_graph(fn: Callable[[], Any], device: Any) -> Callable[[], Any]:
 def replay_rounds(calls: dict[Hashable, Callable[[], Any]], device: Any, rounds: int, warmup: int = 0,
                   flush_l2: bool = True, max_seconds: Optional[float] = None,
                   clock: Callable[[], float] = time.perf_counter, sync_after_flush: bool = False,
-                  around: Optional[Callable[[int], ContextManager]] = None) -> tuple[dict[Hashable, list[float]],
-                                                                                     float]:
+                  around: Optional[Callable[[int, Hashable], ContextManager]] = None
+                  ) -> tuple[dict[Hashable, list[float]], float]:
     """Per call, its time (us) in each round (:func:`round_orders`), and the SM clock (MHz, NaN on CPU) read as the
     last rounds run. Each call is made ``warmup`` times first, untimed. On GPU each call is timed by CUDA events, the
     L2 flushed before it, the calls queued back to back (the GPU never idles between a flush and its call); with
     ``sync_after_flush`` the host waits for the flush before it queues the call (the GPU idles for that round trip,
-    as in the CUPTI pass of :mod:`.kernel_time`). ``around(i)``: a context entered around the ``i``-th timed call of
-    the GPU loop (its events inside; :mod:`.traced_rounds` names the call for the profiler). On CPU by ``clock``.
+    as in the CUPTI pass of :mod:`.kernel_time`). ``around(i, name)``: a context entered around the ``i``-th timed
+    call, that of ``name`` (its events inside; :mod:`.traced_rounds` names the call for the profiler). On CPU by
+    ``clock``.
     ``max_seconds``: no round starts after that long (every call keeps the same number of rounds)."""
     import torch
 
@@ -106,12 +107,14 @@ def replay_rounds(calls: dict[Hashable, Callable[[], Any]], device: Any, rounds:
     t_begin = clock()
     if dev.type != "cuda":
         times: dict[Hashable, list[float]] = {k: [] for k in calls}
+        n = 0
         for order in orders:
             for k in order:
-                with around(sum(map(len, times.values()))) if around is not None else contextlib.nullcontext():
+                with around(n, k) if around is not None else contextlib.nullcontext():
                     t0 = clock()
                     calls[k]()
                     times[k].append((clock() - t0) * 1e6)
+                n += 1
             if max_seconds is not None and clock() - t_begin > max_seconds:
                 break
         return times, float("nan")
@@ -127,7 +130,7 @@ def replay_rounds(calls: dict[Hashable, Callable[[], Any]], device: Any, rounds:
             if sync_after_flush:
                 torch.cuda.synchronize(dev)
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            with around(n) if around is not None else contextlib.nullcontext():
+            with around(n, k) if around is not None else contextlib.nullcontext():
                 start.record(stream)
                 calls[k]()
                 end.record(stream)

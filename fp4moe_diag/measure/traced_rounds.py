@@ -22,7 +22,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Sequence
 
-from .kernel_time import MARK, Activity, CallKernels, call_ranges, kineto_activities, short_kernel_name
+from .kernel_time import (MARK, Activity, CallKernels, call_ranges, kernel_medians, kineto_activities,
+                          short_kernel_name)
 
 
 @dataclass(frozen=True)
@@ -85,18 +86,6 @@ def join_replays(times: dict[Hashable, list[float]], owner: Sequence[Hashable],
     return out
 
 
-def _kernel_medians(replays: Sequence[TracedReplay]) -> dict[str, float]:
-    """Per kernel name, the median over the replays of its time in one replay (same-named kernels summed)."""
-    per: dict[str, list[float]] = {}
-    for r in replays:
-        acc: dict[str, float] = {}
-        for name, us in r.kernels:
-            acc[name] = acc.get(name, 0.0) + us
-        for name, us in acc.items():
-            per.setdefault(name, []).append(us)
-    return {k: round(statistics.median(v), 3) for k, v in per.items()}
-
-
 def pair_columns(a: Sequence[TracedReplay], b: Sequence[TracedReplay]) -> dict[str, Any]:
     """The kernel columns of a duel row from the same rounds of ``a`` and ``b`` (``a[i]``, ``b[i]``: round ``i``):
     each side's median kernel span and sum, the median per-round ratio of the spans, the median of each replay's
@@ -110,7 +99,8 @@ def pair_columns(a: Sequence[TracedReplay], b: Sequence[TracedReplay]) -> dict[s
         out[f"{side}_span_median_us"] = med(r.span_us for r in reps)
         out[f"{side}_sum_median_us"] = med(r.sum_us for r in reps)
         out[f"{side}_event_minus_span_us"] = med(r.event_us - r.span_us for r in reps)
-        out[f"{side}_kernels"] = json.dumps(_kernel_medians(reps))
+        medians = kernel_medians(r.kernels for r in reps)  # same-named kernels of a replay summed
+        out[f"{side}_kernels"] = json.dumps({k: round(v, 3) for k, v in medians.items()})
     out["span_ratio_median"] = med(x.span_us / y.span_us for x, y in zip(a, b))
     return out
 
@@ -123,12 +113,17 @@ def traced_rounds(calls: dict[Hashable, Callable[[], Any]], device: Any, rounds:
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from .paired import replay_rounds, round_orders
+    from .paired import replay_rounds
 
     if torch.device(device).type != "cuda":
         raise ValueError(f"device: a traced timing needs a CUDA device, got {device}")
-    owner = [k for order in round_orders(list(calls), rounds) for k in order]
+    owner: list[Hashable] = []  # the call of each range, as the rounds make them
+
+    def around(i: int, name: Hashable) -> Any:
+        owner.append(name)
+        return record_function(f"{MARK}{i}")
+
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         times, _ = replay_rounds(calls, device, rounds, warmup, flush_l2=flush_l2, sync_after_flush=sync_after_flush,
-                                 around=lambda i: record_function(f"{MARK}{i}"))
+                                 around=around)
     return join_replays(times, owner, assign_in_stream_order(kineto_activities(prof)))
