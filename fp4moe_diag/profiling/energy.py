@@ -32,12 +32,13 @@ def block_rounds(blocks: dict[str, Callable[[], None]], rounds: int, energy_mj: 
                  clock: Callable[[], float], sm_clock: Callable[[], float]) -> dict[str, list[tuple]]:
     """Per side, ``rounds`` readings ``(mJ, seconds, MHz)`` of its block (``blocks[side]()`` runs it and waits for
     it), the sides alternating and their order rotated each round (a then b, then b then a)."""
+    from ..measure.paired import round_orders
+
     if rounds < 1:
         raise ValueError(f"rounds: expected >= 1, got {rounds!r}")
-    names = list(blocks)
-    out: dict[str, list[tuple]] = {n: [] for n in names}
-    for r in range(rounds):
-        for name in (names if r % 2 == 0 else names[::-1]):
+    out: dict[str, list[tuple]] = {n: [] for n in blocks}
+    for order in round_orders(list(blocks), rounds):  # as a duel's rounds
+        for name in order:
             e0, t0 = energy_mj(), clock()
             blocks[name]()
             e1, t1 = energy_mj(), clock()
