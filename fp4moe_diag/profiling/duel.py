@@ -22,7 +22,6 @@ sweeps that chose them, not here."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any, Optional, Sequence
 
@@ -77,26 +76,27 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    from .gpu_args import checked_pair, rows_per_case
+def _lines(r: dict) -> str:
+    """What the tool prints of a row: the paired verdict, and with ``--kernel-time`` the kernels."""
+    text = (f"{r['model']} EP{r['ep_size']} T={r['num_tokens']}: a {r['a_median_us']:.1f} us, b "
+            f"{r['b_median_us']:.1f} us; a / b per round {r['ratio_median']:.3f} (p10 {r['ratio_p10']:.3f}, p90 "
+            f"{r['ratio_p90']:.3f}), a faster in {r['a_faster_share']:.0%} of {r['rounds']} rounds: {r['verdict']}"
+            + ("" if r["l2_flushed"] else " (L2 not flushed)") + (" (idle before each call)"
+                                                                   if r["sync_after_flush"] else ""))
+    if r["kernel_time"]:
+        text += (f"\n  kernel spans a {r['a_span_median_us']:.1f} us, b {r['b_span_median_us']:.1f} us (a / b per "
+                 f"round {r['span_ratio_median']:.3f}); replay beyond its kernels a {r['a_event_minus_span_us']:.1f}"
+                 f" us, b {r['b_event_minus_span_us']:.1f} us\n  a {r['a_kernels']}\n  b {r['b_kernels']}")
+    return text
 
-    ap = _parser()
-    args, cases = checked_pair(ap, argv, "a duel is timed on a CUDA GPU (graph replays)")
-    rows = rows_per_case(cases, lambda case: duel_case(case, args.a, args.b, args.device, args.rounds, args.warmup,
-                                                       not args.no_l2_flush, args.sync_after_flush, args.kernel_time),
-                         args.device, COLUMNS + KERNEL_COLUMNS, args.out)
-    for r in rows:
-        print(f"{r['model']} EP{r['ep_size']} T={r['num_tokens']}: a {r['a_median_us']:.1f} us, b "
-              f"{r['b_median_us']:.1f} us; a / b per round {r['ratio_median']:.3f} (p10 {r['ratio_p10']:.3f}, p90 "
-              f"{r['ratio_p90']:.3f}), a faster in {r['a_faster_share']:.0%} of {r['rounds']} rounds: {r['verdict']}"
-              + ("" if r["l2_flushed"] else " (L2 not flushed)") + (" (idle before each call)"
-                                                                     if r["sync_after_flush"] else ""))
-        if r["kernel_time"]:
-            print(f"  kernel spans a {r['a_span_median_us']:.1f} us, b {r['b_span_median_us']:.1f} us (a / b per "
-                  f"round {r['span_ratio_median']:.3f}); replay beyond its kernels a {r['a_event_minus_span_us']:.1f}"
-                  f" us, b {r['b_event_minus_span_us']:.1f} us\n  a {r['a_kernels']}\n  b {r['b_kernels']}")
-    print(json.dumps({"out": str(args.out), "rows": len(rows)}))
-    return 0
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    from .gpu_args import pair_main
+
+    return pair_main(_parser(), argv, "a duel is timed on a CUDA GPU (graph replays)",
+                     lambda case, args: duel_case(case, args.a, args.b, args.device, args.rounds, args.warmup,
+                                                  not args.no_l2_flush, args.sync_after_flush, args.kernel_time),
+                     COLUMNS + KERNEL_COLUMNS, _lines)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -16,7 +16,6 @@ duels (:mod:`.duel`)."""
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -118,20 +117,20 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    from .gpu_args import checked_pair, rows_per_case
+def _line(r: dict) -> str:
+    """What the tool prints of a row: each side's energy, power, time and clock, and the ratios."""
+    return (f"{r['model']} EP{r['ep_size']} T={r['num_tokens']}: a {r['a_mj_per_call']:.2f} mJ, {r['a_watts']:.0f} W, "
+            f"{r['a_us_per_call']:.1f} us, {r['a_sm_clock_mhz']:.0f} MHz; b {r['b_mj_per_call']:.2f} mJ, "
+            f"{r['b_watts']:.0f} W, {r['b_us_per_call']:.1f} us, {r['b_sm_clock_mhz']:.0f} MHz; a / b energy "
+            f"{r['energy_ratio']:.3f}, time {r['time_ratio']:.3f}")
 
-    ap = _parser()
-    args, cases = checked_pair(ap, argv, "energy is read on a CUDA GPU (NVML)")
-    rows = rows_per_case(cases, lambda case: energy_case(case, args.a, args.b, args.device, args.calls, args.rounds),
-                         args.device, COLUMNS, args.out)
-    for r in rows:
-        print(f"{r['model']} EP{r['ep_size']} T={r['num_tokens']}: a {r['a_mj_per_call']:.2f} mJ, {r['a_watts']:.0f} W, "
-              f"{r['a_us_per_call']:.1f} us, {r['a_sm_clock_mhz']:.0f} MHz; b {r['b_mj_per_call']:.2f} mJ, "
-              f"{r['b_watts']:.0f} W, {r['b_us_per_call']:.1f} us, {r['b_sm_clock_mhz']:.0f} MHz; a / b energy "
-              f"{r['energy_ratio']:.3f}, time {r['time_ratio']:.3f}")
-    print(json.dumps({"out": str(args.out), "rows": len(rows)}))
-    return 0
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    from .gpu_args import pair_main
+
+    return pair_main(_parser(), argv, "energy is read on a CUDA GPU (NVML)",
+                     lambda case, args: energy_case(case, args.a, args.b, args.device, args.calls, args.rounds),
+                     COLUMNS, _line)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -99,3 +99,18 @@ def rows_per_case(cases: list, row: Callable[[Any], dict], device: Any, columns:
         rows.append(row(case) | {k: env.get(k, "") for k in ENV})
         write_rows(rows, [*columns, *ENV], out)
     return rows
+
+
+def pair_main(ap: argparse.ArgumentParser, argv: Sequence[str] | None, timed: str, row: Callable[..., dict],
+              columns: Sequence[str], lines: Callable[[dict], str]) -> int:
+    """The ``main`` of a comparison tool (:mod:`.duel`, :mod:`.energy`): the checked arguments and cases
+    (:func:`checked_pair`; ``timed`` as there), ``row(case, args)`` for each case written to ``--out`` as it comes
+    (:func:`rows_per_case`), ``lines(row)`` printed for each, then the JSON summary line."""
+    import json
+
+    args, cases = checked_pair(ap, argv, timed)
+    rows = rows_per_case(cases, lambda case: row(case, args), args.device, columns, args.out)
+    for r in rows:
+        print(lines(r))
+    print(json.dumps({"out": str(args.out), "rows": len(rows)}))
+    return 0
