@@ -22,7 +22,7 @@ def read_duels(folders: Iterable[Path]) -> pd.DataFrame:
     when there is none.  A file lacking a column of :data:`COLUMNS` -> ValueError naming it."""
     # a file from before session 25 has no l2_flushed column (every duel then flushed the L2), from before session 26
     # no sync_after_flush or kernel_time (no duel then idled before its calls or ran under the profiler)
-    frames = [x.assign(**{c: x[c] if c in x else default for c, default in _CONDITIONS.items()})
+    frames = [x.assign(**{c: x[c] if c in x else plain for c, (plain, _) in _CONDITIONS.items()})
               for x in read_tool_csvs(folders, "duel-*.csv", COLUMNS, "duel", "fp4moe_diag.profiling.duel")]
     if not frames:
         return pd.DataFrame(columns=COLUMNS + [*_CONDITIONS, "source"])
@@ -30,15 +30,17 @@ def read_duels(folders: Iterable[Path]) -> pd.DataFrame:
     return out.assign(**{c: out[c].map(lambda v: str(v).strip().lower() in ("true", "1")) for c in _CONDITIONS})
 
 
-#: a duel's conditions and their value in a file that lacks the column; only a duel at ``decides`` decides a goal
-_CONDITIONS = {"l2_flushed": True, "sync_after_flush": False, "kernel_time": False}
+#: a duel's conditions: the goals' value (also that of a file that lacks the column: only a duel at it decides a goal)
+#: and what a duel away from it is called (:func:`condition`)
+_CONDITIONS = {"l2_flushed": (True, "L2 not flushed"), "sync_after_flush": (False, "idle before each call"),
+               "kernel_time": (False, "traced")}
 
 
 def deciding(d: pd.DataFrame) -> pd.DataFrame:
     """The duels timed by the goals' method: the L2 flushed before each call, the calls queued back to back, no
     profiler (``profiling.duel --no-l2-flush``, ``--sync-after-flush`` and ``--kernel-time`` diagnose)."""
     keep = pd.Series(True, index=d.index)
-    for c, plain in _CONDITIONS.items():
+    for c, (plain, _) in _CONDITIONS.items():
         if c in d.columns:
             keep &= d[c].astype(bool) == plain
     return d[keep]
@@ -60,9 +62,7 @@ def committed_duels(root: Optional[Path] = None) -> pd.DataFrame:
 def condition(r: pd.Series) -> str:
     """How a duel row (:func:`read_duels`) was timed: ``plain`` (the goals' method, :func:`deciding`), else its
     diagnoses joined: ``L2 not flushed``, ``idle before each call``, ``traced``."""
-    parts = [text for col, plain, text in (("l2_flushed", True, "L2 not flushed"),
-                                          ("sync_after_flush", False, "idle before each call"),
-                                          ("kernel_time", False, "traced")) if bool(r.get(col, plain)) != plain]
+    parts = [text for col, (plain, text) in _CONDITIONS.items() if bool(r.get(col, plain)) != plain]
     return ", ".join(parts) or "plain"
 
 
@@ -109,8 +109,8 @@ AHEAD_SHARE, BEHIND_SHARE = 0.9, 0.1
 
 def pooled(d: pd.DataFrame) -> pd.DataFrame:
     """Duels (:func:`deciding_at`) with the repeats of one pair (the same tactic of ours and of the peer, under the
-    same Triton release) pooled into one row: ``rounds`` summed, the ratios and the share of rounds ours was faster the rounds-weighted means, the
-    verdict from that share (``ahead`` at :data:`AHEAD_SHARE` or more, ``behind`` at :data:`BEHIND_SHARE` or less,
+    same Triton release) pooled into one row: ``rounds`` summed, the ratios and the share of rounds ours was faster
+    the rounds-weighted means, the verdict from that share (``ahead`` at :data:`AHEAD_SHARE` or more, ``behind`` at :data:`BEHIND_SHARE` or less,
     else ``level``), ``duels`` their count and ``source`` their files.  (Session 26, H200, 20b EP1 T=16384: 1.003
     level in 20 % of rounds and 1.003 behind in 7 %: pooled 1.003 in 13 %, level.)"""
     rows = []
@@ -215,6 +215,11 @@ def undecided(table: pd.DataFrame, margin: float = 0.02) -> list[str]:
     clocks = t.reindex(columns=["ours_clock_mhz", "peer_clock_mhz"]).apply(pd.to_numeric, errors="coerce")
     apart = clocks_apart(clocks["ours_clock_mhz"], clocks["peer_clock_mhz"])
     t = t[((t["status"] == "not met") | (t["x_goal"] > 1 - margin) | apart) & ~duelled]
-    lines = [f"{r.model}|{int(r.ep_size)}|{int(r.num_tokens)}|{str(r.ours_backend).partition('@')[0]}={r.ours_tactic}|"
-             f"{str(r.peer_backend).partition('@')[0]}={r.peer_tactic}" for r in t.itertuples()]
-    return list(dict.fromkeys(lines))
+    return list(dict.fromkeys(duel_line(r) for r in t.itertuples()))
+
+
+def duel_line(r) -> str:  # noqa: ANN001 -- a goal-table row (itertuples)
+    """A goal-1 row's pair as ``tools/device/plans/evidence.sh`` takes it in ``DUELS`` / ``CONDITIONS``:
+    ``MODEL|EP|T|OURS=TACTIC|PEER=TACTIC``, the backends without their ``@release``."""
+    return (f"{r.model}|{int(r.ep_size)}|{int(r.num_tokens)}|{str(r.ours_backend).partition('@')[0]}={r.ours_tactic}|"
+            f"{str(r.peer_backend).partition('@')[0]}={r.peer_tactic}")

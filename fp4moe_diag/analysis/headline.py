@@ -167,8 +167,7 @@ def ceiling_note(df: pd.DataFrame) -> str:
         burst, at, held, held_at = (g[c].median() for c in cols)
         mhz = lambda v: "" if pd.isna(v) else f" at {v:,.0f} MHz"  # noqa: E731
         parts.append(f"{gpu_label(gpu)}: {burst:.0f} TFLOP/s{mhz(at)} from cold, {held:.0f}{mhz(held_at)} after "
-                     f"{SUSTAIN_S:g} s "
-                     f"({100 * held / burst:.0f} %)")
+                     f"{SUSTAIN_S:g} s ({100 * held / burst:.0f} %)")
     if not parts:
         return ""
     return ("% bf16 is of the bf16 GEMM timed from a cold start; after seconds of GEMMs (a long prefill call's load) "

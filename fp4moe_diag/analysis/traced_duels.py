@@ -8,6 +8,7 @@ import json
 
 import pandas as pd
 
+from .duels import duel_line, read_duels
 from .goal_profiles import kernel_role
 from .tool_csvs import pair_rows
 
@@ -68,7 +69,6 @@ def traced_table(duels: pd.DataFrame) -> pd.DataFrame:
 def committed_traced(root=None) -> pd.DataFrame:  # noqa: ANN001 -- a Path or None, as committed_duels
     """:func:`traced_table` of every ``duel-*.csv`` under ``data/runs/*/`` (``root``: another runs folder)."""
     from ..paths import run_folders
-    from .duels import read_duels
 
     return traced_table(read_duels(run_folders(root)))
 
@@ -83,11 +83,9 @@ def untraced(table: pd.DataFrame, duels: pd.DataFrame) -> list[str]:
     traced = duels[duels["kernel_time"].astype(bool)] if duels is not None and "kernel_time" in duels.columns else None
     lines = []
     for r in t.itertuples():
-        ours, peer = str(r.ours_backend).partition("@")[0], str(r.peer_backend).partition("@")[0]
         done = traced is not None and not traced.empty and (
-            pair_rows(traced, r.gpu_name, r.model, int(r.ep_size), int(r.num_tokens), ours, peer)["a_tactic"]
-            .astype(str) == str(r.ours_tactic)).any()
+            pair_rows(traced, r.gpu_name, r.model, int(r.ep_size), int(r.num_tokens), str(r.ours_backend),
+                      str(r.peer_backend))["a_tactic"].astype(str) == str(r.ours_tactic)).any()
         if not done:
-            lines.append(f"{r.model}|{int(r.ep_size)}|{int(r.num_tokens)}|{ours}={r.ours_tactic}|"
-                         f"{peer}={r.peer_tactic}")
+            lines.append(duel_line(r))
     return list(dict.fromkeys(lines))
