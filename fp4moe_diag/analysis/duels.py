@@ -110,9 +110,9 @@ AHEAD_SHARE, BEHIND_SHARE = 0.9, 0.1
 def pooled(d: pd.DataFrame) -> pd.DataFrame:
     """Duels (:func:`deciding_at`) with the repeats of one pair (the same tactic of ours and of the peer, under the
     same Triton release) pooled into one row: ``rounds`` summed, the ratios and the share of rounds ours was faster
-    the rounds-weighted means, the verdict from that share (``ahead`` at :data:`AHEAD_SHARE` or more, ``behind`` at :data:`BEHIND_SHARE` or less,
-    else ``level``), ``duels`` their count and ``source`` their files.  (Session 26, H200, 20b EP1 T=16384: 1.003
-    level in 20 % of rounds and 1.003 behind in 7 %: pooled 1.003 in 13 %, level.)"""
+    the rounds-weighted means, the verdict from that share (``ahead`` at :data:`AHEAD_SHARE` or more, ``behind`` at
+    :data:`BEHIND_SHARE` or less, else ``level``), ``duels`` their count and ``source`` their files.  (Session 26,
+    H200, 20b EP1 T=16384: 1.003 level in 20 % of rounds and 1.003 behind in 7 %: pooled 1.003 in 13 %, level.)"""
     rows = []
     keys = [d[c].astype(str) for c in ("a_tactic", "b_tactic", "triton_version") if c in d.columns]
     for _, g in (d.groupby(keys, sort=True) if len(d) else ()):
