@@ -76,6 +76,10 @@ def test_persistent_tactics_are_not_offered(monkeypatch):
     for model, ep, t in (("gpt-oss-20b", 1, 1), ("gpt-oss-20b", 1, 64), ("gpt-oss-120b", 4, 64)):
         labels = {x.label for x in b.tactics(default_case(model, ep, t))}
         assert "m16n128k128w4s3-ps-g2sk2-pdl" in labels and not any("-pt" in lab for lab in labels)
+        for lab in ("m16n128k128w4s3-ps-pt", "m16n128k128w4s3-ps-g2sk2-ptf-pdl"):  # they run by label
+            assert b.tactic_by_label(default_case(model, ep, t), lab).id == backend.parse_config(lab)
+    with pytest.raises(ValueError, match="has no tactic 'm16n128k128w4s3-ps-pt'"):  # decode tiles, not prefill
+        b.tactic_by_label(default_case("gpt-oss-20b", 1, 4096), "m16n128k128w4s3-ps-pt")
 
 
 _INTERP_SCRIPT = r"""

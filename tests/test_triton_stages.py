@@ -47,6 +47,8 @@ def test_gemm2_alone_gets_the_depth_and_none_is_offered(monkeypatch):
     monkeypatch.setattr(backend, "device_capability", lambda _: (9, 0))
     for model, ep, t in (("gpt-oss-20b", 1, 1), ("gpt-oss-20b", 1, 64), ("gpt-oss-120b", 4, 64)):
         assert not any(x.id.num_stages2 for x in b.tactics(default_case(model, ep, t)))
+        assert b.tactic_by_label(default_case(model, ep, t), PS_G2S_DECODE_PDL_CONFIGS[0].label).id == \
+            PS_G2S_DECODE_PDL_CONFIGS[0]  # by label
 
 
 @needs_sass_tools()

@@ -53,9 +53,16 @@ def test_decode8_offered_at_decode_only(monkeypatch):
     assert all(c in prefill for c in PS_GU16_CONFIGS)
     # the k128 16-warp tiles (session 26): measured slower (H100 s26g), run by label only
     assert not any(c in prefill for c in PS_GU16_K128_CONFIGS + PS_GU16_K128_PDL_CONFIGS)
+    for c in PS_GU16_K128_CONFIGS + (PS_GU16_K128_PDL_CONFIGS if compiled else ()):  # what "by label" means
+        t = b.tactic_by_label(MoECase(num_tokens=65, **case), c.label)
+        assert t.id == c and t.label == c.label and not t.is_default
+    with pytest.raises(ValueError, match="has no tactic 'm128n128k128w16s3-ps-gu-g2n256'"):
+        b.tactic_by_label(MoECase(num_tokens=64, **case), PS_GU16_K128_CONFIGS[0].label)  # a prefill tile at decode
     monkeypatch.setattr(backend, "interpret_enabled", lambda: True)  # under the interpreter: no -pdl
     ids = [t.id for t in b.tactics(MoECase(num_tokens=64, **case))]
     assert all(c in ids for c in PS_DECODE8_CONFIGS) and not any(c.pdl for c in ids)
+    with pytest.raises(ValueError, match="has no tactic"):
+        b.tactic_by_label(MoECase(num_tokens=65, **case), PS_GU16_K128_PDL_CONFIGS[0].label)
 
 
 @needs_sass_tools()

@@ -35,7 +35,10 @@ from .configs_peel import PS_PK_DECODE_CONFIGS, PS_PK_DECODE_PDL_CONFIGS
 from .configs_regcap import regcap_configs
 from .configs_tm import (PS_TM_DECODE_CONFIGS, PS_TM_DECODE_PDL_CONFIGS, PS_TM_PREFILL_CONFIGS,
                          PS_TM_PREFILL_PDL_CONFIGS, tm_refusal)
-from .configs_warps import PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS, PS_GU16_PDL_CONFIGS
+from .configs_persist import PS_PT_DECODE_CONFIGS, PS_PT_DECODE_PDL_CONFIGS
+from .configs_stages import PS_G2S_DECODE_PDL_CONFIGS
+from .configs_warps import (PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS, PS_GU16_K128_CONFIGS,
+                            PS_GU16_K128_PDL_CONFIGS, PS_GU16_PDL_CONFIGS)
 from .defaults import measured_default
 from .loading import interpret_enabled, kernels_interpreted, load_kernels, triton_import_error  # noqa: F401
 from .grouping import ExpertGrouping
@@ -50,6 +53,20 @@ def _split_fits(case: MoECase, kc: KernelConfig) -> bool:
 def _tile_major(case: MoECase, configs: tuple[KernelConfig, ...]) -> tuple[KernelConfig, ...]:
     """The ``-tm`` tactics of ``configs`` that fit ``case`` (split-K, whole tiles: :func:`.configs_tm.tm_refusal`)."""
     return tuple(c for c in configs if _split_fits(case, c) and tm_refusal(case, c) is None)
+
+
+def label_only_configs(case: MoECase, compiled: bool) -> tuple[KernelConfig, ...]:
+    """The families measured slower and no longer offered, which still run by label (``profile``, ``duel``, notebook
+    03): the persistent ``-pt`` / ``-ptf`` decode tiles, the ``-g2sN`` decode tiles (compiled only: ``-pdl``) and the
+    k128 16-warp ``-gu`` prefill tiles (their ``-pdl`` twins compiled only), where their split and layout fit
+    ``case``."""
+    if ps_refusal(case) is not None:
+        return ()
+    if decode_sized(case):
+        configs = PS_PT_DECODE_CONFIGS + ((PS_PT_DECODE_PDL_CONFIGS + PS_G2S_DECODE_PDL_CONFIGS) if compiled else ())
+    else:
+        configs = PS_GU16_K128_CONFIGS + (PS_GU16_K128_PDL_CONFIGS if compiled else ())
+    return tuple(c for c in configs if _split_fits(case, c))
 
 
 def ps_refusal(case: MoECase, layout: str = "pre-shuffled") -> Optional[str]:
@@ -166,10 +183,15 @@ class TritonMXFP4Backend(Backend):
         return [Tactic(id=kc, label=kc.label, is_default=kc == default, params=kc.params()) for kc in configs]
 
     def tactic_by_label(self, case: MoECase, label: str, prepared: Any = None) -> Tactic:
-        """An offered tactic, or an ablation of one (``LABEL~nodeq`` / ``~load`` / ``~seq``: :data:`.configs.ABLATIONS`,
-        for ``profiling.ablate`` and ``profile``; never offered by :meth:`tactics`)."""
+        """An offered tactic, one of :func:`label_only_configs` (measured slower, not offered), or an ablation of an
+        offered one (``LABEL~nodeq`` / ``~load`` / ``~seq``: :data:`.configs.ABLATIONS`, for ``profiling.ablate`` and
+        ``profile``; never offered by :meth:`tactics`)."""
         base, sep, _ = label.partition("~")
         if not sep:
+            compiled = not (interpret_enabled() or kernels_interpreted())
+            for kc in label_only_configs(case, compiled):
+                if kc.label == label:
+                    return Tactic(id=kc, label=kc.label, is_default=False, params=kc.params())
             return super().tactic_by_label(case, label, prepared)
         kc = parse_config(label)  # the ablation's name checked before the tactic list is built
         super().tactic_by_label(case, base, prepared)  # the tactic it ablates: offered for this case
