@@ -189,3 +189,42 @@ def test_the_gpu_state_csvs_are_copied_and_named(tmp_path):
     assert (runs / "g" / "gpu-evidence.csv").read_text().endswith("NVIDIA H200, 1980\n")
     prov = (runs / "g" / "PROVENANCE.md").read_text()
     assert "The GPU's state at each plan's start and end" in prov and "gpu-evidence.csv." in prov
+
+
+def test_profiles_are_placed_as_goals_reads_them_and_a_failed_one_is_named(tmp_path):
+    import lzma
+
+    snap = tmp_path / "snap"
+    (snap / "r").mkdir(parents=True)
+    (snap / "r" / "gpu-evidence.csv").write_text("when,name\nstart,NVIDIA H100 80GB HBM3\n")
+    p = snap / "p"
+    ok = p / "2-triton-gpt-oss-20b-ep2-t4096"
+    ok.mkdir(parents=True)
+    (ok / "spec.json").write_text('{"model": "gpt-oss-20b"}')
+    (ok / "calls.csv").write_text("role,tactic\nt0,m128n128k64w16s3-ps-gu-g2n256\n")
+    (ok / "kernels.csv").write_text("kernel,duration_us\n_moe_mxfp4_gemm1_ps_gu_kernel,560.9\n")
+    (ok / "nspy_ncu-output-fused_moe-0.ncu-rep").write_bytes(b"NCU" * 1000)
+    (ok / "nsight_profile.log").write_text("log")  # not kept
+    bad = p / "1-triton-gpt-oss-20b-ep2-t4096"
+    bad.mkdir()
+    (bad / "spec.json").write_text("{}")
+    prof = tmp_path / "profiles.tgz"
+    with tarfile.open(prof, "w:gz") as tf:
+        tf.add(p, "p")
+    runs = tmp_path / "runs"
+    cp = importer(str(pack_r(snap, tmp_path)), "2026-12-06-nvidia-h100-x", "--profiles", str(prof),
+                  "--runs-root", str(runs))
+    assert cp.returncode == 0, cp.stderr
+    run = runs / "2026-12-06-nvidia-h100-x"
+    assert sorted(x.name for x in (run / ok.name).iterdir()) == ["calls.csv", "nspy_ncu-output-fused_moe-0.ncu-rep.xz",
+                                                                 "spec.json"]
+    assert lzma.decompress((run / ok.name / "nspy_ncu-output-fused_moe-0.ncu-rep.xz").read_bytes()) == b"NCU" * 1000
+    assert (run / f"ncu_{ok.name}.csv").read_text() == (ok / "kernels.csv").read_text()
+    assert not (run / bad.name).exists() and not (run / f"ncu_{bad.name}.csv").exists()
+    text = (run / "PROVENANCE.md").read_text()
+    assert f"the folders {ok.name} (spec.json" in text and f"Profiles that failed (no kernels.csv; the call's " \
+        f"output says why): {bad.name}." in text
+    cp = importer(str(pack_r(snap, tmp_path)), "2026-12-06-nvidia-h100-y", "--profiles", str(tmp_path / "none.tgz"),
+                  "--runs-root", str(runs))
+    assert cp.returncode == 2 and "profiles: " in cp.stderr and "is not a file" in cp.stderr
+    assert not (runs / "2026-12-06-nvidia-h100-y").exists()

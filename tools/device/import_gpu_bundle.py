@@ -11,7 +11,10 @@ run folders as they were (``r/<name>/parts/*.parquet``, one atomic file per fini
 far; their finished cases are imported and PROVENANCE.md says the run is partial.  ``r/ablate-*.csv``
 (``profiling.ablate``'s tables), ``r/duel-*.csv`` (``profiling.duel``'s) and ``r/gpu-*.csv`` (the GPU's clocks, power
 and temperature at each plan's start and end, ``plan_lib.sh``) are copied beside the results.  ``--only`` takes some of what ``r/`` holds (a call on a
-warm machine finds the earlier calls' folders there too).  An existing
+warm machine finds the earlier calls' folders there too).  ``--profiles profiles.tgz`` (``evidence.sh PARTS=profile``,
+``warps.sh``: ``p/<n>-<backend>-<model>-ep<E>-t<T>/``) places each profile beside the run as ``goals`` reads it: the
+folder with its ``spec.json``, ``calls.csv`` and the ``.ncu-rep`` xz-compressed, its ``kernels.csv`` as
+``ncu_<folder>.csv``; a profile without a ``kernels.csv`` (one that failed) is left out and named.  An existing
 ``data/runs/<run_id>`` is never written over: that is an error unless ``--overwrite``.  The run is assembled in a
 hidden folder beside it and renamed into place at the end, so a killed import leaves no half run folder.
 """
@@ -19,6 +22,7 @@ hidden folder beside it and renamed into place at the end, so a killed import le
 from __future__ import annotations
 
 import argparse
+import lzma
 import os
 import shutil
 import tarfile
@@ -45,6 +49,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     "(its whole folder)")
     ap.add_argument("--only", default="", help="comma list of the run folders and ablate CSVs under r/ to import "
                     "(default: all of them)")
+    ap.add_argument("--profiles", type=Path, default=None, help="a profiles.tgz of the same call (p/<name>/ folders "
+                    "of Nsight Compute profiles) to place beside the run")
     ap.add_argument("--runs-root", type=Path, default=Path(__file__).resolve().parents[2] / "data" / "runs")
     args = ap.parse_args(argv)
     args.dst = args.runs_root / args.run_id
@@ -52,7 +58,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ap.error(f"run_id: {args.dst} exists; pick a new run id or pass --overwrite")
     if not Path(args.bundle).is_file():
         ap.error(f"bundle: {args.bundle} is not a file")
+    if args.profiles is not None and not args.profiles.is_file():
+        ap.error(f"profiles: {args.profiles} is not a file")
     args.only_set = {x for x in args.only.split(",") if x}
+    args.placed_profiles = ([], [])  # (placed, failed): place_profiles fills it
     args.error = ap.error
     return args
 
@@ -120,6 +129,33 @@ def _bf16_clocks(c: pd.Series) -> str:
     return out
 
 
+def place_profiles(args: argparse.Namespace, tmp: Path, folder: Path) -> tuple[list[str], list[str]]:
+    """The profiles of ``args.profiles`` placed in ``folder`` (the module's docstring says how): (placed, failed)."""
+    try:
+        with tarfile.open(args.profiles) as tf:
+            tf.extractall(tmp, filter="data")
+    except (tarfile.TarError, EOFError) as e:
+        args.error(f"profiles: {args.profiles} is not a readable .tgz ({e})")
+    placed: list[str] = []
+    failed: list[str] = []
+    for src in sorted((p for p in (tmp / "p").glob("*") if p.is_dir()), key=lambda p: (len(p.name), p.name)):
+        if not (src / "kernels.csv").is_file():
+            failed.append(src.name)
+            continue
+        dst = folder / src.name
+        dst.mkdir()
+        for name in ("spec.json", "calls.csv"):
+            if (src / name).is_file():
+                shutil.copy2(src / name, dst / name)
+        for rep in src.glob("*.ncu-rep"):
+            (dst / f"{rep.name}.xz").write_bytes(lzma.compress(rep.read_bytes()))
+        shutil.copy2(src / "kernels.csv", folder / f"ncu_{src.name}.csv")
+        placed.append(src.name)
+    if not placed and not failed:
+        args.error(f"profiles: {args.profiles} holds no p/<name>/ profile folder")
+    return placed, failed
+
+
 def provenance(args: argparse.Namespace, df: pd.DataFrame | None, complete: list[str], partial: list[str],
                csvs: dict[str, list[Path]], folder: Path) -> str:
     ablations, duels, energies, states = csvs["ablate"], csvs["duel"], csvs["energy"], csvs["gpu"]
@@ -144,6 +180,13 @@ def provenance(args: argparse.Namespace, df: pd.DataFrame | None, complete: list
     if states:
         lines += ["The GPU's state at each plan's start and end (nvidia-smi: SM and memory clocks, their maxima, power, "
                   "temperature, clock event reasons): " + ", ".join(f.name for f in states) + ".", ""]
+    placed, failed = args.placed_profiles
+    if placed:
+        lines += ["Nsight Compute profiles (`evidence.sh PARTS=profile`, read by `goals` and notebook 04): the folders "
+                  + ", ".join(placed) + " (spec.json, calls.csv, the .ncu-rep xz-compressed) and their kernels as "
+                  "ncu_<folder>.csv.", ""]
+    if failed:
+        lines += ["Profiles that failed (no kernels.csv; the call's output says why): " + ", ".join(failed) + ".", ""]
     if args.note:
         lines += ["## Notes", "", args.note, ""]
     present = [n for n in ("results.parquet", "results.csv") + KEEP + ("reports",) if (folder / n).exists()]
@@ -179,6 +222,8 @@ def assemble(args: argparse.Namespace, tmp: Path, folder: Path) -> None:
             for k in ("ablate", "duel", "energy", "gpu")}
     for f in sum(csvs.values(), []):
         shutil.copy2(f, folder / f.name)
+    if args.profiles is not None:
+        args.placed_profiles = place_profiles(args, tmp / "profiles", folder)
     (folder / "PROVENANCE.md").write_text(provenance(args, df, complete, partial, csvs, folder))
 
 

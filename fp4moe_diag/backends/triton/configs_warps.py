@@ -75,8 +75,9 @@ PS_GU16_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, "ps", block_n
 #: shared memory a stage).  Measured slower (H100, ``data/runs/2026-12-06-nvidia-h100-s26g``, the prefill half of the
 #: headline: every row correct, 17 screen pairs against the k64 twins at 20b EP1 / EP2 T = 4096 / 16384 and 120b EP4
 #: T=4096: 1.11-1.14x, median 1.135): fewer instructions do not make up for what a K step of 128 costs with one
-#: program an SM (not profiled: the session's device time ran out).  Not offered
-#: (:meth:`.backend.TritonMXFP4Backend.tactics`); kept for that run's labels and run by label.
+#: program an SM: Nsight Compute (H100 ``-s27a``): gemm1 635.8 against 560.9 us, issue slots busy 39 against 50 %,
+#: MIO-queue stalls 6.3 against 2.4 %.  Not offered (:meth:`.backend.TritonMXFP4Backend.tactics`); kept for that
+#: run's labels and run by label (:func:`.backend.label_only_configs`).
 PS_GU16_K128_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, "ps", block_n2=256, gate_up=True, tail_m=t)
                                                        for *c, t in ((128, 128, 128, 16, 3, 0),
                                                                      (128, 128, 128, 16, 4, 0),
