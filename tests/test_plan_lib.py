@@ -154,3 +154,26 @@ def test_evidence_takes_the_conditions_pairs_from_conditions_else_duels(tmp_path
     assert out == ["conditions 20b-ep2-t4096 triton=c", "after: gpt-oss-20b|1|16384|triton=a|tk=b"]
     out = bash(tmp_path, smi, body, DUELS="gpt-oss-20b|1|16384|triton=a|tk=b").stdout.splitlines()
     assert out[0] == "conditions 20b-ep1-t16384 triton=a"
+
+
+def test_profiles_take_an_optional_backend_and_stop_when_time_runs_out(tmp_path):
+    """evidence.sh's PARTS=profile (plan_lib's profiles): MODEL|EP|T|TACTIC profiles our triton tactic, and
+    MODEL|EP|T|BACKEND=TACTIC another backend's (session 27: triton_kernels' kernels beside ours at a shape), each
+    into its own numbered folder named by backend and shape; with 45 s or less left, none runs and a line says so."""
+    smi = fake_smi(tmp_path, "NVIDIA H100 80GB HBM3")
+    (smi / "python3").write_text('#!/usr/bin/env bash\necho "python3 $*"\n')
+    (smi / "python3").chmod(0o755)
+    (smi / "tar").write_text('#!/usr/bin/env bash\necho "tar $*"\n')
+    (smi / "tar").chmod(0o755)
+    body = 'say() { echo "$*"; }; left() { echo 300; }; OUT=/o; TV=""; profiles 560'
+    out = bash(tmp_path, smi, body, PROFILES="gpt-oss-20b|2|4096|m128n128k64w16s3-ps-gu-g2n256 "
+               "gpt-oss-20b|2|4096|triton_kernels=tk-m128kautow8s3").stdout.splitlines()
+    assert out == [
+        "python3 -m fp4moe_diag profile --backend triton --model gpt-oss-20b --ep 2 --tokens 4096 --tactics "
+        "m128n128k64w16s3-ps-gu-g2n256 --stalls --out /tmp/p/1-triton-gpt-oss-20b-ep2-t4096",
+        "tar -czf /o/profiles.tgz -C /tmp p", "profile 1 done",
+        "python3 -m fp4moe_diag profile --backend triton_kernels --model gpt-oss-20b --ep 2 --tokens 4096 --tactics "
+        "tk-m128kautow8s3 --stalls --out /tmp/p/2-triton_kernels-gpt-oss-20b-ep2-t4096",
+        "tar -czf /o/profiles.tgz -C /tmp p", "profile 2 done"]
+    short = bash(tmp_path, smi, body.replace("echo 300", "echo 45"), PROFILES="m|1|4|triton_kernels=t")
+    assert short.stdout.splitlines() == ["no time left for the profile of triton_kernels t"]

@@ -5,7 +5,8 @@
 #   2. ablations (profiling.ablate) at 120b EP4 T=64 with 100 repeats (30 gave a spread of 11 % there), at 20b EP1
 #      T=4 (goal 3) and at 120b EP4 T=4096 (goal 4's farthest shape);
 #   3. Nsight Compute per kernel, warp stalls included, of the best tactic at 20b EP1 T=1 (goal 3), 20b EP1 T=16
-#      (goal 2) and 120b EP4 T=4096 (goal 4); PROFILES (space-separated MODEL|EP|T|TACTIC) names others: what
+#      (goal 2) and 120b EP4 T=4096 (goal 4); PROFILES (space-separated MODEL|EP|T|[BACKEND=]TACTIC, triton where
+#      no backend is named: plan_lib's profiles) names others: what
 #      `python -m fp4moe_diag goals RUNS --unprofiled` prints (each missed shape no profile of its tactic explains),
 #      e.g. PROFILES="$(python -m fp4moe_diag goals data/runs/<run> --unprofiled | tr '\n' ' ')".
 # Run from the repository root on the device with .carry/triton_kernels, .whl and .git_commit carried:
@@ -20,7 +21,7 @@
 # KIT (a .carry/triton-X.Y.Z-cp312.tar.xz, tools/device/triton_kit.sh): every step under that Triton release instead of
 # the image's, its outputs named -tritonX.Y.Z (the Triton releases' question, tritons.sh, per kernel).
 # PARTS (default "sweep ablate profile") picks the steps. About 7 minutes. $OUT/runs.tgz: the sweep's run folder and the ablation CSVs (one run: import_gpu_bundle.py);
-# $OUT/profiles.tgz: the profiles (beside the run, kernels.csv as ncu_<name>.csv: what goals reads).
+# $OUT/profiles.tgz: the profiles (import_gpu_bundle.py --profiles: beside the run, kernels.csv as ncu_<name>.csv).
 set -u
 PARTS=${PARTS:-sweep ablate profile}
 for p in $PARTS; do case $p in sweep|ablate|profile|duel|energy|conditions) ;; *)
@@ -44,14 +45,7 @@ has ablate && ablate 120b-ep4-t4096$TV gpt-oss-120b 4 4096 $(left 320) m128n128k
 has duel && duels 560
 has energy && duels 560 energy
 has conditions && DUELS="${CONDITIONS:-${DUELS:-}}" duels 560 conditions
-n=0
 PROFILES=${PROFILES:-"gpt-oss-20b|1|1|m16n64k256w4s3-ps-sk2-pdl gpt-oss-20b|1|16|m16n128k128w4s3-ps-g2sk2-pdl \
 gpt-oss-120b|4|4096|m128n128k64w16s3-ps-gu-g2n256-t64"}
-has profile && for p in $PROFILES; do
-  IFS='|' read -r pm pep pt ptac <<< "$p"; n=$((n + 1))
-  L=$(left 560); [ "$L" -gt 45 ] || { say "no time left for the profile of $ptac"; continue; }
-  timeout $L python3 -m fp4moe_diag profile --backend triton --model "$pm" --ep "$pep" --tokens "$pt" \
-    --tactics "$ptac" --stalls --out /tmp/p/$n-triton-$pm-ep$pep-t$pt$TV 2>&1 | tail -4 | cut -c1-240
-  tar -czf $OUT/profiles.tgz -C /tmp p; say "profile $n done"
-done
+has profile && profiles 560
 plan_finish

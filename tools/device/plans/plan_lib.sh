@@ -90,6 +90,18 @@ conditions() {  # one pair four ways: plain, traced (CUPTI on the same replays),
   done
   say "conditions $name done"
 }
+profiles() {  # PROFILES: MODEL|EP|T|[BACKEND=]TACTIC each (triton when no backend is named), Nsight Compute with the
+  # warp stalls, each into /tmp/p/N-BACKEND-MODEL-epE-tT, packed into $OUT/profiles.tgz after each; $1: the plan's limit
+  local p pm pep pt ptac pb L n=0
+  for p in ${PROFILES:-}; do
+    IFS='|' read -r pm pep pt ptac <<< "$p"; n=$((n + 1)); pb=triton
+    case $ptac in *=*) pb=${ptac%%=*}; ptac=${ptac#*=} ;; esac
+    L=$(left "$1"); [ "$L" -gt 45 ] || { say "no time left for the profile of $pb $ptac"; continue; }
+    timeout "$L" python3 -m fp4moe_diag profile --backend "$pb" --model "$pm" --ep "$pep" --tokens "$pt" \
+      --tactics "$ptac" --stalls --out /tmp/p/$n-$pb-$pm-ep$pep-t$pt${TV:-} 2>&1 | tail -4 | cut -c1-240
+    tar -czf $OUT/profiles.tgz -C /tmp p; say "profile $n done"
+  done
+}
 energy() {
   local name=$1 model=$2 ep=$3 tokens=$4 secs=$5 a=$6 b=$7 calls=300
   [ "$tokens" -gt 4096 ] && calls=50
