@@ -69,7 +69,8 @@ def cmd_goals(args: argparse.Namespace) -> int:
     from .analysis.duels import read_duels, undecided
     from .analysis.energy import read_energy
     from .analysis.goal_profiles import read_profiles, with_folder_gpus, with_folder_releases
-    from .analysis.goals import goal_report, unprofiled
+    from .analysis.goal_profiles import unprofiled
+    from .analysis.goals import goal_report
     from .analysis.traced_duels import untraced
     from .analysis.goals_markdown import goals_markdown
     from .run_folder import load_run
@@ -127,8 +128,9 @@ def add_parser(sub: Any) -> None:
     g.add_argument("--csv", type=Path, default=None, help="also write the goal table here")
     what = g.add_mutually_exclusive_group()
     what.add_argument("--unprofiled", action="store_true", help="print instead, one per line as MODEL|EP|T|TACTIC, "
-                   "ours' best tactic at each missed shape that no Nsight Compute profile of that tactic explains "
-                   "(what tools/device/plans/evidence.sh takes in PROFILES)")
+                   "ours' best tactic at each missed shape that no Nsight Compute profile of that tactic explains, "
+                   "and at goal 1's shapes not met triton_kernels' as MODEL|EP|T|triton_kernels=TACTIC (what "
+                   "tools/device/plans/evidence.sh takes in PROFILES)")
     what.add_argument("--duels", action="store_true", help="print instead, one per line as MODEL|EP|T|OURS=TACTIC|"
                    "PEER=TACTIC, goal 1's shapes missed or met by less than 2 %% with no duel yet (what "
                    "tools/device/plans/evidence.sh takes in DUELS)")

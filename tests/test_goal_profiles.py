@@ -70,7 +70,7 @@ def test_profiles_match_the_timed_tactic_and_give_the_measured_reason(tmp_path):
 def test_unprofiled_lists_the_missed_shapes_no_profile_of_ours_tactic_explains(tmp_path, capsys):
     """goals --unprofiled: the missed shapes (T=64: goals 1 and 2; T=4096: goal 4) less the one a profile of ours'
     timed tactic itself explains; a profile of another tactic does not count. The lines evidence.sh takes."""
-    from fp4moe_diag.analysis.goals import unprofiled
+    from fp4moe_diag.analysis.goal_profiles import unprofiled
     from fp4moe_diag.cli import main
 
     got = unprofiled(goal_report(frame(), None).table)
@@ -84,6 +84,32 @@ def test_unprofiled_lists_the_missed_shapes_no_profile_of_ours_tactic_explains(t
     save_run(frame(), runs)
     assert main(["goals", str(runs), str(tmp_path / "prof"), "--unprofiled"]) == 0
     assert capsys.readouterr().out == "gpt-oss-20b|1|64|a\n"
+
+
+def test_goal_ones_peer_is_profiled_too_where_ours_is_behind_and_a_call_can(tmp_path, capsys):
+    """goals --plan (session 27): at a goal-1 shape not met where the peer is triton_kernels, its tactic goes to
+    PROFILES as triton_kernels=TACTIC until a profile of that tactic is in the runs (then goal 1's reason names the
+    kernel role ours loses in); a FlashInfer peer (T=64 here) is not listed: evidence.sh does not carry its module."""
+    from fp4moe_diag.analysis.goal_profiles import unprofiled
+    from fp4moe_diag.cli import main
+
+    df = frame()
+    df.loc[(df["backend"] == "triton_kernels") & (df["num_tokens"] == 4096), "time_median_us"] = 950.0
+    write_profile(tmp_path / "prof", "ncu_1-triton-gpt-oss-20b-ep1-t4096.csv", "p",
+                  [("_moe_mxfp4_gemm1_ps_kernel", 700.0, 30.0), ("_moe_mxfp4_gemm2_ps_kernel", 250.0, 20.0)])
+    got = unprofiled(goal_report(df, read_profiles([tmp_path / "prof"])).table)
+    assert [(r.num_tokens, r.tactic, r.goals) for r in got.itertuples()] == [(64, "a", "1,2"),
+                                                                             (4096, "triton_kernels=k", "1")]
+    runs = tmp_path / "runs"
+    save_run(df, runs)
+    assert main(["goals", str(runs), str(tmp_path / "prof"), "--plan"]) == 0
+    assert 'PROFILES="gpt-oss-20b|1|64|a gpt-oss-20b|1|4096|triton_kernels=k"' in capsys.readouterr().out
+    write_profile(tmp_path / "prof", "ncu_2-triton_kernels-gpt-oss-20b-ep1-t4096.csv", "k",
+                  [("_matmul_ogs_x_swiglu", 600.0, 10.0), ("_matmul_ogs_x", 300.0, 10.0)])
+    rep = goal_report(df, read_profiles([tmp_path / "prof"]))
+    assert [r.tactic for r in unprofiled(rep.table).itertuples()] == ["a"]
+    assert goal(rep.table, 1, 4096)["peer_profile_match"] == "exact"
+    assert goal(rep.table, 1, 4096)["reason"].startswith("ours behind most in gemm1: 700.0 us of 950.0 vs peer 600.0")
 
 
 def test_a_report_over_two_gpus_names_the_gpu_of_each_shape():

@@ -248,3 +248,32 @@ def reason_text(ours: Optional[ProfileMatch], peer: Optional[ProfileMatch] = Non
     if theirs is not None and not theirs.empty:
         text += f"; peer {describe_kernel(theirs.loc[theirs['duration_us'].idxmax()])}"
     return text
+
+
+#: the peers a device call profiles with what ``evidence.sh`` carries (FlashInfer's kernels need its module too)
+PROFILED_PEERS = ("triton_kernels",)
+
+
+def peers_to_profile(table: pd.DataFrame) -> pd.DataFrame:
+    """The goal-1 rows not met whose peer (one of :data:`PROFILED_PEERS`) has no profile of its own timed tactic, with
+    ``ours_tactic`` replaced by ``PEER=TACTIC`` (what ``evidence.sh``'s PROFILES takes for a backend not ours), so that
+    goal 1's reason can name the kernel role ours loses in (:func:`reason_text`)."""
+    if "peer_profile_match" not in table:
+        return table.iloc[0:0]
+    t = table[(table["goal"] == 1) & (table["status"] == "not met") & table["peer_tactic"].notna()
+              & table["peer_backend"].isin(PROFILED_PEERS)
+              & (table["peer_profile_match"].astype("string") != "exact").fillna(True)]
+    return t.assign(ours_tactic=t["peer_backend"].astype(str) + "=" + t["peer_tactic"].astype(str))
+
+
+def unprofiled(table: pd.DataFrame) -> pd.DataFrame:
+    """What a device call should profile: the shapes ours misses (``not met``) with no Nsight Compute profile of ours'
+    timed tactic itself (none, or another tactic's or a variant's), and goal 1's peers likewise (``BACKEND=TACTIC``,
+    :func:`peers_to_profile`); one row per GPU x shape x tactic (``gpu_name``, ``model``, ``ep_size``,
+    ``num_tokens``, ``tactic``, ``goals``: the goals missed there)."""
+    t = table[(table["status"] == "not met") & table["ours_tactic"].notna()
+              & (table["ours_profile_match"].astype("string") != "exact").fillna(True)]
+    t = pd.concat([t, peers_to_profile(table)], ignore_index=True)
+    cols = ["gpu_name", "model", "ep_size", "num_tokens", "ours_tactic"]
+    out = t.groupby(cols, sort=True)["goal"].agg(lambda g: ",".join(map(str, sorted(set(g))))).reset_index()
+    return out.rename(columns={"ours_tactic": "tactic", "goal": "goals"})

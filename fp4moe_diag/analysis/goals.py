@@ -88,6 +88,7 @@ GOAL_COLUMNS = {
     "ours_profile": "the folder of ours' profile (and the profiled tactic where not the timed one)",
     "peer_profile": "the peer's",
     "ours_profile_match": "how ours' profile matches its timed tactic: exact, variant, other tactic (NA: none)",
+    "peer_profile_match": "the peer's",
     "ours_cupti": "ours' kernels in the timing's own run (CUPTI, per kernel role, us a call; sum and span)",
     "peer_cupti": "the peer's",
     "ours_clock_mhz": "the SM clock ours' best row read as its repeats finished (NVML; NaN where not read)",
@@ -352,7 +353,7 @@ def goal_report(df: pd.DataFrame, profiles: Optional[pd.DataFrame] = None, ours:
     profiles = pd.DataFrame() if profiles is None else profiles
     shares = ablation_table(ablations) if ablations is not None and not ablations.empty else pd.DataFrame()
     cache: dict = {}
-    reasons, ours_p, peer_p, matches, kernels, seen = [], [], [], [], [], set()
+    reasons, ours_p, peer_p, matches, peer_m, kernels, seen = [], [], [], [], [], [], set()
     for _, r in t.iterrows():
         mo, mp = _profile(profiles, r, "ours", cache), _profile(profiles, r, "peer", cache)
         why = reason_text(mo, mp if r["goal"] in (1, 5) else None) if mo is not None else _cupti_reason(r)
@@ -366,11 +367,13 @@ def goal_report(df: pd.DataFrame, profiles: Optional[pd.DataFrame] = None, ours:
         ours_p.append(None if mo is None else mo.label())
         matches.append(None if mo is None else mo.match)
         peer_p.append(None if mp is None else mp.label())
+        peer_m.append(None if mp is None else mp.match)
         for side, m in (("ours", mo), ("peer", mp)):
             if m is not None and (m.source, m.file, m.tactic, side) not in seen:
                 seen.add((m.source, m.file, m.tactic, side))
                 kernels.append(_kernels_of(r, side, m))
-    t = t.assign(reason=reasons, ours_profile=ours_p, peer_profile=peer_p, ours_profile_match=matches)
+    t = t.assign(reason=reasons, ours_profile=ours_p, peer_profile=peer_p, ours_profile_match=matches,
+                 peer_profile_match=peer_m)
     k = pd.concat(kernels, ignore_index=True) if kernels else pd.DataFrame(columns=[*KERNEL_KEYS, *KERNEL_COLUMNS])
     k = k.sort_values(KERNEL_KEYS[:4], kind="stable").reset_index(drop=True)
     return GoalReport(t, k)
@@ -382,14 +385,3 @@ def _cupti_reason(r: pd.Series) -> str:
     sides = ("ours", "peer") if r["goal"] in (1, 5) else ("ours",)
     parts = [f"{s} {r[f'{s}_cupti']}" for s in sides if isinstance(r.get(f"{s}_cupti"), str)]
     return "no profile" + (f"; CUPTI in the run: {'; '.join(parts)}" if parts else "")
-
-
-def unprofiled(table: pd.DataFrame) -> pd.DataFrame:
-    """The goal shapes ours misses (``not met``) where no Nsight Compute profile of ours' timed tactic itself explains
-    it (none, or one of another tactic or a variant): one row per GPU x shape x tactic (``gpu_name``, ``model``,
-    ``ep_size``, ``num_tokens``, ``tactic``, ``goals``: the goals missed there), what a device call should profile."""
-    t = table[(table["status"] == "not met") & table["ours_tactic"].notna()
-              & (table["ours_profile_match"].astype("string") != "exact").fillna(True)]
-    cols = ["gpu_name", "model", "ep_size", "num_tokens", "ours_tactic"]
-    out = t.groupby(cols, sort=True)["goal"].agg(lambda g: ",".join(map(str, sorted(set(g))))).reset_index()
-    return out.rename(columns={"ours_tactic": "tactic", "goal": "goals"})
