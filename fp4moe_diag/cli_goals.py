@@ -68,8 +68,7 @@ def cmd_goals(args: argparse.Namespace) -> int:
     from .analysis.ablations import read_ablations
     from .analysis.duels import read_duels, undecided
     from .analysis.energy import read_energy
-    from .analysis.goal_profiles import read_profiles, with_folder_gpus, with_folder_releases
-    from .analysis.goal_profiles import unprofiled
+    from .analysis.goal_profiles import read_profiles, unprofiled, with_folder_gpus, with_folder_releases
     from .analysis.goals import goal_report
     from .analysis.traced_duels import untraced
     from .analysis.goals_markdown import goals_markdown
