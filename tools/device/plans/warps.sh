@@ -35,9 +35,5 @@ esac
 timeout $(left 470) python3 -m fp4moe_diag sweep --backends triton,triton_kernels --models $MODELS --tokens $TOKENS \
   $A --tactics "$TT" --tactics "$TK" --out /tmp/r/warps-$PART 2>&1 | grep -v "^ *gpt-oss" | tail -3
 say "sweep done"
-IFS='|' read -r pm pep pt ptac <<< "$PROF"
-L=$(left 585); [ "$L" -gt 40 ] && (timeout $L python3 -m fp4moe_diag profile --backend triton --model "$pm" \
-  --ep "$pep" --tokens "$pt" --tactics "$ptac" --stalls --out /tmp/p/1-triton-$pm-ep$pep-t$pt 2>&1 | tail -4 \
-  | cut -c1-240
-  tar -czf $OUT/profiles.tgz -C /tmp p; say "profile done")
+PROFILES="$PROF" profiles 585
 plan_finish
