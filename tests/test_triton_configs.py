@@ -70,8 +70,8 @@ def test_tactics_list():
         prefill = n_ps == n_wide
         n_gu = len(PS_GU_CONFIGS) + (len(PS_GU_WIDE_CONFIGS) + len(PS_GU16_CONFIGS) + gu_tail if prefill else 0)
         n_gu += n_gud if n_psd else 0  # the k64 -gu decode tile
-        tac = [t for t in b.tactics(case) if not (t.id.tile_major or t.id.peel or t.id.reg_cap)]  # -tm / -pk / -rN
-        # twins: their own tests
+        tac = [t for t in b.tactics(case) if not (t.id.tile_major or t.id.peel or t.id.reg_cap or t.id.unroll)]
+        # -tm / -pk / -rN / -uN twins: their own tests
         assert len(tac) == (len(CONFIGS) + len(X2_CONFIGS) + n_x2 + len(SW_CONFIGS) + n_sw + n_ps + n_psd
                             + (len(DOT_SCALED_CONFIGS) + n_decode + n_pdl if compiled else 0))
         assert sum(t.id.ps and not t.id.pdl for t in tac) == n_ps + n_psd

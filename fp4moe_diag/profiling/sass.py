@@ -194,6 +194,7 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
         const["SCALE_WORDS"] = ps_scale_words(2 * bn if gu else bn, kc.block_k, kc.num_warps)
         const["PDL"] = kc.pdl
         const |= dict(ABLATE=ABLATIONS[kc.ablate], STAGES=kc.num_stages, TILE_MAJOR=kc.tile_major)  # _kernels_ablate
+        const |= {"UNROLL": max(kc.unroll, 1)} if gu or gemm == "gemm2" else {}  # -uN; 3.9: every argument given
         if gu:
             const["CHUNK_DOTS"] = ps_gu_chunk_dots(kc.block_k, kc.num_warps)
         else:  # gemm2's W_FIRST: -pdlw, its first weights before its wait (launch._w_first_args)
@@ -285,7 +286,8 @@ def count(tactic: str, gemm: str = "gemm2", k: int = 3072, arch: int = 90) -> Lo
     programs = resident_programs(cc, kc.num_warps) if arch >= 90 else 0
     ops = collections.Counter(opcode(t) for t in body)
     tiles = 2 if gemm == "gemm1" else 1
-    per_thread = tiles * (kc.gemm2_block_n if gemm == "gemm2" else kc.block_n) * kc.block_k // (kc.num_warps * 32)
+    per_thread = (tiles * (kc.gemm2_block_n if gemm == "gemm2" else kc.block_n) * kc.block_k * max(kc.unroll, 1)
+                  // (kc.num_warps * 32))  # -uN: one loop iteration takes N K steps
     mma = next((m for m in ("HGMMA", "QGMMA", "HMMA") if ops.get(m)), "?")  # QGMMA: FP8 wgmma
     groups, waits = mma_sync(body)
     return LoopCount(tactic=kc.label, gemm=gemm, arch=arch, triton_version=triton.__version__,

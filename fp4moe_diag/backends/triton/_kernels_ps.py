@@ -201,7 +201,7 @@ def _moe_mxfp4_gemm2_ps_kernel(
     TOP_K: tl.constexpr = 1, ORPH: tl.constexpr = 0, FUSED: tl.constexpr = False, ABLATE: tl.constexpr = 0,
     STAGES: tl.constexpr = 0, TILE_MAJOR: tl.constexpr = False, W_FIRST: tl.constexpr = False,
     PERSIST: tl.constexpr = 0, m_blocks=0, TILES: tl.constexpr = 0,
-    PROGRAMS: tl.constexpr = 0, PEEL: tl.constexpr = False, K_MAIN: tl.constexpr = 0,
+    PROGRAMS: tl.constexpr = 0, PEEL: tl.constexpr = False, K_MAIN: tl.constexpr = 0, UNROLL: tl.constexpr = 1,
 ):
     """gemm2 of :mod:`._kernels` (down, times the routing weight, N = H, K = I) on the ps layout.  ``FUSED``
     (``-fs``): the program completing a token's rows sums them into ``y`` [T, N] (bf16) in the top-k sum's order
@@ -221,7 +221,8 @@ def _moe_mxfp4_gemm2_ps_kernel(
     level, a median ratio of 1.004, 95 pairs within their spread, 19 slower by 1-2 %, 6 faster; by CUPTI kernel
     span the same.  gemm1's programs hold the SMs' shared memory until they exit, so gemm2's programs become
     resident only as gemm1 drains, with little of gemm1 left to overlap.  Not offered; kept for that run's labels.
-    ``PERSIST`` (``-pt`` / ``-ptf``), ``PEEL`` / ``K_MAIN`` (``-pk``): as gemm1's."""
+    ``PERSIST`` (``-pt`` / ``-ptf``), ``PEEL`` / ``K_MAIN`` (``-pk``): as gemm1's.  ``UNROLL`` (``-uN``, with the
+    ``-gu`` gemm1: :mod:`.configs_unroll`): the K loop unrolled so many times."""
     if PDL >= 2 and PDL <= 3:
         pm, pn = _grid_ids(N_FASTEST)
         S_PF: tl.constexpr = BLOCK_N // 16
@@ -262,7 +263,7 @@ def _moe_mxfp4_gemm2_ps_kernel(
                        sorted_pair_ptr, block_expert_ptr, num_pairs, N, stride_am, stride_we, stride_ws, stride_se,
                        stride_ss, stride_be, stride_om, stride_os, K, BLOCK_M, BLOCK_N, BLOCK_K, HAS_BIAS, EVEN_K,
                        DOT_F32, SPLIT_K, K_SPLIT, PDL, SCALE_WORDS, y_ptr, cnt_ptr, tok_pairs_ptr, orph_ptr, stride_ym,
-                       TOP_K, ORPH, FUSED, ABLATE, STAGES, TILE_MAJOR, W_FIRST, PEEL, K_MAIN)
+                       TOP_K, ORPH, FUSED, ABLATE, STAGES, TILE_MAJOR, W_FIRST, PEEL, K_MAIN, UNROLL)
 
 
 @triton.jit
@@ -273,7 +274,8 @@ def _gemm2_ps_tile(pid_m, pid_n, pid_k, a_ptr, w_ptr, ws_ptr, b_ptr, topk_w_ptr,
                    SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, PDL: tl.constexpr, SCALE_WORDS: tl.constexpr, y_ptr,
                    cnt_ptr, tok_pairs_ptr, orph_ptr, stride_ym, TOP_K: tl.constexpr, ORPH: tl.constexpr,
                    FUSED: tl.constexpr, ABLATE: tl.constexpr, STAGES: tl.constexpr, TILE_MAJOR: tl.constexpr,
-                   W_FIRST: tl.constexpr, PEEL: tl.constexpr = False, K_MAIN: tl.constexpr = 0):
+                   W_FIRST: tl.constexpr, PEEL: tl.constexpr = False, K_MAIN: tl.constexpr = 0,
+                   UNROLL: tl.constexpr = 1):
     """Tile ``(pid_m, pid_n, pid_k)`` of :func:`_moe_mxfp4_gemm2_ps_kernel`: its K loop, its store and (``-fs``) the
     top-k sum its arrival completes."""
     pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(pid_m, pid_n, pid_k, block_expert_ptr, sorted_pair_ptr,
@@ -306,7 +308,7 @@ def _gemm2_ps_tile(pid_m, pid_n, pid_k, a_ptr, w_ptr, ws_ptr, b_ptr, topk_w_ptr,
                 a_ptrs += BLOCK_K
         k_rest: tl.constexpr = K_MAIN if PEEL else k_first  # the plain loop: every step, K masks on the weights
         a_even: tl.constexpr = EVEN_K and not PEEL
-        for kk in range(k_rest, K_SPLIT, BLOCK_K):
+        for kk in tl.range(k_rest, K_SPLIT, BLOCK_K, loop_unroll_factor=UNROLL):  # -uN (configs_unroll)
             acc_t = _gemm2_step(acc_t, a_ptrs, mask_m, kb + kk, offs_k, w_base, s_base, slab0, N, stride_ws,
                                 stride_ss, K, S, C, DOT_F32, SCALE_WORDS, ABLATE, TILE_MAJOR, a_even, True)
             a_ptrs += BLOCK_K

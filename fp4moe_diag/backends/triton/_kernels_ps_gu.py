@@ -59,12 +59,13 @@ def _moe_mxfp4_gemm1_ps_gu_kernel(
     ACTIVATION: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr,
     SPLIT_K: tl.constexpr, K_SPLIT: tl.constexpr, N_FASTEST: tl.constexpr, PDL: tl.constexpr = 0,
     SCALE_WORDS: tl.constexpr = False, CHUNK_DOTS: tl.constexpr = False, cnt_ptr=None, FUSED: tl.constexpr = False,
-    ABLATE: tl.constexpr = 0, STAGES: tl.constexpr = 0, TILE_MAJOR: tl.constexpr = False,
+    ABLATE: tl.constexpr = 0, STAGES: tl.constexpr = 0, TILE_MAJOR: tl.constexpr = False, UNROLL: tl.constexpr = 1,
 ):
     """gemm1 (gate/up + activation, N = I, K = H) on the gate/up-interleaved ps matrix ``[2N / 16, K / 64, 512]``:
     ``BLOCK_N / 8`` slabs from slab ``pid_n * BLOCK_N / 8``, one dot per K step (``CHUNK_DOTS``: one per 64-K chunk,
     see :func:`.configs_gu.ps_gu_chunk_dots`).  Arguments as :func:`._kernels_ps._moe_mxfp4_gemm1_ps_kernel`
-    (``ABLATE``, ``STAGES``: :mod:`._kernels_ablate`)."""
+    (``ABLATE``, ``STAGES``: :mod:`._kernels_ablate`; ``UNROLL``: the K loop unrolled so many times, ``-uN``,
+    :mod:`.configs_unroll`)."""
     _pdl_enter(PDL)
     pid_m, pid_n = _grid_ids(N_FASTEST)
     pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(pid_m, pid_n, tl.program_id(2), block_expert_ptr,
@@ -83,7 +84,7 @@ def _moe_mxfp4_gemm1_ps_gu_kernel(
         acc_t = _sink_loop(acc_t, w_base, s_base, w_base, s_base, slab0, kb // 64, N // 8, K // 64, stride_ws,
                            stride_ss, K_SPLIT, BLOCK_K, S, C, 1, STAGES, ABLATE == 3)
     else:
-        for kk in range(0, K_SPLIT, BLOCK_K):
+        for kk in tl.range(0, K_SPLIT, BLOCK_K, loop_unroll_factor=UNROLL):  # -uN (configs_unroll): UNROLL > 1
             if CHUNK_DOTS:  # one dot per 64-K chunk of the tile (its activations loaded per chunk), same accumulator
                 for c in tl.static_range(C):
                     xt = tl.trans(_act_tile(x_ptrs + 64 * c, mask_m, kb + kk + 64 * c, offs_k, K, EVEN_K))

@@ -37,6 +37,7 @@ from .configs_tm import (PS_TM_DECODE_CONFIGS, PS_TM_DECODE_PDL_CONFIGS, PS_TM_P
                          PS_TM_PREFILL_PDL_CONFIGS, tm_refusal)
 from .configs_persist import PS_PT_DECODE_CONFIGS, PS_PT_DECODE_PDL_CONFIGS
 from .configs_stages import PS_G2S_DECODE_PDL_CONFIGS
+from .configs_unroll import PS_GU16_U2_CONFIGS, PS_GU16_U2_PDL_CONFIGS
 from .configs_warps import (PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS, PS_GU16_K128_CONFIGS,
                             PS_GU16_K128_PDL_CONFIGS, PS_GU16_PDL_CONFIGS)
 from .defaults import measured_default
@@ -151,7 +152,8 @@ class TritonMXFP4Backend(Backend):
         decode the ``-pk`` twins of :mod:`.configs_peel` (K steps without K masks; their ``-pdl`` ones compiled); not
         the ``-g2sN`` ones of :mod:`.configs_stages` (gemm2's deeper pipeline: measured slower, run by label) nor the
         k128 16-warp ``-gu`` ones of :mod:`.configs_warps` (measured slower, run by label);
-        compiled, from Triton 3.7 on, the ``-rN`` register-capped twins of :mod:`.configs_regcap`.
+        compiled, from Triton 3.7 on, the ``-rN`` register-capped twins of :mod:`.configs_regcap`, and at prefill the
+        ``-u2`` ones of :mod:`.configs_unroll` (K loops unrolled: the interpreter runs the same loop).
         The default: :mod:`.defaults`."""
         decode = decode_sized(case)
         configs: tuple[KernelConfig, ...] = CONFIGS + X2_CONFIGS + SW_CONFIGS
@@ -176,6 +178,8 @@ class TritonMXFP4Backend(Backend):
             elif ps_refusal(case) is None:  # prefill: the 8-warp tail tiles, the 16-warp -gu ones and their -tm twins
                 configs += PS_TAIL_PDL_CONFIGS + PS_GU16_PDL_CONFIGS
                 configs += _tile_major(case, PS_TM_PREFILL_PDL_CONFIGS)
+                configs += tuple(c for c in PS_GU16_U2_CONFIGS + PS_GU16_U2_PDL_CONFIGS  # -u2 (configs_unroll)
+                                 if _split_fits(case, c) and (not c.tile_major or tm_refusal(case, c) is None))
             configs += DOT_SCALED_CONFIGS
             if decode:
                 configs += tuple(c for c in DECODE_CONFIGS if _split_fits(case, c))
@@ -275,7 +279,8 @@ class TritonMXFP4Backend(Backend):
         y = output if direct else p.out_bf16
         w13, w13_scale, w2, w2_scale = p.ps if kc.ps else (p.w13, p.w13_scale, p.w2, p.w2_scale)
         modes = dict(dot_scaled=kc.dot_scaled, x2=kc.x2, swap=kc.swap, ps=kc.ps, pdl=kc.pdl,
-                     ablate=ABLATIONS[kc.ablate], tile_major=kc.tile_major, persist=kc.persist, peel=kc.peel)
+                     ablate=ABLATIONS[kc.ablate], tile_major=kc.tile_major, persist=kc.persist, peel=kc.peel,
+                     unroll=kc.unroll)
         if kc.gate_up:  # gemm1 reads the gate/up-interleaved copy of w13 (made now on first use); gemm2 as ps
             w13, w13_scale = p.gate_up_weights()
         if kc.tile_major:  # -tm: both read copies stored tile by tile (made now on first use, configs_tm)

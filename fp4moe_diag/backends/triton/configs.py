@@ -21,9 +21,8 @@ GATE_UP_LABEL = "-gu"  #: KernelConfig.gate_up's label suffix, right after -ps (
 #: counter per tile, reset by that program) does the pass of the kernel that followed: gemm2 the top-k sum of a
 #: token's rows (same fixed order: bit-identical), a split gemm1 the split-K finalize (:mod:`._kernels_fused`)
 FUSED_LABEL = "-fs"
-MODES = ("bits", "ds", "x2", "sw", "ps", "f8", "p8")  # bit-arithmetic dequant, tl.dot_scaled, packed bf16x2 upcast,
-# x2 swap-AB, swap-AB on the pre-shuffled layout of ps_layout, W4A8 (e4m3 activations and folded weights; configs_f8),
-# W4A8 on the pre-shuffled layout of p8_layout (configs_p8.P8_CONFIGS)
+MODES = ("bits", "ds", "x2", "sw", "ps", "f8", "p8")  # bit-arithmetic dequant, tl.dot_scaled, packed bf16x2 upcast, x2
+# swap-AB, swap-AB on ps_layout's pre-shuffled weights, W4A8 (configs_f8), W4A8 on p8_layout's (configs_p8)
 
 
 @dataclass(frozen=True)
@@ -60,6 +59,7 @@ class KernelConfig:
     # programs as an SM holds, each looping over tiles: 1 (-pt) a K loop pipelined per tile, 2 (-ptf) the tile and K
     # loops flattened into one, pipelined across tiles (configs_persist.py)
     reg_cap: int = 0  # mode ps only (label -rN, after -fs): gemm1 built with maxnreg N (configs_regcap.py)
+    unroll: int = 0  # -gu only (label -uN, after -pk): both K loops unrolled N times (configs_unroll.py)
 
     def __post_init__(self) -> None:
         if not isinstance(self.split_k2, int) or isinstance(self.split_k2, bool) or self.split_k2 < 0:
@@ -163,7 +163,7 @@ class KernelConfig:
     def label(self) -> str:
         base = f"m{self.block_m}n{self.block_n}k{self.block_k}w{self.num_warps}s{self.num_stages}"
         return (base + ("" if self.mode == "bits" else f"-{self.mode}") + GATE_UP_LABEL * self.gate_up
-                + "-tm" * self.tile_major + "-pk" * self.peel
+                + "-tm" * self.tile_major + "-pk" * self.peel + f"-u{self.unroll}" * bool(self.unroll)
                 + (f"-sk{self.split_k}" if self.split_k > 1 else "")
                 + (f"-g2sk{self.split_k2}" if self.split_k2 else "") + (f"-g2n{self.block_n2}" if self.block_n2 else "")
                 + (f"-g2s{self.num_stages2}" if self.num_stages2 else "")
@@ -187,6 +187,7 @@ class KernelConfig:
                     **({"fused": True} if self.fused else {}), **({"tail_m": self.tail_m} if self.tail_m else {}),
                     **({"ablate": self.ablate} if self.ablate else {}),
                     **({"tile_major": True} if self.tile_major else {}),
+                    **({"unroll": self.unroll} if self.unroll else {}),
                     **({"persist": self.persist} if self.persist else {}), **({"peel": True} if self.peel else {}),
                     **({"reg_cap": self.reg_cap} if self.reg_cap else {}))
 
@@ -357,12 +358,11 @@ PS_PDL_CONFIGS += tuple(KernelConfig(*c, pdl=1, fused=True) for c in (
     (16, 128, 128, 4, 4, "ps"),
     (16, 128, 128, 4, 3, "ps", 1, 2),
 ))
-# Measured and not offered (s9a, same run as -pdl): -pdlpfe within noise of -pdl (120b EP4 T=64 140.1 vs 140.6 us,
-# 20b EP1 T=64 163.9 vs 162.4, T=16 159.0 vs 158.4); split-K 8 (m16n64k128w4s4-ps-sk8) slower at every decode shape.
+# Not offered (s9a): -pdlpfe level with -pdl (120b EP4 T=64 140.1 / 140.6 us); split-K 8 slower at every decode shape.
 
 
 _LABEL = re.compile(r"^m(?P<m>\d+)n(?P<n>\d+)k(?P<k>\d+)w(?P<w>\d+)s(?P<s>\d+)"
-                    r"(?:-(?P<mode>ds|x2|sw|f8|p8)|-(?P<ps>ps)(?P<gu>-gu)?(?P<tm>-tm)?(?P<pk>-pk)?)?"
+                    r"(?:-(?P<mode>ds|x2|sw|f8|p8)|-(?P<ps>ps)(?P<gu>-gu)?(?P<tm>-tm)?(?P<pk>-pk)?(?:-u(?P<u>\d+))?)?"
                     r"(?:-sk(?P<sk>\d+))?(?:-g2sk(?P<g2sk>\d+))?(?:-g2n(?P<g2n>\d+))?(?:-g2s(?P<g2s>\d+))?"
                     r"(?:-t(?P<t>\d+))?(?P<pt>-ptf|-pt)?"
                     r"(?P<pdl>-pdlpfe|-pdlpf|-pdlw|-pdl)?(?P<fs>-fs)?(?:-r(?P<r>\d+))?(?:~(?P<ab>[a-z]+))?$")
@@ -376,8 +376,8 @@ def parse_config(cfg: Any) -> KernelConfig:
     if isinstance(cfg, str):
         m = _LABEL.match(cfg)
         if m is None:
-            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu][-tm][-pk]|-f8|-p8]"
-                             f"[-skN][-g2skN][-g2nN][-g2sN][-tN][-pt|-ptf][-pdl|-pdlpf|-pdlpfe|-pdlw][-fs][-rN]"
+            raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu][-tm][-pk][-uN]|-f8"
+                             f"|-p8][-skN][-g2skN][-g2nN][-g2sN][-tN][-pt|-ptf][-pdl|-pdlpf|-pdlpfe|-pdlw][-fs][-rN]"
                              f"[~nodeq|~load|~seq], got {cfg!r}")
         nums = [int(m[g]) for g in "mnkws"]
         pdl = {v: k for k, v in PDL_LABELS.items()}[m["pdl"] or ""]
@@ -387,7 +387,7 @@ def parse_config(cfg: Any) -> KernelConfig:
                             gate_up=m["gu"] is not None, fused=m["fs"] is not None, tail_m=int(m["t"] or 0),
                             ablate=m["ab"] or "", tile_major=m["tm"] is not None,
                             persist={v: k for k, v in PERSIST_LABELS.items()}[m["pt"] or ""], peel=m["pk"] is not None,
-                            reg_cap=int(m["r"] or 0))
+                            reg_cap=int(m["r"] or 0), unroll=int(m["u"] or 0))
     if not isinstance(cfg, (tuple, list)):
         raise ValueError(f"tactic: expected a KernelConfig, a label or a tuple, got {type(cfg).__name__}")
     cfg = tuple(cfg)

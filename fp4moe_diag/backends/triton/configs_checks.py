@@ -1,5 +1,5 @@
 """The checks of :class:`.configs.KernelConfig`'s mode-ps options (``-g2sN``, ``-tN``, ``~ablation``, ``-tm``,
-``-gu``, ``-pt`` / ``-ptf``, ``-pk``, ``-rN``), the ablations' names and the persistent loops' labels.  Imports
+``-gu``, ``-pt`` / ``-ptf``, ``-pk``, ``-rN``, ``-uN``), the ablations' names and the persistent loops' labels.  Imports
 nothing of ours, no triton."""
 
 from __future__ import annotations
@@ -75,6 +75,7 @@ def check_ps_options(kc: Any) -> None:
                          f"-pt / -ptf, -pdlw or an ablation; got {kc.peel!r} in "
                          f"{kc.label if kc.mode == 'ps' and isinstance(kc.peel, bool) else kc.mode!r}")
     _check_reg_cap(kc)
+    _check_unroll(kc)
 
 
 def _check_reg_cap(kc: Any) -> None:
@@ -86,3 +87,14 @@ def _check_reg_cap(kc: Any) -> None:
         raise ValueError(f"tactic: reg_cap (-rN, at most N registers a thread) is a mode ps option, a multiple of 8 "
                          f"from 24 to 256, without -pk or an ablation; got {r!r} in "
                          f"{kc.label if kc.mode == 'ps' and type(r) is int else kc.mode!r}")
+
+
+def _check_unroll(kc: Any) -> None:
+    """``-uN`` (:mod:`.configs_unroll`): both K loops unrolled N times (2 to 8), with the ``-gu`` gemm1 of mode ps; not
+    with an ablation (its loop is :mod:`._kernels_ablate`'s, not unrolled)."""
+    u = kc.unroll
+    if isinstance(u, bool) or not isinstance(u, int) or (u and (not 2 <= u <= 8 or kc.mode != "ps" or not kc.gate_up
+                                                               or kc.ablate)):
+        raise ValueError(f"tactic: unroll (-uN, both K loops unrolled N times) is an option of the -gu tactics of mode "
+                         f"ps, an int from 2 to 8, without an ablation; got {u!r} in "
+                         f"{kc.label if kc.mode == 'ps' and type(u) is int else kc.mode!r}")

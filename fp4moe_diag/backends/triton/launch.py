@@ -138,6 +138,16 @@ def _peel_args(peel: bool, ps: bool, gate_up: bool, k: int, block_k: int, split_
     return dict(PEEL=True, K_MAIN=k_main(k, block_k, split_k)) if peel else {}
 
 
+def _unroll_args(unroll: int, ps: bool, gate_up: bool = True) -> dict:
+    """The UNROLL constexpr (``-uN``, :mod:`.configs_unroll`): the K loop unrolled so many times; none when 0.  The
+    pre-shuffled kernels only, and of gemm1 only the ``-gu`` one (``gate_up``)."""
+    if isinstance(unroll, bool) or not isinstance(unroll, int) or (unroll and (not 2 <= unroll <= 8 or not ps
+                                                                               or not gate_up)):
+        raise ValueError(f"unroll: 0 or an int from 2 to 8, for the pre-shuffled kernels (of gemm1 the -gu one); got "
+                         f"{unroll!r} with ps={ps}, gate_up={gate_up}")
+    return dict(UNROLL=unroll) if unroll else {}
+
+
 def _tile_major_args(tile_major: bool, ps: bool) -> dict:
     """The TILE_MAJOR constexpr of the ps kernels (``-tm``): none when off."""
     if tile_major and not ps:
@@ -166,7 +176,7 @@ def gemm1_calls(
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
     split_k: int = 1, part: Optional[torch.Tensor] = None, x2: bool = False, swap: bool = False, ps: bool = False,
     pdl: int = 0, counters: Optional[torch.Tensor] = None, gate_up: bool = False, ablate: int = 0,
-    tile_major: bool = False, persist: int = 0, peel: bool = False, reg_cap: int = 0,
+    tile_major: bool = False, persist: int = 0, peel: bool = False, reg_cap: int = 0, unroll: int = 0,
 ) -> list[Callable[[], None]]:
     """The launches of gemm1 on ``block_expert_ids.numel()`` M-blocks. ``w [L, 2I, H/2]`` (``ps``: the layout of
     :mod:`.ps_layout`, ``[L, 2I/16, H/64, 512]``), ``out [P, I]``.
@@ -179,13 +189,15 @@ def gemm1_calls(
     ``tile_major`` (ps only, ``-tm``): ``w`` / ``w_scale`` are the tile-major copy (``ps_layout.tile_major``).
     ``persist`` (ps only: 1 ``-pt``, 2 ``-ptf``; not with ``gate_up``): a persistent grid (:func:`_persistent`).
     ``peel`` (ps only, not ``gate_up``; ``-pk``): the K steps inside K without K masks (:func:`_peel_args`).
-    ``reg_cap`` (ps only, ``-rN``): built with at most that many registers a thread (:func:`_reg_cap_args`)."""
+    ``reg_cap`` (ps only, ``-rN``): built with at most that many registers a thread (:func:`_reg_cap_args`).
+    ``unroll`` (``gate_up`` only, ``-uN``): the K loop unrolled so many times (:func:`_unroll_args`)."""
     inter, hidden = _weight_dims(w, ps)[0] // 2, x.shape[1]
     _persist_check(persist, ps, gate_up=gate_up, counters=counters is not None, ablate=ablate, pdl_over_1=pdl > 1)
     tile_rows = _gate_up_rows(gate_up, ps, block_n)
     modes = (_mode_args(dot_scaled, x2, swap, ps, (block_m, tile_rows, block_k, num_warps)) | _pdl_args(pdl, ps)
              | _ablate_args(ablate, ps, num_stages) | _tile_major_args(tile_major, ps)
-             | _peel_args(peel, ps, gate_up, hidden, block_k, split_k) | _reg_cap_args(reg_cap, ps))
+             | _peel_args(peel, ps, gate_up, hidden, block_k, split_k) | _reg_cap_args(reg_cap, ps)
+             | _unroll_args(unroll, ps, gate_up))
     if gate_up:
         modes["CHUNK_DOTS"] = ps_gu_chunk_dots(block_k, num_warps)
     elif ps:
@@ -267,7 +279,7 @@ def gemm2_calls(
     block_m: int, block_n: int, block_k: int, num_warps: int, num_stages: int, dot_scaled: bool = False,
     split_k: int = 1, x2: bool = False, swap: bool = False, ps: bool = False, pdl: int = 0,
     fused: Optional[FusedSum] = None, ablate: int = 0, tile_major: bool = False, persist: int = 0,
-    peel: bool = False,
+    peel: bool = False, unroll: int = 0,
 ) -> list[Callable[[], None]]:
     """The launch of gemm2. ``a [P, I]`` bf16, ``w [L, H, I/2]`` (``ps``: ``[L, H/16, I/64, 512]``), ``out [T*k, H]``
     (rows by pair index), or ``out [>= split_k, T*k, H]`` (one plane per split; the caller sums them, or with
@@ -275,13 +287,13 @@ def gemm2_calls(
     ``pdl`` (ps only): 1 programmatic dependent launch, 2 that and the L2 prefetch of its first weight chunks, 4
     that and its first K step's weights loaded before its wait (``W_FIRST``, set under the interpreter too: the
     same peeled first step, run without the wait).
-    ``ablate`` (ps only): the kernel's ABLATE, :mod:`._kernels_ablate`; ``tile_major``, ``persist``, ``peel``: as
-    :func:`gemm1_calls`.  No register cap: ``-rN`` caps gemm1 only (:mod:`.configs_regcap`)."""
+    ``ablate`` (ps only): the kernel's ABLATE, :mod:`._kernels_ablate`; ``tile_major``, ``persist``, ``peel``,
+    ``unroll``: as :func:`gemm1_calls`.  No register cap: ``-rN`` caps gemm1 only (:mod:`.configs_regcap`)."""
     _persist_check(persist, ps, fused=fused is not None, ablate=ablate, pdl_over_1=pdl > 1)
     hidden, inter = _weight_dims(w, ps)[0], a.shape[1]
     modes = (_mode_args(dot_scaled, x2, swap, ps, (block_m, block_n, block_k, num_warps)) | _pdl_args(pdl, ps)
              | _ablate_args(ablate, ps, num_stages) | _tile_major_args(tile_major, ps) | _w_first_args(pdl)
-             | _peel_args(peel, ps, False, inter, block_k, split_k))
+             | _peel_args(peel, ps, False, inter, block_k, split_k) | _unroll_args(unroll, ps))
     if fused is not None and not ps:
         raise ValueError("fused: only the pre-shuffled kernels (ps=True) have the fused top-k sum")
     num_blocks = block_expert_ids.numel()
