@@ -258,8 +258,6 @@ def peers_to_profile(table: pd.DataFrame) -> pd.DataFrame:
     """The goal-1 rows not met whose peer (one of :data:`PROFILED_PEERS`) has no profile of its own timed tactic, with
     ``ours_tactic`` replaced by ``PEER=TACTIC`` (what ``evidence.sh``'s PROFILES takes for a backend not ours), so that
     goal 1's reason can name the kernel role ours loses in (:func:`reason_text`)."""
-    if "peer_profile_match" not in table:
-        return table.iloc[0:0]
     t = table[(table["goal"] == 1) & (table["status"] == "not met") & table["peer_tactic"].notna()
               & table["peer_backend"].isin(PROFILED_PEERS)
               & (table["peer_profile_match"].astype("string") != "exact").fillna(True)]

@@ -61,7 +61,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.profiles is not None and not args.profiles.is_file():
         ap.error(f"profiles: {args.profiles} is not a file")
     args.only_set = {x for x in args.only.split(",") if x}
-    args.placed_profiles = ([], [])  # (placed, failed): place_profiles fills it
     args.error = ap.error
     return args
 
@@ -129,13 +128,20 @@ def _bf16_clocks(c: pd.Series) -> str:
     return out
 
 
-def place_profiles(args: argparse.Namespace, tmp: Path, folder: Path) -> tuple[list[str], list[str]]:
-    """The profiles of ``args.profiles`` placed in ``folder`` (the module's docstring says how): (placed, failed)."""
+def unpack(args: argparse.Namespace, what: str, tmp: Path) -> None:
+    """The .tgz of argument ``what`` (bundle, profiles) unpacked into ``tmp``; a truncated download or a file that is no
+    tarball is that argument's error (exit 2)."""
+    path = getattr(args, what)
     try:
-        with tarfile.open(args.profiles) as tf:
+        with tarfile.open(path) as tf:
             tf.extractall(tmp, filter="data")
     except (tarfile.TarError, EOFError) as e:
-        args.error(f"profiles: {args.profiles} is not a readable .tgz ({e})")
+        args.error(f"{what}: {path} is not a readable .tgz ({e})")
+
+
+def place_profiles(args: argparse.Namespace, tmp: Path, folder: Path) -> tuple[list[str], list[str]]:
+    """The profiles of ``args.profiles`` placed in ``folder`` (the module's docstring says how): (placed, failed)."""
+    unpack(args, "profiles", tmp)
     placed: list[str] = []
     failed: list[str] = []
     for src in sorted((p for p in (tmp / "p").glob("*") if p.is_dir()), key=lambda p: (len(p.name), p.name)):
@@ -157,7 +163,7 @@ def place_profiles(args: argparse.Namespace, tmp: Path, folder: Path) -> tuple[l
 
 
 def provenance(args: argparse.Namespace, df: pd.DataFrame | None, complete: list[str], partial: list[str],
-               csvs: dict[str, list[Path]], folder: Path) -> str:
+               csvs: dict[str, list[Path]], folder: Path, profiles: tuple[list[str], list[str]] = ([], [])) -> str:
     ablations, duels, energies, states = csvs["ablate"], csvs["duel"], csvs["energy"], csvs["gpu"]
     lines = [f"# Run {args.run_id}", ""] + environment_lines(df, [folder / f.name for f in ablations + duels + energies])
     lines += ["", "Produced on the lent GPU machine" + (f" by:\n\n```\n{args.command}\n```" if args.command
@@ -180,7 +186,7 @@ def provenance(args: argparse.Namespace, df: pd.DataFrame | None, complete: list
     if states:
         lines += ["The GPU's state at each plan's start and end (nvidia-smi: SM and memory clocks, their maxima, power, "
                   "temperature, clock event reasons): " + ", ".join(f.name for f in states) + ".", ""]
-    placed, failed = args.placed_profiles
+    placed, failed = profiles  # place_profiles'
     if placed:
         lines += ["Nsight Compute profiles (`evidence.sh PARTS=profile`, read by `goals` and notebook 04): the folders "
                   + ", ".join(placed) + " (spec.json, calls.csv, the .ncu-rep xz-compressed) and their kernels as "
@@ -197,11 +203,7 @@ def provenance(args: argparse.Namespace, df: pd.DataFrame | None, complete: list
 
 def assemble(args: argparse.Namespace, tmp: Path, folder: Path) -> None:
     """Everything of the import written into ``folder`` (the staging folder) from the bundle unpacked in ``tmp``."""
-    try:
-        with tarfile.open(args.bundle) as tf:
-            tf.extractall(tmp, filter="data")
-    except (tarfile.TarError, EOFError) as e:  # a truncated download, a file that is no tarball
-        args.error(f"bundle: {args.bundle} is not a readable .tgz ({e})")
+    unpack(args, "bundle", tmp)
     taken = sorted(p for p in (tmp / "r").glob("*") if not args.only_set or p.name in args.only_set)
     missing = args.only_set - {p.name for p in taken}
     if missing:
@@ -222,9 +224,8 @@ def assemble(args: argparse.Namespace, tmp: Path, folder: Path) -> None:
             for k in ("ablate", "duel", "energy", "gpu")}
     for f in sum(csvs.values(), []):
         shutil.copy2(f, folder / f.name)
-    if args.profiles is not None:
-        args.placed_profiles = place_profiles(args, tmp / "profiles", folder)
-    (folder / "PROVENANCE.md").write_text(provenance(args, df, complete, partial, csvs, folder))
+    profiles = place_profiles(args, tmp / "profiles", folder) if args.profiles is not None else ([], [])
+    (folder / "PROVENANCE.md").write_text(provenance(args, df, complete, partial, csvs, folder, profiles))
 
 
 def publish(staged: Path, dst: Path) -> None:

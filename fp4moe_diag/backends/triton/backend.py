@@ -52,8 +52,9 @@ def _split_fits(case: MoECase, kc: KernelConfig) -> bool:
 
 
 def _tile_major(case: MoECase, configs: tuple[KernelConfig, ...]) -> tuple[KernelConfig, ...]:
-    """The ``-tm`` tactics of ``configs`` that fit ``case`` (split-K, whole tiles: :func:`.configs_tm.tm_refusal`)."""
-    return tuple(c for c in configs if _split_fits(case, c) and tm_refusal(case, c) is None)
+    """The tactics of ``configs`` that fit ``case``: split-K, and for a ``-tm`` one whole tiles
+    (:func:`.configs_tm.tm_refusal`)."""
+    return tuple(c for c in configs if _split_fits(case, c) and (not c.tile_major or tm_refusal(case, c) is None))
 
 
 def label_only_configs(case: MoECase, compiled: bool) -> tuple[KernelConfig, ...]:
@@ -178,8 +179,7 @@ class TritonMXFP4Backend(Backend):
             elif ps_refusal(case) is None:  # prefill: the 8-warp tail tiles, the 16-warp -gu ones and their -tm twins
                 configs += PS_TAIL_PDL_CONFIGS + PS_GU16_PDL_CONFIGS
                 configs += _tile_major(case, PS_TM_PREFILL_PDL_CONFIGS)
-                configs += tuple(c for c in PS_GU16_U2_CONFIGS + PS_GU16_U2_PDL_CONFIGS  # -u2 (configs_unroll)
-                                 if _split_fits(case, c) and (not c.tile_major or tm_refusal(case, c) is None))
+                configs += _tile_major(case, PS_GU16_U2_CONFIGS + PS_GU16_U2_PDL_CONFIGS)  # -u2 (configs_unroll)
             configs += DOT_SCALED_CONFIGS
             if decode:
                 configs += tuple(c for c in DECODE_CONFIGS if _split_fits(case, c))
