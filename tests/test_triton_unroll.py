@@ -41,20 +41,32 @@ def test_unroll_args_are_checked_before_a_launch():
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
-def test_offered_at_prefill_on_a_gpu_only(monkeypatch):
+def test_measured_slower_so_run_by_label_only(monkeypatch):
+    """Timed in session 28 (H100 ``-s28a``, ``twins --variant=-u2``: 36 pairs, 0 faster, median 1.058): not offered
+    anywhere; at prefill every one runs by label (the -pdl ones compiled only), at decode none does."""
     from fp4moe_diag.backends.triton import backend
     from fp4moe_diag.problem.shapes import default_case
 
     b = backend.TritonMXFP4Backend()
     u2 = set(PS_GU16_U2_CONFIGS + PS_GU16_U2_PDL_CONFIGS)
-    monkeypatch.setattr(backend, "interpret_enabled", lambda: True)  # the interpreter: the same loop, not offered
-    assert not any(t.id in u2 for t in b.tactics(default_case("gpt-oss-20b", 2, 4096)))
-    monkeypatch.setattr(backend, "interpret_enabled", lambda: False)
-    monkeypatch.setattr(backend, "kernels_interpreted", lambda: False)
-    monkeypatch.setattr(backend, "device_capability", lambda _: (9, 0))
-    for model, ep, t in (("gpt-oss-20b", 2, 4096), ("gpt-oss-120b", 4, 4096)):
-        assert u2 <= {x.id for x in b.tactics(default_case(model, ep, t))}
-    assert not any(x.id.unroll for x in b.tactics(default_case("gpt-oss-20b", 1, 64)))  # decode: none
+    for compiled in (False, True):
+        monkeypatch.setattr(backend, "interpret_enabled", lambda: not compiled)
+        monkeypatch.setattr(backend, "kernels_interpreted", lambda: False)
+        monkeypatch.setattr(backend, "device_capability", lambda _: (9, 0))
+        for model, ep, t in (("gpt-oss-20b", 2, 4096), ("gpt-oss-120b", 4, 4096), ("gpt-oss-20b", 1, 64)):
+            case = default_case(model, ep, t)
+            assert not any(x.id.unroll for x in b.tactics(case)), (compiled, case)
+        case = default_case("gpt-oss-20b", 2, 4096)
+        runnable = set(PS_GU16_U2_CONFIGS + (PS_GU16_U2_PDL_CONFIGS if compiled else ()))
+        assert {c for c in backend.label_only_configs(case, compiled) if c.unroll} == runnable
+        for c in u2:
+            if c in runnable:
+                assert b.tactic_by_label(case, c.label).id == c
+            else:
+                with pytest.raises(ValueError, match=f"has no tactic '{c.label}'"):
+                    b.tactic_by_label(case, c.label)
+        with pytest.raises(ValueError, match="has no tactic 'm128n128k64w16s3-ps-gu-u2-g2n256'"):
+            b.tactic_by_label(default_case("gpt-oss-20b", 1, 64), PS_GU16_U2_CONFIGS[0].label)  # decode: none
 
 
 @needs_sass_tools()

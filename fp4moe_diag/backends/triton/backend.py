@@ -60,14 +60,15 @@ def _tile_major(case: MoECase, configs: tuple[KernelConfig, ...]) -> tuple[Kerne
 def label_only_configs(case: MoECase, compiled: bool) -> tuple[KernelConfig, ...]:
     """The families measured slower and no longer offered, which still run by label (``profile``, ``duel``, notebook
     03): the persistent ``-pt`` / ``-ptf`` decode tiles, the ``-g2sN`` decode tiles (compiled only: ``-pdl``) and the
-    k128 16-warp ``-gu`` prefill tiles (their ``-pdl`` twins compiled only), where their split and layout fit
-    ``case``."""
+    k128 16-warp ``-gu`` prefill tiles (their ``-pdl`` twins compiled only) and the ``-u2`` prefill twins of
+    :mod:`.configs_unroll` (their ``-pdl`` ones compiled only), where their split and layout fit ``case``."""
     if ps_refusal(case) is not None:
         return ()
     if decode_sized(case):
         configs = PS_PT_DECODE_CONFIGS + ((PS_PT_DECODE_PDL_CONFIGS + PS_G2S_DECODE_PDL_CONFIGS) if compiled else ())
     else:
         configs = PS_GU16_K128_CONFIGS + (PS_GU16_K128_PDL_CONFIGS if compiled else ())
+        configs += _tile_major(case, PS_GU16_U2_CONFIGS + (PS_GU16_U2_PDL_CONFIGS if compiled else ()))
     return tuple(c for c in configs if _split_fits(case, c))
 
 
@@ -153,8 +154,8 @@ class TritonMXFP4Backend(Backend):
         decode the ``-pk`` twins of :mod:`.configs_peel` (K steps without K masks; their ``-pdl`` ones compiled); not
         the ``-g2sN`` ones of :mod:`.configs_stages` (gemm2's deeper pipeline: measured slower, run by label) nor the
         k128 16-warp ``-gu`` ones of :mod:`.configs_warps` (measured slower, run by label);
-        compiled, from Triton 3.7 on, the ``-rN`` register-capped twins of :mod:`.configs_regcap`, and at prefill the
-        ``-u2`` ones of :mod:`.configs_unroll` (K loops unrolled: the interpreter runs the same loop).
+        compiled, from Triton 3.7 on, the ``-rN`` register-capped twins of :mod:`.configs_regcap`; not the ``-u2``
+        prefill ones of :mod:`.configs_unroll` (K loops unrolled: measured slower, run by label).
         The default: :mod:`.defaults`."""
         decode = decode_sized(case)
         configs: tuple[KernelConfig, ...] = CONFIGS + X2_CONFIGS + SW_CONFIGS
@@ -179,7 +180,6 @@ class TritonMXFP4Backend(Backend):
             elif ps_refusal(case) is None:  # prefill: the 8-warp tail tiles, the 16-warp -gu ones and their -tm twins
                 configs += PS_TAIL_PDL_CONFIGS + PS_GU16_PDL_CONFIGS
                 configs += _tile_major(case, PS_TM_PREFILL_PDL_CONFIGS)
-                configs += _tile_major(case, PS_GU16_U2_CONFIGS + PS_GU16_U2_PDL_CONFIGS)  # -u2 (configs_unroll)
             configs += DOT_SCALED_CONFIGS
             if decode:
                 configs += tuple(c for c in DECODE_CONFIGS if _split_fits(case, c))

@@ -17,9 +17,11 @@ paid once for two K steps.  sm_90a, K = 3072 (``python -m fp4moe_diag.profiling.
 The risk: the unrolled loop waits for its wgmma groups at once (2 groups an iteration, at most 0 left in flight at a
 wait, against 4 and 3 under 3.6.0), so a warp's upcast of the next step no longer overlaps its own MMAs, only the
 other warps'.  The k128 tile, which also cut the instructions (4.81), was 1.13x slower (H100 ``-s26g``, ``-s27a``:
-MIO-queue stalls).  Not timed yet: offered at prefill on a GPU (the interpreter runs the same loop), so the next
-``headline.sh`` or ``twins RUN --variant=-u2`` answers.  Interpreter-tested against the reference and their twins
-(bit for bit) under Triton 3.6 and 3.9.  Imports nothing of ours but :mod:`.configs`, no triton.
+MIO-queue stalls).  Timed in session 28 (H100 ``-s28a``, ``twins.sh`` at T = 4096 and 16384, 20b EP1 / EP2 and 120b
+EP4, interleaved): slower in 29 of 36 pairs, level in 7, faster in none, median 1.058 (1.009-1.099).  So not offered:
+they run by label (:func:`.backend.label_only_configs`; ``profile``, ``duel``).  Interpreter-tested against the
+reference and their twins (bit for bit) under Triton 3.6 and 3.9.  Imports nothing of ours but :mod:`.configs`, no
+triton.
 """
 
 from __future__ import annotations
