@@ -308,3 +308,21 @@ def test_goal_1_says_where_the_medians_were_timed_at_clocks_more_than_5_percent_
     assert undecided(t) == ["gpt-oss-20b|1|4096|triton=p|triton_kernels=k"]
     rows[1]["time_sm_clock_mhz"] = 1680.0  # 3.7 % apart: like for like enough
     assert goal(goal_rows(to_frame(rows)), 1, 4096)["note"] == ""
+
+
+def test_a_run_of_ours_alone_never_stands_against_a_peer_timed_in_another_run():
+    """Session 28: a twins sweep of ours alone (a tactic filter, H100 -s28a), newer than the headline, replaced
+    ours' best at 20b EP2 T=16384 (3538 us at 1665 MHz against 3365 in the headline) and set it against the
+    headline's triton_kernels (1845 MHz): goal 1 turned 'not met'.  Where a run timed both, only such runs speak."""
+    head = [row("triton", "a", 4096, 1000.0, run_id="2026-12-06-h", timestamp="2026-12-06T10:00:00"),
+            row("triton_kernels", "k", 4096, 1030.0, run_id="2026-12-06-h", timestamp="2026-12-06T10:00:00"),
+            row("triton", "a", 64, 100.0, run_id="2026-12-06-h", timestamp="2026-12-06T10:00:00")]
+    alone = [row("triton", "a", 4096, 1060.0, run_id="2026-12-06-t", timestamp="2026-12-06T11:00:00"),
+             row("triton", "a-u2", 4096, 1100.0, run_id="2026-12-06-t", timestamp="2026-12-06T11:00:00"),
+             row("triton", "a", 64, 90.0, run_id="2026-12-06-t", timestamp="2026-12-06T11:00:00")]
+    t = goal_rows(to_frame(head + alone))
+    g1 = goal(t, 1, 4096)
+    assert (g1["ours_us"], g1["peer_us"], g1["status"]) == (1000.0, 1030.0, "met")
+    assert goal(t, 2, 64)["ours_us"] == 90.0  # no run timed a peer at T=64: the most recent run speaks, as before
+    t = goal_rows(to_frame(head[1:] + alone))  # no run timed both at T=4096: ours from the run of ours alone
+    assert (goal(t, 1, 4096)["ours_us"], goal(t, 1, 4096)["status"]) == (1060.0, "not met")

@@ -206,3 +206,17 @@ def fmt_tokens(x: float, _pos: Any = None) -> str:
     if x >= 1024 and x % 1024 == 0:
         return f"{int(x // 1024)}k"
     return f"{x:g}"
+
+
+def head_to_head(df: pd.DataFrame, ours: pd.Series, peers: pd.Series, keys: list[str]) -> pd.DataFrame:
+    """``df`` without the rows of ours (``ours``, a row mask) and of its peers (``peers``) that a run timed at a shape
+    (``keys``) without the other side, wherever another run timed both there: a run of ours alone (a tactic filter,
+    a twins sweep) never stands for ours against a peer timed in another run, at other clocks.  Shapes that no run
+    timed head to head keep every run's rows (the most recent run then speaks, :func:`latest_per_shape`)."""
+    if df.empty:
+        return df
+    shape = df[keys].astype("string").fillna("").agg("\x1f".join, axis=1)
+    at = shape + "\x1e" + df["run_id"].astype("string").fillna("")
+    both = set(at[ours.fillna(False).astype(bool)]) & set(at[peers.fillna(False).astype(bool)])
+    timed_both = shape.isin({a.split("\x1e")[0] for a in both})
+    return df[~((ours | peers).fillna(False).astype(bool) & timed_both & ~at.isin(both))]

@@ -9,7 +9,8 @@
 #   TACTICS='^(m16n128k128w4s3-ps(-pk)?(-g2sk2)?|m16n64k256w4s3-ps-sk[24])(-g2s[45])?-pdl(-fs)?$'
 # Session 24: -rN under the Triton 3.9.0 kit (configs_regcap; KIT as evidence.sh's, the run named twins-tritonX.Y.Z),
 #   KIT=.carry/triton-3.9.0-cp312.tar.xz TACTICS='^(m64n128k64w8s4-ps(-t32)?|m16n128k128w4s3-ps-g2sk2-pdl)(-r1[26]8)?$'
-# Session 27: -u2 (configs_unroll; not timed yet), the prefill winners with and without their K loops unrolled,
+# Session 27: -u2 (configs_unroll), the prefill winners with and without their K loops unrolled (timed s28a, H100:
+#   1.058, since run by label only: a sweep, this one too, times offered tactics),
 #   TOKENS=4096,16384 TACTICS='^m128n128k64w16s3-ps-gu(-tm)?(-u2)?-g2n256(-t64)?(-pdl)?$'
 # Run from the repository root on the device with .whl and .git_commit carried (our kernels only):
 #   run(command="TACTICS='...' bash tools/device/plans/twins.sh", carry=[".whl", ".git_commit"])
