@@ -38,7 +38,6 @@ from .energy import energy_note
 from .traced_duels import traced_note
 from .builds import TRITON_BACKENDS, backend_label
 from .goal_profiles import KERNEL_COLUMNS, ProfileMatch, as_float, cupti_text, match_profile, reason_text
-from .per_shape import head_to_head
 from .tables import BF16_CLOCK_COLUMNS, with_run_ceilings, x_of_best
 
 #: one kernel launch (us): the fixed cost in goal 3's bound, weight bytes / read ceiling + LAUNCH_US.  3 us is an
@@ -281,13 +280,9 @@ def _w4a8_label(x: pd.DataFrame, w4a8: str, ours: str) -> str:
 def goal_rows(df: pd.DataFrame, ours: str = "triton", w4a8: str = "triton_w4a8",
               launch_us: float = LAUNCH_US) -> pd.DataFrame:
     """The goal table without the reasons: one row per goal x goal shape of ``df`` (:data:`GOAL_COLUMNS` but
-    ``reason`` and the profile columns); ceilings per run folder (:func:`with_run_ceilings`).  At a shape that some
-    run timed ours and a bf16 peer in, only such runs speak for either (:func:`.per_shape.head_to_head`)."""
-    label, ok = backend_label(df), df["status"] == "ok"
-    base = label.str.split("@").str[0]
-    bf16 = (df["kernel_precision"].astype("string").fillna("w4a16") == "w4a16") if "kernel_precision" in df else ok
-    peers = ok & bf16 & ~base.isin(["reference", "cutlass_autotune", ours.split("@")[0], W4A8_PEER])
-    df = with_run_ceilings(head_to_head(df, ok & (label == ours), peers, SHAPE))
+    ``reason`` and the profile columns); ceilings per run folder (:func:`with_run_ceilings`); per shape and backend
+    one run (:func:`.per_shape.latest_per_shape`: one that timed a peer there too before one that did not)."""
+    df = with_run_ceilings(df)
     x = x_of_best(df)
     tagged = sorted({b for b in x["backend"].astype(str) if b.startswith(f"{ours}@")})
     if tagged and ours not in set(x["backend"]):

@@ -119,8 +119,10 @@ def best_per_shape(df: pd.DataFrame) -> pd.DataFrame:
 def latest_per_shape(best: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
     """Rows of :func:`best_per_shape` with, for a shape measured in several runs (same GPU, backend,
     case, T), only one run's row: a run timed with CUDA graphs (no host launch gaps) before one timed
-    eagerly, then the most recent (last row ``timestamp``, then run id).  Gives one line per backend
-    across runs that each cover part of the tokens."""
+    eagerly, then a run that timed another kernel backend at that shape too (head to head: a run of one backend
+    alone, a tactic filter or a twins sweep, never stands against a peer timed in another run, at other clocks),
+    then the most recent (last row ``timestamp``, then run id).  Gives one line per backend across runs that each
+    cover part of the tokens."""
     if best.empty or "run_id" not in best or best["run_id"].nunique() < 2:
         return best
     runs = df.assign(run_id=df["run_id"].astype("string").fillna(""))
@@ -133,8 +135,15 @@ def latest_per_shape(best: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
     pos = {rid: i for i, rid in enumerate(sorted(order, key=order.get))}
     ranked = best.assign(_rank=best["run_id"].astype("string").fillna("").map(pos).fillna(-1))
     keys = [c for c in SHAPE_COLUMNS if c != "run_id"]
-    out = ranked.sort_values("_rank", kind="stable").groupby(keys, dropna=False, sort=False).tail(1)
-    return out.drop(columns="_rank").sort_index()
+    at = [c for c in SHAPE_COLUMNS if c != "backend"]  # a run at a shape
+    kernels = ranked["backend"].astype("string").fillna("").str.split("@").str[0]
+    n = ranked.assign(_k=kernels.where(~kernels.isin(["reference", "cutlass_autotune"]))).groupby(
+        at, dropna=False, sort=False)["_k"].transform("nunique")
+    graph_rank = ranked["run_id"].astype("string").fillna("").map(lambda r: order.get(r, (False,))[0])
+    ranked = ranked.assign(_h2h=(n > 1) & ~kernels.isin(["reference", "cutlass_autotune"]), _graph=graph_rank)
+    out = ranked.sort_values(["_graph", "_h2h", "_rank"], kind="stable").groupby(keys, dropna=False,
+                                                                                  sort=False).tail(1)
+    return out.drop(columns=["_rank", "_h2h", "_graph"]).sort_index()
 
 
 def run_recency(df: pd.DataFrame) -> dict[str, tuple[str, str]]:
@@ -207,16 +216,3 @@ def fmt_tokens(x: float, _pos: Any = None) -> str:
         return f"{int(x // 1024)}k"
     return f"{x:g}"
 
-
-def head_to_head(df: pd.DataFrame, ours: pd.Series, peers: pd.Series, keys: list[str]) -> pd.DataFrame:
-    """``df`` without the rows of ours (``ours``, a row mask) and of its peers (``peers``) that a run timed at a shape
-    (``keys``) without the other side, wherever another run timed both there: a run of ours alone (a tactic filter,
-    a twins sweep) never stands for ours against a peer timed in another run, at other clocks.  Shapes that no run
-    timed head to head keep every run's rows (the most recent run then speaks, :func:`latest_per_shape`)."""
-    if df.empty:
-        return df
-    shape = df[keys].astype("string").fillna("").agg("\x1f".join, axis=1)
-    at = shape + "\x1e" + df["run_id"].astype("string").fillna("")
-    both = set(at[ours.fillna(False).astype(bool)]) & set(at[peers.fillna(False).astype(bool)])
-    timed_both = shape.isin({a.split("\x1e")[0] for a in both})
-    return df[~((ours | peers).fillna(False).astype(bool) & timed_both & ~at.isin(both))]
