@@ -11,6 +11,7 @@ import pytest
 from fp4moe_diag.analysis.goal_profiles import read_profiles
 from fp4moe_diag.analysis.goals import LAUNCH_US, goal_report, goal_rows
 from fp4moe_diag.analysis.goals_markdown import goals_markdown
+from fp4moe_diag.analysis.headline import headline_table
 from fp4moe_diag.results import to_frame
 from fp4moe_diag.run_folder import save_run
 from frames import _row
@@ -324,5 +325,7 @@ def test_a_run_of_ours_alone_never_stands_against_a_peer_timed_in_another_run():
     g1 = goal(t, 1, 4096)
     assert (g1["ours_us"], g1["peer_us"], g1["status"]) == (1000.0, 1030.0, "met")
     assert goal(t, 2, 64)["ours_us"] == 90.0  # no run timed a peer at T=64: the most recent run speaks, as before
+    h = headline_table(to_frame(head + alone)).set_index("num_tokens")  # the headline takes the same run
+    assert (h.loc[4096, "triton:us"], h.loc[4096, "triton:tactic"], h.loc[64, "triton:us"]) == (1000.0, "a", 90.0)
     t = goal_rows(to_frame(head[1:] + alone))  # no run timed both at T=4096: ours from the run of ours alone
     assert (goal(t, 1, 4096)["ours_us"], goal(t, 1, 4096)["status"]) == (1060.0, "not met")
