@@ -136,11 +136,11 @@ def latest_per_shape(best: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
     ranked = best.assign(_rank=best["run_id"].astype("string").fillna("").map(pos).fillna(-1))
     keys = [c for c in SHAPE_COLUMNS if c != "run_id"]
     at = [c for c in SHAPE_COLUMNS if c != "backend"]  # a run at a shape
-    kernels = ranked["backend"].astype("string").fillna("").str.split("@").str[0]
-    n = ranked.assign(_k=kernels.where(~kernels.isin(["reference", "cutlass_autotune"]))).groupby(
-        at, dropna=False, sort=False)["_k"].transform("nunique")
+    label = ranked["backend"].astype("string").fillna("")
+    kernel = ~label.str.split("@").str[0].isin(["reference", "cutlass_autotune"])  # a label: a build, a release
+    n = ranked.assign(_k=label.where(kernel)).groupby(at, dropna=False, sort=False)["_k"].transform("nunique")
     graph_rank = ranked["run_id"].astype("string").fillna("").map(lambda r: order.get(r, (False,))[0])
-    ranked = ranked.assign(_h2h=(n > 1) & ~kernels.isin(["reference", "cutlass_autotune"]), _graph=graph_rank)
+    ranked = ranked.assign(_h2h=(n > 1) & kernel, _graph=graph_rank)
     out = ranked.sort_values(["_graph", "_h2h", "_rank"], kind="stable").groupby(keys, dropna=False,
                                                                                   sort=False).tail(1)
     return out.drop(columns=["_rank", "_h2h", "_graph"]).sort_index()
