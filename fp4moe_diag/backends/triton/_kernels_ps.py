@@ -53,14 +53,27 @@ from ._kernels_prefetch import _l2_prefetch, _l2_prefetch_slabs
 from ._kernels_ps_tile import _ps_bytes, _ps_decode, _ps_tile
 
 @triton.jit
-def _pdl_enter(PDL: tl.constexpr):
+def _pdl_enter(PDL: tl.constexpr, TAIL_EARLY: tl.constexpr = False):
     """Programmatic dependent launch (``PDL`` > 0, never under the interpreter: the launcher passes 0 there): wait
     until the grid before this one has finished and its writes are visible, then let the next grid launch (its
     programs take the SMs that this grid's last wave leaves idle and wait in this same call).  Every global read or
-    write of data a kernel before may touch comes after the wait."""
+    write of data a kernel before may touch comes after the wait.  ``TAIL_EARLY`` (a gemm1 kernel) with ``PDL`` 5
+    (``-pdlt``, the launcher's choice for the ``-tN`` tail launch of gemm1 only): no wait here, :func:`_pdl_exit`."""
     if PDL > 0:
-        gdc_wait()
+        if not (TAIL_EARLY and PDL == 5):
+            gdc_wait()
         gdc_launch_dependents()
+
+
+@triton.jit
+def _pdl_exit(PDL: tl.constexpr):
+    """The end of a gemm1 kernel: with ``PDL`` 5 (``-pdlt``: gemm1's tail blocks, :mod:`.configs_tail`) the wait
+    that :func:`_pdl_enter` left out.  The tail launch reads only the call's inputs (activations, weights, routing
+    tables) and writes intermediate rows no other launch of the call writes, so its work runs while the main gemm1
+    launch drains (its programs become resident in that launch's last wave); waiting before it exits, it ends after
+    the main launch, so gemm2, which waits for it, finds both launches' rows."""
+    if PDL == 5:
+        gdc_wait()
 
 
 @triton.jit
@@ -107,7 +120,7 @@ def _moe_mxfp4_gemm1_ps_kernel(
     (:mod:`._kernels_persist`; under the interpreter ``TILES`` of them over ``PROGRAMS`` programs, both constexpr).
     ``PEEL`` (``-pk``, :mod:`.configs_peel`): the first ``K_MAIN`` of a split's K (inside K in every split) without K
     masks (:func:`_gemm1_step`), then the rest masked."""
-    _pdl_enter(PDL)
+    _pdl_enter(PDL, True)
     if PERSIST and DOT_F32:  # the interpreter (DOT_F32): its Triton 3.6 takes no run-time loop bounds
         for i in range(0, TILES, PROGRAMS):
             t = i + tl.program_id(0)
@@ -135,6 +148,7 @@ def _moe_mxfp4_gemm1_ps_kernel(
                        stride_ws, stride_se, stride_ss, stride_be, stride_om, stride_ps, stride_pm, K, BLOCK_M, BLOCK_N,
                        BLOCK_K, ACTIVATION, HAS_BIAS, EVEN_K, DOT_F32, SPLIT_K, K_SPLIT, SCALE_WORDS, cnt_ptr, FUSED,
                        TILES_FIRST, ABLATE, STAGES, TILE_MAJOR, PEEL, K_MAIN)
+    _pdl_exit(PDL)
 
 
 @triton.jit

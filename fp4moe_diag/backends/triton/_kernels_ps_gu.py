@@ -36,7 +36,7 @@ import triton.language as tl
 from ._kernels import X2_UNSCALE, _dot, _gemm1_store, _tile_at
 from ._kernels_fused import _gemm1_fused_finalize
 from ._kernels_ablate import _sink_loop
-from ._kernels_ps import _act_tile, _grid_ids, _pdl_enter
+from ._kernels_ps import _act_tile, _grid_ids, _pdl_enter, _pdl_exit
 from ._kernels_ps_tile import _ps_tile
 
 
@@ -66,7 +66,7 @@ def _moe_mxfp4_gemm1_ps_gu_kernel(
     see :func:`.configs_gu.ps_gu_chunk_dots`).  Arguments as :func:`._kernels_ps._moe_mxfp4_gemm1_ps_kernel`
     (``ABLATE``, ``STAGES``: :mod:`._kernels_ablate`; ``UNROLL``: the K loop unrolled so many times, ``-uN``,
     :mod:`.configs_unroll`)."""
-    _pdl_enter(PDL)
+    _pdl_enter(PDL, True)
     pid_m, pid_n = _grid_ids(N_FASTEST)
     pid_k, e, offs_m, pair, mask_m, offs_n, mask_n = _tile_at(pid_m, pid_n, tl.program_id(2), block_expert_ptr,
                                                               sorted_pair_ptr, num_pairs, N, BLOCK_M, BLOCK_N)
@@ -104,3 +104,4 @@ def _moe_mxfp4_gemm1_ps_gu_kernel(
         _gemm1_fused_finalize(pid_m, pid_n, e, offs_m, offs_n, mask_m, mask_n, cnt_ptr, part_ptr, b_ptr, alpha_ptr,
                               beta_ptr, limit_ptr, out_ptr, N, stride_be, stride_om, stride_ps, stride_pm, ACTIVATION,
                               HAS_BIAS, SPLIT_K, BLOCK_M, BLOCK_N)
+    _pdl_exit(PDL)

@@ -30,7 +30,7 @@ from .configs import (ABLATIONS, CONFIGS, DECODE_CONFIGS, DOT_SCALED_CONFIGS, PS
                       parse_config, split_k_fits)
 from .configs_gu import (PS_GU_CONFIGS, PS_GU_DECODE_CONFIGS, PS_GU_DECODE_PDL_CONFIGS, PS_GU_PDL_CONFIGS,
                          PS_GU_WIDE_CONFIGS)
-from .configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS
+from .configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS, pdlt_twins
 from .configs_peel import PS_PK_DECODE_CONFIGS, PS_PK_DECODE_PDL_CONFIGS
 from .configs_regcap import regcap_configs
 from .configs_tm import (PS_TM_DECODE_CONFIGS, PS_TM_DECODE_PDL_CONFIGS, PS_TM_PREFILL_CONFIGS,
@@ -180,6 +180,8 @@ class TritonMXFP4Backend(Backend):
             elif ps_refusal(case) is None:  # prefill: the 8-warp tail tiles, the 16-warp -gu ones and their -tm twins
                 configs += PS_TAIL_PDL_CONFIGS + PS_GU16_PDL_CONFIGS
                 configs += _tile_major(case, PS_TM_PREFILL_PDL_CONFIGS)
+                configs += pdlt_twins(PS_TAIL_PDL_CONFIGS + PS_GU16_PDL_CONFIGS
+                                      + _tile_major(case, PS_TM_PREFILL_PDL_CONFIGS))  # -pdlt (configs_tail)
             configs += DOT_SCALED_CONFIGS
             if decode:
                 configs += tuple(c for c in DECODE_CONFIGS if _split_fits(case, c))
@@ -291,13 +293,16 @@ class TritonMXFP4Backend(Backend):
             w13, w13_scale = p.tile_major_weights("w13_gu" if kc.gate_up else "w13", rows // 16, bk // 64)
             w2, w2_scale = p.tile_major_weights("w2", kc.gemm2_block_n // 16, bk // 64)
         calls = []
-        for g, bm, inter in rounds:
+        # -pdlt: the tail launch alone works before its wait (pdl 5), and only behind a main launch to end after
+        early = [kc.pdl == 5 and i == 1 and rounds[0][0].num_blocks > 0 for i in range(len(rounds))]
+        for i, (g, bm, inter) in enumerate(rounds):
             n1 = g.num_blocks * -(-p.inputs.case.intermediate_size // bn)
             calls += kern.gemm1_calls(
                 x, w13, w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
                 g.sorted_pair_ids, g.block_expert_ids, g.num_pairs, g.top_k, p.activation,
                 bm, bn, bk, nw, ns, split_k=kc.split_k, part=p.gemm1_partials(kc.split_k, g.num_padded_pairs),
-                **modes, gate_up=kc.gate_up, reg_cap=kc.reg_cap,  # -rN caps gemm1 only (configs_regcap)
+                **(modes | {"pdl": 1} if kc.pdl == 5 and not early[i] else modes), gate_up=kc.gate_up,
+                reg_cap=kc.reg_cap,  # -rN caps gemm1 only (configs_regcap)
                 counters=p.arrival_counters("gemm1", n1) if kc.fused and kc.split_k > 1 else None,
             )
         for g, bm, inter in rounds:

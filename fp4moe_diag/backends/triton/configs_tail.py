@@ -31,3 +31,14 @@ PS_TAIL_CONFIGS: tuple[KernelConfig, ...] = (
 #: against 1776.  H200, s12f / s12g (same run as without): 0.5-1 % faster at T <= 4096 (20b EP1 T=1024
 #: m128n128k64w8s3-ps-g2n256-t64 586 -> 579 us), within the spread at T=16384.
 PS_TAIL_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(dataclasses.replace(c, pdl=1) for c in PS_TAIL_CONFIGS)
+
+
+def pdlt_twins(configs: tuple[KernelConfig, ...]) -> tuple[KernelConfig, ...]:
+    """The ``-pdlt`` twins (``pdl`` 5) of the ``-pdl`` tactics of ``configs`` with tail blocks: gemm1's tail launch
+    runs its blocks as soon as it is resident, in the main gemm1 launch's last wave, and waits for that launch only
+    before it exits (:func:`._kernels_ps._pdl_exit`), where ``-pdl`` has it wait first.  Why (session 28, H100
+    ``-s28c``, Nsight Compute at 20b EP1 T=16384, each kernel alone): ours' main gemm1 and gemm2 launches ran 2.2 % and
+    2.8 % faster than triton_kernels' two GEMMs (3926 / 4013 us, 1989 / 2046), the two 64-row tail launches after them
+    (103 and 66 us) made the call level (6247 / 6220 us).  Only gemm1's tail can start early: it reads only the call's
+    inputs; gemm2's tail reads gemm1's rows."""
+    return tuple(dataclasses.replace(c, pdl=5) for c in configs if c.tail_m and c.pdl == 1)
