@@ -29,7 +29,7 @@ from fp4moe_diag.backends.triton.configs_gu import (PS_GU_CONFIGS, PS_GU_DECODE_
                                                    PS_GU_PDL_CONFIGS, PS_GU_WIDE_CONFIGS)
 from fp4moe_diag.backends.triton.configs_warps import (PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS,
                                                       PS_GU16_PDL_CONFIGS)
-from fp4moe_diag.backends.triton.configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS
+from fp4moe_diag.backends.triton.configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS, pdlt_twins
 
 
 def interpreted_or_cpu() -> bool:
@@ -60,6 +60,8 @@ def test_tactics_list():
     n_psd_all = len(PS_DECODE_CONFIGS) + len(PS_DECODE8_CONFIGS) + n_gud
     n_wide = n_all + len(PS_GU_WIDE_CONFIGS) + len(PS_GU16_CONFIGS) + len(PS_TAIL_CONFIGS)
     n_tpdl = len(PS_TAIL_PDL_CONFIGS) + len(PS_GU16_PDL_CONFIGS)  # the 16-warp -gu -pdl twins too (session 25)
+    pdlt = pdlt_twins(PS_TAIL_PDL_CONFIGS + PS_GU16_PDL_CONFIGS)  # and their -pdlt twins (session 28)
+    n_tpdl += len(pdlt)
     gu_tail = sum(c.gate_up for c in PS_TAIL_CONFIGS)  # as many -gu among PS_TAIL_PDL_CONFIGS
     for case, n_decode, n_x2, n_sw, n_ps, n_psd, n_pdl in (
             (_case(), 1, 0, 0, n_all, 3, 8),  # m16n128k128w4s3/s4 -pdl, their -fs, the 2 -gu -pdl, 2 -pdl of decode8
@@ -76,7 +78,8 @@ def test_tactics_list():
                             + (len(DOT_SCALED_CONFIGS) + n_decode + n_pdl if compiled else 0))
         assert sum(t.id.ps and not t.id.pdl for t in tac) == n_ps + n_psd
         assert sum(t.id.pdl > 0 for t in tac) == (n_pdl if compiled else 0)
-        pdl_gu = (gu_tail + len(PS_GU16_PDL_CONFIGS) if prefill else 1 + n_gud) if compiled and n_pdl > 0 else 0
+        pdl_gu = ((gu_tail + len(PS_GU16_PDL_CONFIGS) + sum(c.gate_up for c in pdlt) if prefill else 1 + n_gud)
+                  if compiled and n_pdl > 0 else 0)
         assert sum(t.id.gate_up for t in tac) == (n_gu + pdl_gu if n_ps else 0)
         assert sum(t.id.mode == "x2" for t in tac) == len(X2_CONFIGS) + n_x2
         assert sum(t.id.swap for t in tac) == len(SW_CONFIGS) + n_sw and all(t.id.x2 for t in tac if t.id.swap)
@@ -93,7 +96,7 @@ def test_tactics_list():
                                + "-gu" * t.id.gate_up
                                + (f"-sk{sk}" if sk > 1 else "") + (f"-g2sk{t.id.split_k2}" if t.id.split_k2 else "")
                                + (f"-g2n{t.id.block_n2}" if t.id.block_n2 else "")
-                               + (f"-t{t.id.tail_m}" if t.id.tail_m else "") + ("", "-pdl")[t.id.pdl]
+                               + (f"-t{t.id.tail_m}" if t.id.tail_m else "") + ("", "-pdl", "", "", "", "-pdlt")[t.id.pdl]
                                + ("-fs" if t.id.fused else ""))
             assert bm in (16, 32, 64, 128, 256) and bk in (64, 128, 256) and bn in (16, 32, 64, 128, 256)
             assert t.params == dict(block_m=bm, block_n=bn, block_k=bk, num_warps=nw, num_stages=ns,
