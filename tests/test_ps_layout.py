@@ -293,7 +293,7 @@ def test_tactics_offer_ps_where_the_layout_exists():
     # m16n128k256w8s3-ps-sk2 not (one split takes all 256)
     tac = [t for t in TritonMXFP4Backend().tactics(_case(num_tokens=4096)) if t.id.ps]
     gu = list(PS_GU_CONFIGS + PS_GU_WIDE_CONFIGS + PS_GU16_CONFIGS) + [c for c in PS_TAIL_CONFIGS if c.gate_up]
-    assert [t.id for t in tac if t.id.gate_up and not t.id.pdl and not t.id.unroll] == gu  # -u2: test_triton_unroll
+    assert [t.id for t in tac if t.id.gate_up and not t.id.pdl] == gu
     assert all(t.label == t.id.label and t.params["ps"] is True and not t.params["x2"] for t in tac)
 
 

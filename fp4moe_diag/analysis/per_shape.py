@@ -133,14 +133,14 @@ def latest_per_shape(best: pd.DataFrame, df: pd.DataFrame) -> pd.DataFrame:
             else pd.Series("", index=g.size().index))
     order = {rid: (bool(graph.get(rid, False)), str(when.get(rid, "")), str(rid)) for rid in g.size().index}
     pos = {rid: i for i, rid in enumerate(sorted(order, key=order.get))}
-    ranked = best.assign(_rank=best["run_id"].astype("string").fillna("").map(pos).fillna(-1))
+    rid = best["run_id"].astype("string").fillna("")
+    ranked = best.assign(_rank=rid.map(pos).fillna(-1), _graph=rid.map(graph).fillna(False).astype(bool))
     keys = [c for c in SHAPE_COLUMNS if c != "run_id"]
     at = [c for c in SHAPE_COLUMNS if c != "backend"]  # a run at a shape
     label = ranked["backend"].astype("string").fillna("")
     kernel = ~label.str.split("@").str[0].isin(["reference", "cutlass_autotune"])  # a label: a build, a release
     n = ranked.assign(_k=label.where(kernel)).groupby(at, dropna=False, sort=False)["_k"].transform("nunique")
-    graph_rank = ranked["run_id"].astype("string").fillna("").map(lambda r: order.get(r, (False,))[0])
-    ranked = ranked.assign(_h2h=(n > 1) & kernel, _graph=graph_rank)
+    ranked = ranked.assign(_h2h=(n > 1) & kernel)
     out = ranked.sort_values(["_graph", "_h2h", "_rank"], kind="stable").groupby(keys, dropna=False,
                                                                                   sort=False).tail(1)
     return out.drop(columns=["_rank", "_h2h", "_graph"]).sort_index()
@@ -215,4 +215,3 @@ def fmt_tokens(x: float, _pos: Any = None) -> str:
     if x >= 1024 and x % 1024 == 0:
         return f"{int(x // 1024)}k"
     return f"{x:g}"
-

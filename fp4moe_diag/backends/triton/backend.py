@@ -294,14 +294,14 @@ class TritonMXFP4Backend(Backend):
             w2, w2_scale = p.tile_major_weights("w2", kc.gemm2_block_n // 16, bk // 64)
         calls = []
         # -pdlt: the tail launch alone works before its wait (pdl 5), and only behind a main launch to end after
-        early = [kc.pdl == 5 and i == 1 and rounds[0][0].num_blocks > 0 for i in range(len(rounds))]
+        tail_early = kc.pdl == 5 and rounds[0][0].num_blocks > 0
         for i, (g, bm, inter) in enumerate(rounds):
             n1 = g.num_blocks * -(-p.inputs.case.intermediate_size // bn)
             calls += kern.gemm1_calls(
                 x, w13, w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
                 g.sorted_pair_ids, g.block_expert_ids, g.num_pairs, g.top_k, p.activation,
                 bm, bn, bk, nw, ns, split_k=kc.split_k, part=p.gemm1_partials(kc.split_k, g.num_padded_pairs),
-                **(modes | {"pdl": 1} if kc.pdl == 5 and not early[i] else modes), gate_up=kc.gate_up,
+                **(modes | {"pdl": 5 if tail_early and i == 1 else 1} if kc.pdl == 5 else modes), gate_up=kc.gate_up,
                 reg_cap=kc.reg_cap,  # -rN caps gemm1 only (configs_regcap)
                 counters=p.arrival_counters("gemm1", n1) if kc.fused and kc.split_k > 1 else None,
             )
