@@ -218,7 +218,7 @@ from fp4moe_diag.profiling.ablate import ablate_case
 KT.time_kernels = lambda fn, device, **kw: KT.KernelTimeStats(summarize([7.0], "stub"), summarize([7.0], "stub"), 3,
                                                                True, {"_moe_mxfp4_gemm1_ps_kernel": 7.0})
 case = MoECase(num_tokens=8, hidden_size=320, intermediate_size=320, num_experts=4, top_k=2, model="tiny")
-rows = ablate_case(case, "m16n128k128w4s3-ps", "cpu", 2, 4000.0)
+rows = ablate_case(case, "m16n128k128w4s3-ps", "cpu", 2, 4000.0, warmup=1)  # interpreter runs: few (CI time)
 out["rows"] = [[r["variant"], r["label"], r["weight_bytes"], r["time_method"], r["time_kernel_median_us"],
                 r["time_kernel_breakdown"], round(r["frac_read_ceiling"] * 4000.0 / (r["weight_TBps"] * 1e3), 9)]
                for r in rows]

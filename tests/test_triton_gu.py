@@ -142,12 +142,15 @@ cases = {
 labels = ["m16n128k128w4s1-ps-gu", "m32n64k64w8s1-ps-gu", "m16n256k64w4s1-ps-gu", "m16n64k128w4s1-ps-gu-sk2",
           "m64n128k64w4s1-ps-gu-g2sk2", "m32n64k128w8s1-ps-gu", "m16n64k128w4s1-ps-gu-sk2-fs",
           "m256n64k64w8s1-ps-gu-g2n128"]
+FULL = ("oai_bias", "ep_offset")  # every tile; the other cases two of them
 out = {}
 for name, kw in cases.items():
     inp = build_inputs(MoECase(**{**base, **kw}))
     ref = reference_moe(inp)
     prep = b.prepare(inp)
     labs = labels + (["m16n128k128w4s1-ps-gu-pdl"] if name == "oai_bias" else [])
+    if name not in FULL:  # the activation / bias variants: one decode and one prefill-sized tile (CI's time)
+        labs = [labels[0], labels[4]]
     for lab in labs:
         plain = parse_config(lab).label.replace("-gu", "")
         y0 = b.run(prep, Tactic(id=plain, label=plain))
@@ -177,7 +180,7 @@ def test_gate_up_tactics_match_the_reference_and_the_plain_ps_gemm1(interp_resul
     assert interp_results["interpreted"] is True
     errs = {k: v for k, v in interp_results.items() if k.startswith(name + "/") and k.count("/") == 1
             and "-gu" in k}
-    assert len(errs) == (9 if name == "oai_bias" else 8)
+    assert len(errs) == {"oai_bias": 9, "ep_offset": 8}.get(name, 2)
     assert not {k: v for k, v in errs.items() if not 0 < v < TOL}, errs
     for key in ("vs_plain", "inter_vs_plain"):
         vs = {k: v for k, v in interp_results.items() if k.startswith(name + "/") and k.endswith("/" + key)}
