@@ -50,6 +50,24 @@ def test_offered_at_prefill_on_a_gpu_beside_their_pdl_twins(monkeypatch):
     assert not any(x.id.pdl == 5 for x in b.tactics(default_case("gpt-oss-20b", 2, 4096)))
 
 
+def test_the_headline_plan_sweeps_the_pdlt_twin_of_each_pdl_tail_tactic_it_sweeps(monkeypatch):
+    """tools/device/plans/headline.sh's prefill filter of backend triton takes the -pdlt twin of every -pdl tactic with
+    tail blocks that it takes, at the prefill goal shapes as compiled on a GPU: the headline times them side by side."""
+    import re
+    from pathlib import Path
+
+    plan = (Path(__file__).resolve().parents[1] / "tools" / "device" / "plans" / "headline.sh").read_text()
+    prefill = re.compile(re.findall(r"'triton=(\^[^']+\$)'", plan)[1])
+    b = backend.TritonMXFP4Backend()
+    _gpu(monkeypatch, True)
+    for model, ep, t in (("gpt-oss-20b", 1, 16384), ("gpt-oss-20b", 2, 4096), ("gpt-oss-120b", 4, 4096)):
+        labels = {x.label for x in b.tactics(default_case(model, ep, t))}
+        pdl_tails = {lab for lab in labels if prefill.match(lab) and re.search(r"-t\d+-pdl$", lab)}
+        assert len(pdl_tails) >= 3, (model, ep, t, pdl_tails)
+        assert {lab + "t" for lab in pdl_tails} <= {lab for lab in labels if prefill.match(lab)}
+
+
+
 @pytest.mark.parametrize("tokens, early", [(64, True), (8, False)])
 def test_only_gemm1s_tail_launch_gets_pdl_5_and_only_behind_a_main_launch(monkeypatch, tokens, early):
     """64 tokens x top 2 over 4 experts: blocks of 32 and tails of 16 both launch, the tail with pdl 5 (gemm2's two
