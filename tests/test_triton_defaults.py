@@ -54,7 +54,9 @@ def test_on_sm90_the_default_is_within_6_percent_of_the_measured_best_but_at_20b
     for (model, ep, tokens), g in t.groupby(level=[0, 1, 2]):
         default = b.default_tactic(case(model, int(ep), int(tokens)))
         assert default.id != default_config(case(model, int(ep), int(tokens)))  # a measured rule, not the fallback
-        worst[(model, int(ep), int(tokens))] = g.xs(default.label, level=3).iloc[0] / g.min()
+        label = default.label.removesuffix("t") if default.label.endswith("-pdlt") else default.label
+        label = label.removesuffix("-pdl") if label not in g.index.get_level_values(3) else label
+        worst[(model, int(ep), int(tokens))] = g.xs(label, level=3).iloc[0] / g.min()  # before -pdlt: its plain twin
     assert len(worst) == 23
     assert worst.pop(("gpt-oss-20b", 2, 256)) == pytest.approx(1.20, abs=0.01)
     assert max(worst.values()) <= 1.06, max(worst.items(), key=lambda kv: kv[1])
@@ -122,3 +124,25 @@ def test_under_triton_39_the_64_row_default_is_its_capped_twin(compiled_sm90, mo
     d = pd.read_parquet("data/runs/2026-12-06-nvidia-h100-s24d/results.parquet")
     t = d[(d["model"] == "gpt-oss-120b") & (d["num_tokens"] == 1024)].set_index("tactic_label")["time_median_us"]
     assert t["m64n128k64w8s4-ps-t32-r128"] / t["m64n128k64w8s4-ps-t32"] == pytest.approx(0.959, abs=0.001)
+
+
+def test_at_prefill_the_default_is_the_pdlt_twin_and_beats_its_plain_twin_on_the_h200(compiled_sm90, monkeypatch):
+    """T >= 4096 under Triton 3.6 (the H200's): the tail tile's -pdlt twin, faster than the plain tile at the four 20b
+    shapes of -s29b (their finalists, alternating rounds) and within 1 % of the best ours there; under 3.9 the plain tile."""
+    plain = "m128n128k64w16s3-ps-gu-g2n256-t64"
+    b = B.TritonMXFP4Backend()
+    built_by(monkeypatch, "3.9.0")
+    assert b.default_tactic(case("gpt-oss-20b", 2, 4096)).label == plain
+    built_by(monkeypatch, "3.6.0")
+    d = pd.read_parquet("data/runs/2026-12-06-nvidia-h200-s29b/results.parquet")
+    d = d[(d["backend"] == "triton") & (d["status"] == "ok")]
+    ratios = {}
+    for (ep, tokens), g in d.groupby(["ep_size", "num_tokens"]):
+        label = b.default_tactic(case("gpt-oss-20b", int(ep), int(tokens))).label
+        assert label == plain + "-pdlt"
+        t = g.set_index("tactic_label")["time_median_us"]
+        assert (g.set_index("tactic_label").loc[[label, plain], "timing_pass"] == "interleaved").all()
+        ratios[(int(ep), int(tokens))] = round(t[label] / t[plain], 3)
+        assert t[label] / g.loc[g["timing_pass"] == "interleaved", "time_median_us"].min() <= 1.01
+    assert ratios == {(1, 4096): 0.998, (1, 16384): 0.994, (2, 4096): 0.959, (2, 16384): 0.999}
+
