@@ -67,7 +67,6 @@ def test_the_headline_plan_sweeps_the_pdlt_twin_of_each_pdl_tail_tactic_it_sweep
         assert {lab + "t" for lab in pdl_tails} <= {lab for lab in labels if prefill.match(lab)}
 
 
-
 @pytest.mark.parametrize("tokens, early", [(64, True), (8, False)])
 def test_only_gemm1s_tail_launch_gets_pdl_5_and_only_behind_a_main_launch(monkeypatch, tokens, early):
     """64 tokens x top 2 over 4 experts: blocks of 32 and tails of 16 both launch, the tail with pdl 5 (gemm2's two

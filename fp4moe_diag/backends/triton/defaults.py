@@ -34,9 +34,10 @@ MEASURED_DEFAULTS: tuple[tuple[float, float, tuple[str, ...]], ...] = (
     (4096, 32, ("m64n128k64w8s4-ps-t32",)),
     # 20b T=1024: at most 1.01x (-pdl)
     (4096, float("inf"), ("m128n128k64w8s3-ps-g2n256-t64-pdl", "m128n128k64w8s3-ps-g2n256-t64")),
-    # T >= 4096: at most 1.05x (20b EP1 T=16384); from session 29 its -pdlt twin first (gemm1's tail launch before its
-    # wait, configs_tail.pdlt_twins): faster than the plain tile at the four 20b shapes on the H200 (-s29b, their finalists:
-    # 0.959x at EP2 T=4096, 0.994-0.999x at the other three), never slower than its -pdl twin on the H100 (-s28d, 30 pairs, median 0.989)
+    # T >= 4096: at most 1.05x (20b EP1 T=16384); from session 29 its -pdlt twin first (gemm1's tail launch before
+    # its wait, configs_tail.pdlt_twins): faster than the plain tile at the four 20b shapes on the H200 (-s29b, their
+    # finalists: 0.959x at EP2 T=4096, 0.994-0.999x at the other three); on the H100 never slower than its -pdl twin
+    # (-s28d, 30 pairs, median 0.989)
     (float("inf"), float("inf"), ("m128n128k64w16s3-ps-gu-g2n256-t64-pdlt", "m128n128k64w16s3-ps-gu-g2n256-t64")),
 )
 
