@@ -178,10 +178,8 @@ class TritonMXFP4Backend(Backend):
                 configs += _tile_major(case, PS_TM_DECODE_PDL_CONFIGS)
                 configs += tuple(c for c in PS_PK_DECODE_PDL_CONFIGS if _split_fits(case, c))
             elif ps_refusal(case) is None:  # prefill: the 8-warp tail tiles, the 16-warp -gu ones and their -tm twins
-                configs += PS_TAIL_PDL_CONFIGS + PS_GU16_PDL_CONFIGS
-                configs += _tile_major(case, PS_TM_PREFILL_PDL_CONFIGS)
-                configs += pdlt_twins(PS_TAIL_PDL_CONFIGS + PS_GU16_PDL_CONFIGS
-                                      + _tile_major(case, PS_TM_PREFILL_PDL_CONFIGS))  # -pdlt (configs_tail)
+                prefill_pdl = PS_TAIL_PDL_CONFIGS + PS_GU16_PDL_CONFIGS + _tile_major(case, PS_TM_PREFILL_PDL_CONFIGS)
+                configs += prefill_pdl + pdlt_twins(prefill_pdl)  # then their -pdlt twins (configs_tail)
             configs += DOT_SCALED_CONFIGS
             if decode:
                 configs += tuple(c for c in DECODE_CONFIGS if _split_fits(case, c))
