@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,11 @@ def _has_triton() -> bool:
 
 HAS_TRITON = _has_triton()
 
+#: CI's second Triton leg (``.ci/run`` sets ``FP4MOE_SECOND_TRITON=1`` when it runs the interpreter tests again under
+#: the GPU image's Triton 3.6.0): the heaviest interpreter scripts run every tactic family there but fewer tiles and
+#: cases of each, which the main leg (the newest Triton) runs in full.  Scripts see it as ``SECOND_TRITON``.
+SECOND_TRITON = os.environ.get("FP4MOE_SECOND_TRITON", "0") == "1"
+
 
 def sub_env(**extra: str) -> dict[str, str]:
     """This process's environment with the checkout first on ``PYTHONPATH``, plus ``extra``."""
@@ -35,6 +41,7 @@ def sub_env(**extra: str) -> dict[str, str]:
 
 def run_result_script(script: str, timeout: int = 1200) -> dict:
     """Run ``script`` under the Triton interpreter in a child process; the JSON of its last ``RESULT`` line."""
+    script = f"SECOND_TRITON = {SECOND_TRITON}\n" + script
     r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                        env=sub_env(TRITON_INTERPRET="1"), cwd=ROOT, timeout=timeout)
     assert r.returncode == 0, f"interpreter run failed:\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}"
@@ -121,6 +128,15 @@ for name, kw in {cases}.items():
         out[f"{{name}}/{{lab}}/err"] = float((y.float() - ref).norm() / ref.norm())
         out[f"{{name}}/{{lab}}/same_bits"] = bool(torch.equal(y, y0))
 """
+
+
+def one_per_family(labels: Sequence[str]) -> list[str]:
+    """The first label of each tactic family in ``labels``: a family is a label without its tile
+    (``m16n64k128w4s3``), e.g. ``-ps-sk2-pdl``."""
+    seen: dict[str, str] = {}
+    for lab in labels:
+        seen.setdefault(re.sub(r"^m\d+n\d+k\d+w\d+s\d+", "", lab), lab)
+    return list(seen.values())
 
 
 def twin_script(cases: dict[str, dict], pairs: Sequence[tuple[str, str]]) -> str:

@@ -18,7 +18,7 @@ import re
 import pytest
 import torch
 
-from interpreter import HAS_TRITON, bundled_tools, interpreter_fixture
+from interpreter import HAS_TRITON, SECOND_TRITON, bundled_tools, interpreter_fixture
 
 from fp4moe_diag import MoECase, build_inputs
 from fp4moe_diag.backends.base import Tactic
@@ -147,6 +147,8 @@ cases = {  # (case, labels run with and without -fs)
     "blocks": (dict(small, num_tokens=24, num_experts=2),
                ("m16n64k128w4s1-ps-sk2", "m16n64k64w4s1-ps-sk2-g2n128", "m32n64k64w4s1-ps-sk2")),
 }
+if SECOND_TRITON:  # CI's second Triton (tests/interpreter.py): EP and T = 1 with split-K 4
+    cases = {k: cases[k] for k in ("ep", "t1")}
 out = {}
 for name, (kw, labels) in cases.items():
     inp = build_inputs(MoECase(**kw))
@@ -218,6 +220,8 @@ interp_results = interpreter_fixture(_INTERP_SCRIPT)
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
 @pytest.mark.parametrize("name, n", [("ep", 4), ("t1", 2), ("t4", 3), ("blocks", 3)])
 def test_fused_tactics_match_the_reference_and_the_unfused_bits(interp_results: dict, name: str, n: int):
+    if SECOND_TRITON and name not in ("ep", "t1"):
+        pytest.skip("CI's second Triton runs the ep and t1 cases (tests/interpreter.py)")
     assert interp_results["interpreted"] is True
     runs = {k: v for k, v in interp_results.items() if k.startswith(name + "/")}
     assert len(runs) == n, runs
@@ -232,7 +236,8 @@ def test_fused_tactics_match_the_reference_and_the_unfused_bits(interp_results: 
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
 def test_the_cases_cover_what_they_claim(interp_results: dict):
     assert interp_results["ep:orphans"] >= 1 and interp_results["ep:partial_tokens"] >= 1  # EP: none / some local
-    assert interp_results["blocks:max_blocks"] >= 2 and interp_results["t1:max_blocks"] == 1
+    assert interp_results["t1:max_blocks"] == 1
+    assert SECOND_TRITON or interp_results["blocks:max_blocks"] >= 2
     assert interp_results["no_local_pairs"] == [0.0, False]
     assert interp_results["order_probe"] == [2.0 ** -30, True, 0]  # the top-k sum's order, its bits, counter reset
 

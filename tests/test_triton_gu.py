@@ -22,7 +22,7 @@ from fp4moe_diag.backends.triton.configs import PS_CONFIGS, PS_PDL_CONFIGS, Kern
 from fp4moe_diag.backends.triton.configs_gu import (PS_GU_CONFIGS, PS_GU_DECODE_CONFIGS, PS_GU_DECODE_PDL_CONFIGS,
                                                    PS_GU_PDL_CONFIGS, PS_GU_WIDE_CONFIGS,
                                                    ps_gu_chunk_dots)
-from interpreter import HAS_TRITON, bundled_tools, interpreter_fixture
+from interpreter import HAS_TRITON, SECOND_TRITON, bundled_tools, interpreter_fixture
 
 TOL = 1e-2  # relative L2 against the fp32 reference, as tests/test_triton_backend.py
 SAME = 1e-5  # relative L2 against the same tactic without -gu: the same products (fp32 sums of another shape)
@@ -142,7 +142,7 @@ cases = {
 labels = ["m16n128k128w4s1-ps-gu", "m32n64k64w8s1-ps-gu", "m16n256k64w4s1-ps-gu", "m16n64k128w4s1-ps-gu-sk2",
           "m64n128k64w4s1-ps-gu-g2sk2", "m32n64k128w8s1-ps-gu", "m16n64k128w4s1-ps-gu-sk2-fs",
           "m256n64k64w8s1-ps-gu-g2n128"]
-FULL = ("oai_bias", "ep_offset")  # every tile; the other cases two of them
+FULL = ("oai_bias",) if SECOND_TRITON else ("oai_bias", "ep_offset")  # every tile; the other cases two
 out = {}
 for name, kw in cases.items():
     inp = build_inputs(MoECase(**{**base, **kw}))
@@ -180,7 +180,7 @@ def test_gate_up_tactics_match_the_reference_and_the_plain_ps_gemm1(interp_resul
     assert interp_results["interpreted"] is True
     errs = {k: v for k, v in interp_results.items() if k.startswith(name + "/") and k.count("/") == 1
             and "-gu" in k}
-    assert len(errs) == {"oai_bias": 9, "ep_offset": 8}.get(name, 2)
+    assert len(errs) == {"oai_bias": 9, "ep_offset": 2 if SECOND_TRITON else 8}.get(name, 2)  # SECOND_TRITON: CI
     assert not {k: v for k, v in errs.items() if not 0 < v < TOL}, errs
     for key in ("vs_plain", "inter_vs_plain"):
         vs = {k: v for k, v in interp_results.items() if k.startswith(name + "/") and k.endswith("/" + key)}

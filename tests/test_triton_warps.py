@@ -13,7 +13,7 @@ from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend
 from fp4moe_diag.backends.triton.configs import KernelConfig, parse_config
 from fp4moe_diag.backends.triton.configs_warps import (PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS,
                                                       PS_GU16_K128_CONFIGS, PS_GU16_K128_PDL_CONFIGS)
-from interpreter import HAS_TRITON, interpreter_fixture, needs_sass_tools
+from interpreter import HAS_TRITON, SECOND_TRITON, interpreter_fixture, needs_sass_tools
 
 TOL = 1e-2  # relative L2 against the fp32 reference, as tests/test_triton_backend.py
 SAME = 1e-6  # against the 4-warp tile: the interpreter's products and sums are the same
@@ -147,6 +147,8 @@ def compare(key, case_kw, labels):  # each label against the fp32 reference and 
 
 
 for name, kw in cases.items():
+    if SECOND_TRITON and name != "oai_bias":  # CI's second Triton (tests/interpreter.py): one decode case
+        continue
     compare(name, {**base, **kw}, {"m16n128k128w8s3-ps": "m16n128k128w4s3-ps",
                                    "m16n128k256w8s3-ps-sk2": "m16n128k256w4s3-ps-sk2"})
 # prefill-sized (160 tokens x top 2 over 4 experts: ~80 pairs each), the 16-warp -gu tiles and their 8-warp twins
@@ -158,7 +160,8 @@ gu16 = {"m128n128k64w16s3-ps-gu-g2n256-t64": "m128n128k64w8s3-ps-gu-g2n256-t64",
 fs = {"m128n128k64w16s3-ps-gu-g2n256-fs": "m128n128k64w16s3-ps-gu-g2n256"}
 # the k128 16-warp tiles (session 26): K = 192 / 320 in 1.5 / 2.5 steps of 128 (the last masked)
 k128 = {"m128n128k128w16s3-ps-gu-g2n256": "m128n128k128w8s3-ps-gu-g2n256"}
-compare("gu16/oai_bias", {**base, **cases["oai_bias"]}, {**gu16, **fs, **k128})
+if not SECOND_TRITON:  # CI's second Triton: the EP case below (tails, -fs, -pdl) only
+    compare("gu16/oai_bias", {**base, **cases["oai_bias"]}, {**gu16, **fs, **k128})
 # EP: top 4 of 8 experts, 4 local (~80 pairs each again): 320 pairs a rank, above the decode size (tiling.decode_sized)
 # -pdl (session 25; compiled only, so not offered here): the interpreter runs the kernels one after the other, the
 # grid dependencies are compiled-only: the same bits as the twin without, EP offsets and the 64-row tails included
@@ -176,6 +179,8 @@ interp_results = interpreter_fixture(_INTERP_SCRIPT)
 @pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
 @pytest.mark.parametrize("name", ["oai_bias", "ep_offset", "swiglu_nobias"])
 def test_decode8_tactics_match_the_reference_and_the_4_warp_tile(interp_results: dict, name: str):
+    if SECOND_TRITON and name != "oai_bias":
+        pytest.skip("CI's second Triton runs the oai_bias case (tests/interpreter.py)")
     assert interp_results["interpreted"] is True
     for lab in ("m16n128k128w8s3-ps", "m16n128k256w8s3-ps-sk2"):
         assert interp_results[f"{name}/{lab}/offered"] is True
@@ -191,6 +196,8 @@ def test_decode8_tactics_match_the_reference_and_the_4_warp_tile(interp_results:
     ("ep_offset", ("m128n128k64w16s3-ps-gu-g2n256-t64", "m128n128k64w16s3-ps-gu-g2n256-fs",
                    "m128n128k128w16s3-ps-gu-g2n256-t64"))])
 def test_gu16_tactics_match_the_reference_and_the_8_warp_tile(interp_results: dict, name: str, labels: tuple):
+    if SECOND_TRITON and name == "oai_bias":
+        pytest.skip("CI's second Triton runs the ep_offset case (tests/interpreter.py)")
     assert interp_results["interpreted"] is True
     for lab in labels:  # the k128 tiles (session 26) run by label only, not offered
         assert interp_results[f"gu16/{name}/{lab}/offered"] is ("k128" not in lab)
