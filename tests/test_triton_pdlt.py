@@ -54,10 +54,10 @@ def test_the_headline_plan_sweeps_the_pdlt_twin_of_each_pdl_tail_tactic_it_sweep
     """tools/device/plans/headline.sh's prefill filter of backend triton takes the -pdlt twin of every -pdl tactic with
     tail blocks that it takes, at the prefill goal shapes as compiled on a GPU: the headline times them side by side."""
     import re
-    from pathlib import Path
 
-    plan = (Path(__file__).resolve().parents[1] / "tools" / "device" / "plans" / "headline.sh").read_text()
-    prefill = re.compile(re.findall(r"'triton=(\^[^']+\$)'", plan)[1])
+    from plans import headline_triton_filters
+
+    prefill = headline_triton_filters()[1]
     b = backend.TritonMXFP4Backend()
     _gpu(monkeypatch, True)
     for model, ep, t in (("gpt-oss-20b", 1, 16384), ("gpt-oss-20b", 2, 4096), ("gpt-oss-120b", 4, 4096)):

@@ -117,11 +117,9 @@ def test_interpreter_bit_identical_to_the_ps_twin_and_within_tolerance(interp_re
 def test_the_headline_plan_sweeps_the_tm_twins():
     """tools/device/plans/headline.sh's decode / prefill filters of backend triton take the -tm twin of every ps
     tactic they take (offered at the goal shapes as compiled on a GPU): the next headline call times them side by side."""
-    import re
-    from pathlib import Path
+    from plans import headline_triton_filters
 
-    plan = (Path(__file__).resolve().parents[1] / "tools" / "device" / "plans" / "headline.sh").read_text()
-    decode, prefill = (re.compile(m) for m in re.findall(r"'triton=(\^[^']+\$)'", plan))
+    decode, prefill = headline_triton_filters()
     b = TritonMXFP4Backend()
     for t, rx in ((64, decode), (4096, prefill)):
         tm = [x.label for x in b.tactics(MoECase(num_tokens=t, **GPT)) if x.id.tile_major]
