@@ -239,6 +239,17 @@ def _missing_ours(df: pd.DataFrame, key: tuple, ours: str) -> list[dict]:
             for g in applicable(key[1], key[2], int(key[4])) if g != 5]
 
 
+def _peer_cannot(key: tuple) -> str:
+    """Why :data:`W4A8_PEER` has no row at a shape whatever a run asks (``""`` where it could run): the unified
+    CUTLASS runners take no expert biases and no EP (``backends.flashinfer.unified``)."""
+    has_bias, ep = bool(key[SHAPE.index("has_bias")]), int(key[SHAPE.index("ep_size")])
+    why = [w for w, c in (("expert biases", has_bias), (f"EP (EP{ep} here)", ep != 1)) if c]
+    if not why:
+        return ""
+    return (f" (it takes no {' and no '.join(why)}: goal 5 is compared at the bias-free EP1 shapes, "
+            "data/shapes/gpt-oss-nobias.csv)")
+
+
 def _w4a8_goal(df: pd.DataFrame, key: tuple, g: pd.DataFrame, w4a8: str, bf16: Optional[pd.Series]) -> dict:
     """Goal 5 at one shape: ours = ``w4a8``, peer = cutlass_humming (any FlashInfer version: the fastest)."""
     w = g[g["backend"] == w4a8]
@@ -246,7 +257,7 @@ def _w4a8_goal(df: pd.DataFrame, key: tuple, g: pd.DataFrame, w4a8: str, bf16: O
     o = None if w.empty else w.iloc[0]
     p = None if h.empty else h.loc[h["best_us"].idxmin()]
     notes = [_why_missing(df, w4a8, key)] if o is None else []
-    notes += [_why_missing(df, W4A8_PEER, key)] if p is None else []
+    notes += [_why_missing(df, W4A8_PEER, key) + _peer_cannot(key)] if p is None else []
     x = math.nan if o is None or p is None else o["best_us"] / p["best_us"]
     r = _row(5, key, math.nan if o is None else o["best_us"], math.nan if p is None else p["best_us"], "us", x, o, p,
              "; ".join(notes))
