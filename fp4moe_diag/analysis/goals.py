@@ -242,7 +242,8 @@ def _missing_ours(df: pd.DataFrame, key: tuple, ours: str) -> list[dict]:
 def _peer_cannot(key: tuple) -> str:
     """Why :data:`W4A8_PEER` has no row at a shape whatever a run asks (``""`` where it could run): the unified
     CUTLASS runners take no expert biases and no EP (``backends.flashinfer.unified``)."""
-    has_bias, ep = bool(key[SHAPE.index("has_bias")]), int(key[SHAPE.index("ep_size")])
+    bias, ep = key[SHAPE.index("has_bias")], int(key[SHAPE.index("ep_size")])
+    has_bias = bool(pd.notna(bias) and bias)  # unknown (NA): not claimed
     why = [w for w, c in (("expert biases", has_bias), (f"EP (EP{ep} here)", ep != 1)) if c]
     if not why:
         return ""
