@@ -29,7 +29,7 @@ from fp4moe_diag.backends.triton.configs_gu import (PS_GU_CONFIGS, PS_GU_DECODE_
                                                    PS_GU_PDL_CONFIGS, PS_GU_WIDE_CONFIGS)
 from fp4moe_diag.backends.triton.configs_warps import (PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS,
                                                       PS_GU16_PDL_CONFIGS)
-from fp4moe_diag.backends.triton.configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS, pdlt_twins
+from fp4moe_diag.backends.triton.configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS, pdlt_twins, pdltt_twins
 
 
 def interpreted_or_cpu() -> bool:
@@ -61,6 +61,7 @@ def test_tactics_list():
     n_wide = n_all + len(PS_GU_WIDE_CONFIGS) + len(PS_GU16_CONFIGS) + len(PS_TAIL_CONFIGS)
     n_tpdl = len(PS_TAIL_PDL_CONFIGS) + len(PS_GU16_PDL_CONFIGS)  # the 16-warp -gu -pdl twins too (session 25)
     pdlt = pdlt_twins(PS_TAIL_PDL_CONFIGS + PS_GU16_PDL_CONFIGS)  # and their -pdlt twins (session 28)
+    pdlt += pdltt_twins(PS_TAIL_PDL_CONFIGS + PS_GU16_PDL_CONFIGS)  # and -pdltt (session 32)
     n_tpdl += len(pdlt)
     gu_tail = sum(c.gate_up for c in PS_TAIL_CONFIGS)  # as many -gu among PS_TAIL_PDL_CONFIGS
     for case, n_decode, n_x2, n_sw, n_ps, n_psd, n_pdl in (
@@ -96,7 +97,7 @@ def test_tactics_list():
                                + "-gu" * t.id.gate_up
                                + (f"-sk{sk}" if sk > 1 else "") + (f"-g2sk{t.id.split_k2}" if t.id.split_k2 else "")
                                + (f"-g2n{t.id.block_n2}" if t.id.block_n2 else "")
-                               + (f"-t{t.id.tail_m}" if t.id.tail_m else "") + {0: "", 1: "-pdl", 5: "-pdlt"}[t.id.pdl]
+                               + (f"-t{t.id.tail_m}" if t.id.tail_m else "") + {0: "", 1: "-pdl", 5: "-pdlt", 6: "-pdltt"}[t.id.pdl]
                                + ("-fs" if t.id.fused else ""))
             assert bm in (16, 32, 64, 128, 256) and bk in (64, 128, 256) and bn in (16, 32, 64, 128, 256)
             assert t.params == dict(block_m=bm, block_n=bn, block_k=bk, num_warps=nw, num_stages=ns,

@@ -28,7 +28,7 @@ def test_pdl_labels_round_trip_and_checks():
     assert parse_config("m16n128k128w4s3-ps-pdlpfe").label == "m16n128k128w4s3-ps-pdlpfe"
     assert parse_config("m16n128k128w4s3-ps").pdl == 0 and "pdl" not in parse_config("m16n128k128w4s3-ps").params()
     assert kc.params()["pdl"] == 1
-    assert PDL_LABELS == {0: "", 1: "-pdl", 2: "-pdlpf", 3: "-pdlpfe", 4: "-pdlw", 5: "-pdlt"}
+    assert PDL_LABELS == {0: "", 1: "-pdl", 2: "-pdlpf", 3: "-pdlpfe", 4: "-pdlw", 5: "-pdlt", 6: "-pdltt"}
     assert parse_config("m16n64k256w4s3-ps-sk4-pdlw-fs") == KernelConfig(16, 64, 256, 4, 3, "ps", 4, pdl=4, fused=True)
     assert parse_config("m16n128k128w4s3-ps-tm-g2sk2-pdlw").label == "m16n128k128w4s3-ps-tm-g2sk2-pdlw"
     assert all(c.pdl == 1 and c.ps and c.block_m == 16 for c in PS_PDL_CONFIGS)  # decode tiles only (s8, s9a runs)
@@ -36,7 +36,7 @@ def test_pdl_labels_round_trip_and_checks():
     with pytest.raises(ValueError, match="pdl .* is a mode ps option"):
         KernelConfig(16, 64, 128, 4, 3, "x2", pdl=1)
     with pytest.raises(ValueError, match="pdl must be one of"):
-        KernelConfig(16, 64, 128, 4, 3, "ps", pdl=6)
+        KernelConfig(16, 64, 128, 4, 3, "ps", pdl=7)
     with pytest.raises(ValueError, match="pdl must be one of"):
         KernelConfig(16, 64, 128, 4, 3, "ps", pdl=True)
     with pytest.raises(ValueError, match="expected a label"):

@@ -11,7 +11,7 @@ import torch
 from fp4moe_diag import MoECase
 from fp4moe_diag.backends.triton.backend import TritonMXFP4Backend
 from fp4moe_diag.backends.triton.configs import KernelConfig, parse_config
-from fp4moe_diag.backends.triton.configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS, pdlt_twins
+from fp4moe_diag.backends.triton.configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS, pdlt_twins, pdltt_twins
 
 from fp4moe_diag.backends.triton.configs_warps import PS_GU16_CONFIGS, PS_GU16_PDL_CONFIGS
 from fp4moe_diag.backends.triton.grouping import group_pairs_by_expert, split_tail_pairs
@@ -68,8 +68,9 @@ def test_tail_tactics_offered_above_the_decode_sizes(monkeypatch):
     compiled = not (backend.interpret_enabled() or backend.kernels_interpreted())
     gu16 = [c for c in PS_GU16_CONFIGS if c.tail_m]  # the 16-warp -gu tile with 64-row tails (configs_warps)
     gu16_pdl = [c for c in PS_GU16_PDL_CONFIGS if c.tail_m]  # and its -pdl twin (session 25)
-    pdl = list(PS_TAIL_PDL_CONFIGS) + gu16_pdl  # and, on a GPU, their -pdlt twins (session 28)
-    assert prefill == gu16 + list(PS_TAIL_CONFIGS) + (pdl + list(pdlt_twins(tuple(pdl))) if compiled else [])
+    pdl = list(PS_TAIL_PDL_CONFIGS) + gu16_pdl  # and, on a GPU, their -pdlt (session 28) and -pdltt twins (32)
+    late = list(pdlt_twins(tuple(pdl)) + pdltt_twins(tuple(pdl)))
+    assert prefill == gu16 + list(PS_TAIL_CONFIGS) + (pdl + late if compiled else [])
     assert [c.tail_m * 2 == c.block_m for c in PS_TAIL_CONFIGS] == [True] * 3
     assert [c.pdl for c in PS_TAIL_PDL_CONFIGS] == [1] * 3 and [c.label for c in PS_TAIL_PDL_CONFIGS][1] == \
         "m128n128k64w8s3-ps-g2n256-t64-pdl"
@@ -90,7 +91,8 @@ base = dict(num_tokens=64, hidden_size=192, intermediate_size=320, num_experts=4
 cases = {"oai_bias": {}, "ep_offset": dict(num_experts=8, local_num_experts=4, local_expert_offset=4),
          "swiglu_nobias": dict(activation="swiglu", has_bias=False)}
 labels = {"m32n64k64w8s1-ps-gu-t16": "m32n64k64w8s1-ps-gu", "m32n64k128w4s1-ps-g2n128-t16": "m32n64k128w4s1-ps-g2n128"}
-PDLT = "m32n64k128w4s1-ps-g2n128-t16-pdlt"  # -pdlt (session 28): no grid dependencies here, one case
+PLAIN = labels["m32n64k128w4s1-ps-g2n128-t16"]  # -pdlt (session 28), -pdltt (32): no grid dependencies here, one case
+LATE = {"m32n64k128w4s1-ps-g2n128-t16-pdlt": PLAIN, "m32n64k128w4s1-ps-g2n128-t16-pdltt": PLAIN}
 out = {}
 for name, kw in cases.items():
     inp = build_inputs(MoECase(**{**base, **kw}))
@@ -99,7 +101,7 @@ for name, kw in cases.items():
     big, small = prep.tail_groupings(32, 16)
     out[f"{name}/split"] = [big.num_blocks, small.num_blocks, big.num_valid_pairs + small.num_valid_pairs,
                             prep.grouping(32).num_valid_pairs]
-    for lab, plain in (labels | ({PDLT: labels[PDLT[:-5]]} if name == "oai_bias" else {})).items():
+    for lab, plain in (labels | (LATE if name == "oai_bias" else {})).items():
         y = b.run(prep, Tactic(id=lab, label=lab))
         y0 = b.run(prep, Tactic(id=plain, label=plain))
         out[f"{name}/{lab}"] = float((y.float() - ref).norm() / ref.norm())
@@ -116,7 +118,7 @@ def test_tail_tactics_match_the_reference_and_the_same_tile_without_tails(interp
     assert interp_results["interpreted"] is True
     n_big, n_small, n_split, n_all = interp_results[f"{name}/split"]
     assert n_big > 0 and n_small > 0 and n_split == n_all  # both launch pairs run; every pair in one of them
-    for lab in ("m32n64k64w8s1-ps-gu-t16", "m32n64k128w4s1-ps-g2n128-t16") + (("m32n64k128w4s1-ps-g2n128-t16-pdlt",)
-                                                                         if name == "oai_bias" else ()):
+    late = ("m32n64k128w4s1-ps-g2n128-t16-pdlt", "m32n64k128w4s1-ps-g2n128-t16-pdltt")
+    for lab in ("m32n64k64w8s1-ps-gu-t16", "m32n64k128w4s1-ps-g2n128-t16") + (late if name == "oai_bias" else ()):
         assert 0 < interp_results[f"{name}/{lab}"] < TOL, (lab, interp_results[f"{name}/{lab}"])
         assert interp_results[f"{name}/{lab}/vs_plain"] < SAME, (lab, interp_results[f"{name}/{lab}/vs_plain"])

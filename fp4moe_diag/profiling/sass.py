@@ -37,6 +37,7 @@ from typing import Optional, Sequence
 from ..backends.triton.configs import (ABLATIONS, KernelConfig, even_k, k_main, k_split, parse_config, ps_n_fastest,
                                         ps_scale_words, ps_tiles_first, split_k_fits)
 from ..backends.triton.configs_gu import ps_gu_chunk_dots
+from ..backends.triton.configs_tail import launch_pdl
 from ..backends.triton.tiling import SM90_LIMITS, residency, residency_cap  # noqa: F401 (SM90_LIMITS: re-exported)
 
 _GEMMS = {
@@ -192,7 +193,7 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
         ints = [{"stride_wn": "stride_ws", "stride_sn": "stride_ss"}.get(i, i) for i in ints]
         const["N_FASTEST"] = ps_n_fastest(kc.block_m)
         const["SCALE_WORDS"] = ps_scale_words(2 * bn if gu else bn, kc.block_k, kc.num_warps)
-        const["PDL"] = kc.pdl
+        const["PDL"] = launch_pdl(kc.pdl, gemm, True, True)  # -pdlt / -pdltt: the tail launch's build
         const |= dict(ABLATE=ABLATIONS[kc.ablate], STAGES=kc.num_stages, TILE_MAJOR=kc.tile_major)  # _kernels_ablate
         const |= {"UNROLL": max(kc.unroll, 1)} if gu or gemm == "gemm2" else {}  # -uN; 3.9: every argument given
         if gu:

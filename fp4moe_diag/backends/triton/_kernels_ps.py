@@ -57,8 +57,9 @@ def _pdl_enter(PDL: tl.constexpr, TAIL_EARLY: tl.constexpr = False):
     """Programmatic dependent launch (``PDL`` > 0, never under the interpreter: the launcher passes 0 there): wait
     until the grid before this one has finished and its writes are visible, then let the next grid launch (its
     programs take the SMs that this grid's last wave leaves idle and wait in this same call).  Every global read or
-    write of data a kernel before may touch comes after the wait.  ``TAIL_EARLY`` (a gemm1 kernel) with ``PDL`` 5
-    (``-pdlt``, the launcher's choice for the ``-tN`` tail launch of gemm1 only): no wait here, :func:`_pdl_exit`."""
+    write of data a kernel before may touch comes after the wait.  ``TAIL_EARLY`` (a gemm1 or gemm2 kernel) with
+    ``PDL`` 5 (the launcher's choice for the ``-tN`` tail launch of gemm1 under ``-pdlt`` and ``-pdltt``, of gemm2
+    under ``-pdltt``: :func:`.configs_tail.launch_pdl`): no wait here, :func:`_pdl_exit`."""
     if PDL > 0:
         if not (TAIL_EARLY and PDL == 5):
             gdc_wait()
@@ -67,11 +68,14 @@ def _pdl_enter(PDL: tl.constexpr, TAIL_EARLY: tl.constexpr = False):
 
 @triton.jit
 def _pdl_exit(PDL: tl.constexpr):
-    """The end of a gemm1 kernel: with ``PDL`` 5 (``-pdlt``: gemm1's tail blocks, :mod:`.configs_tail`) the wait
-    that :func:`_pdl_enter` left out.  The tail launch reads only the call's inputs (activations, weights, routing
+    """The end of a gemm1 or gemm2 kernel: with ``PDL`` 5 (a tail launch, :mod:`.configs_tail`) the wait that
+    :func:`_pdl_enter` left out.  gemm1's tail launch reads only the call's inputs (activations, weights, routing
     tables) and writes intermediate rows no other launch of the call writes, so its work runs while the main gemm1
     launch drains (its programs become resident in that launch's last wave); waiting before it exits, it ends after
-    the main launch, so gemm2, which waits for it, finds both launches' rows."""
+    the main launch, so gemm2, which waits for it, finds both launches' rows.  gemm2's tail launch (``-pdltt``) reads
+    the rows of gemm1's tail launch, which ended before gemm2's main launch let it launch (past L1: ``CG`` of
+    :func:`_act_tile`), and writes pair rows no other launch writes; it ends after gemm2's main launch, so the top-k
+    sum, which waits for it, finds both."""
     if PDL == 5:
         gdc_wait()
 
@@ -86,12 +90,14 @@ def _grid_ids(N_FASTEST: tl.constexpr):
 
 
 @triton.jit
-def _act_tile(ptrs, mask_m, k0, offs_k, K: tl.constexpr, EVEN_K: tl.constexpr):
-    """The activation tile [BLOCK_M, BLOCK_K] at K ``k0`` (zeros past K)."""
-    if EVEN_K:
-        return tl.load(ptrs, mask=mask_m[:, None], other=0.0)
+def _act_tile(ptrs, mask_m, k0, offs_k, K: tl.constexpr, EVEN_K: tl.constexpr, CG: tl.constexpr = False):
+    """The activation tile [BLOCK_M, BLOCK_K] at K ``k0`` (zeros past K); ``CG``: read from L2, past L1 (``.cg``: rows
+    a grid still running wrote, read before this grid's wait: gemm2's ``-pdltt`` tail launch)."""
+    mask = mask_m[:, None] if EVEN_K else mask_m[:, None] & (k0 + offs_k[None, :] < K)
+    if CG:
+        return tl.load(ptrs, mask=mask, other=0.0, cache_modifier=".cg")
     else:
-        return tl.load(ptrs, mask=mask_m[:, None] & (k0 + offs_k[None, :] < K), other=0.0)
+        return tl.load(ptrs, mask=mask, other=0.0)
 
 
 @triton.jit
@@ -250,7 +256,7 @@ def _moe_mxfp4_gemm2_ps_kernel(
             _l2_prefetch_slabs(w_ptr + e_pf * stride_we, ws_ptr + e_pf * stride_se, pn * S_PF, c_pf, N // 16,
                                K // 64, stride_ws, stride_ss, S_PF, PF_C)
     if not W_FIRST:
-        _pdl_enter(PDL)
+        _pdl_enter(PDL, True)  # PDL 5: gemm2's tail launch under -pdltt, its wait at the end (_pdl_exit)
     if PERSIST and DOT_F32:  # the interpreter (DOT_F32): its Triton 3.6 takes no run-time loop bounds
         for i in range(0, TILES, PROGRAMS):
             t = i + tl.program_id(0)
@@ -278,6 +284,7 @@ def _moe_mxfp4_gemm2_ps_kernel(
                        stride_ss, stride_be, stride_om, stride_os, K, BLOCK_M, BLOCK_N, BLOCK_K, HAS_BIAS, EVEN_K,
                        DOT_F32, SPLIT_K, K_SPLIT, PDL, SCALE_WORDS, y_ptr, cnt_ptr, tok_pairs_ptr, orph_ptr, stride_ym,
                        TOP_K, ORPH, FUSED, ABLATE, STAGES, TILE_MAJOR, W_FIRST, PEEL, K_MAIN, UNROLL)
+    _pdl_exit(PDL)  # PDL 5 (-pdltt's tail launch): its wait, last
 
 
 @triton.jit
@@ -318,13 +325,14 @@ def _gemm2_ps_tile(pid_m, pid_n, pid_k, a_ptr, w_ptr, ws_ptr, b_ptr, topk_w_ptr,
         if PEEL:  # -pk: every split's whole K steps without K masks, then the rest masked (K_MAIN: tiling.k_main)
             for kk in range(0, K_MAIN, BLOCK_K):
                 acc_t = _gemm2_step(acc_t, a_ptrs, mask_m, kb + kk, offs_k, w_base, s_base, slab0, N, stride_ws,
-                                    stride_ss, K, S, C, DOT_F32, SCALE_WORDS, ABLATE, TILE_MAJOR, True, False)
+                                    stride_ss, K, S, C, DOT_F32, SCALE_WORDS, ABLATE, TILE_MAJOR, True, False,
+                                    PDL == 5)
                 a_ptrs += BLOCK_K
         k_rest: tl.constexpr = K_MAIN if PEEL else k_first  # the plain loop: every step, K masks on the weights
         a_even: tl.constexpr = EVEN_K and not PEEL
         for kk in tl.range(k_rest, K_SPLIT, BLOCK_K, loop_unroll_factor=UNROLL):  # -uN (configs_unroll)
             acc_t = _gemm2_step(acc_t, a_ptrs, mask_m, kb + kk, offs_k, w_base, s_base, slab0, N, stride_ws,
-                                stride_ss, K, S, C, DOT_F32, SCALE_WORDS, ABLATE, TILE_MAJOR, a_even, True)
+                                stride_ss, K, S, C, DOT_F32, SCALE_WORDS, ABLATE, TILE_MAJOR, a_even, True, PDL == 5)
             a_ptrs += BLOCK_K
     _gemm2_store(tl.trans(acc_t) * X2_UNSCALE, pid_k, e, pair, mask_m, offs_n, mask_n, b_ptr, topk_w_ptr, out_ptr,
                  stride_be, stride_om, stride_os, HAS_BIAS)
@@ -337,10 +345,12 @@ def _gemm2_ps_tile(pid_m, pid_n, pid_k, a_ptr, w_ptr, ws_ptr, b_ptr, topk_w_ptr,
 @triton.jit
 def _gemm2_step(acc_t, a_ptrs, mask_m, k0, offs_k, w_base, s_base, slab0, N, stride_ws, stride_ss, K: tl.constexpr,
                 S: tl.constexpr, C: tl.constexpr, DOT_F32: tl.constexpr, SCALE_WORDS: tl.constexpr,
-                ABLATE: tl.constexpr, TILE_MAJOR: tl.constexpr, A_EVEN: tl.constexpr, MASK_K: tl.constexpr):
+                ABLATE: tl.constexpr, TILE_MAJOR: tl.constexpr, A_EVEN: tl.constexpr, MASK_K: tl.constexpr,
+                A_CG: tl.constexpr = False):
     """One K step of gemm2 at ``k0``: the activation tile with no K mask when ``A_EVEN`` (:func:`_act_tile`'s
-    ``EVEN_K``), the weight tile with its chunks masked past K when ``MASK_K`` (``-pk``'s whole steps: neither)."""
-    at = tl.trans(_act_tile(a_ptrs, mask_m, k0, offs_k, K, A_EVEN))
+    ``EVEN_K``; ``A_CG`` its ``CG``), the weight tile with its chunks masked past K when ``MASK_K`` (``-pk``'s whole
+    steps: neither)."""
+    at = tl.trans(_act_tile(a_ptrs, mask_m, k0, offs_k, K, A_EVEN, A_CG))
     w = _ps_tile(w_base, s_base, slab0, k0 // 64, N // 16, K // 64, stride_ws, stride_ss, S, C, DOT_F32, SCALE_WORDS,
                  ABLATE, TILE_MAJOR, 0, MASK_K)
     return _dot(w, at, acc_t, DOT_F32)

@@ -30,7 +30,7 @@ from .configs import (ABLATIONS, CONFIGS, DECODE_CONFIGS, DOT_SCALED_CONFIGS, PS
                       parse_config, split_k_fits)
 from .configs_gu import (PS_GU_CONFIGS, PS_GU_DECODE_CONFIGS, PS_GU_DECODE_PDL_CONFIGS, PS_GU_PDL_CONFIGS,
                          PS_GU_WIDE_CONFIGS)
-from .configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS, pdlt_twins
+from .configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS, launch_pdl, pdlt_twins, pdltt_twins
 from .configs_peel import PS_PK_DECODE_CONFIGS, PS_PK_DECODE_PDL_CONFIGS
 from .configs_regcap import regcap_configs
 from .configs_tm import (PS_TM_DECODE_CONFIGS, PS_TM_DECODE_PDL_CONFIGS, PS_TM_PREFILL_CONFIGS,
@@ -143,11 +143,12 @@ class TritonMXFP4Backend(Backend):
         """The bit-arithmetic, x2 and sw configs everywhere, ps where the weights have that layout (H and I
         multiples of 64; with the ``-gu`` gemm1 variants of PS_GU_CONFIGS, above the decode sizes also
         PS_GU_WIDE_CONFIGS, the 16-warp PS_GU16_CONFIGS and the tail-block ones of PS_TAIL_CONFIGS, compiled also
-        PS_TAIL_PDL_CONFIGS, PS_GU16_PDL_CONFIGS and the -tm PS_TM_PREFILL_PDL_CONFIGS; at decode the
-        PS_DECODE_CONFIGS, 8-warp PS_DECODE8_CONFIGS and k64 -gu PS_GU_DECODE_CONFIGS that fit); the
-        ``tl.dot_scaled`` ones only when compiled (GPU); where :func:`.tiling.decode_sized` (a rank expects <=
-        DECODE_MAX_PAIRS pairs) the split-K decode configs (x2 / sw / ps ones everywhere, ds ones on GPU); at decode
-        on GPU the ps tactics with programmatic dependent launch
+        PS_TAIL_PDL_CONFIGS, PS_GU16_PDL_CONFIGS and the -tm PS_TM_PREFILL_PDL_CONFIGS, with the ``-pdlt`` and
+        ``-pdltt`` twins of those with tails (:mod:`.configs_tail`); at decode the PS_DECODE_CONFIGS, 8-warp
+        PS_DECODE8_CONFIGS and k64 -gu PS_GU_DECODE_CONFIGS that fit); the ``tl.dot_scaled`` ones only when
+        compiled (GPU); where :func:`.tiling.decode_sized` (a rank expects <= DECODE_MAX_PAIRS pairs) the split-K
+        decode configs (x2 / sw / ps ones everywhere, ds ones on GPU); at decode on GPU the ps tactics with
+        programmatic dependent launch
         (``-pdl``, PS_GU_PDL_CONFIGS, PS_DECODE8_PDL_CONFIGS and PS_GU_DECODE_PDL_CONFIGS), with and without the
         fused ends (``-fs``); the ``-tm`` twins of the winners (:mod:`.configs_tm`) where their tiles are whole (not
         the persistent ``-pt`` / ``-ptf`` ones of :mod:`.configs_persist`: measured slower, run by label only); at
@@ -179,7 +180,7 @@ class TritonMXFP4Backend(Backend):
                 configs += tuple(c for c in PS_PK_DECODE_PDL_CONFIGS if _split_fits(case, c))
             elif ps_refusal(case) is None:  # prefill: the 8-warp tail tiles, the 16-warp -gu ones and their -tm twins
                 prefill_pdl = PS_TAIL_PDL_CONFIGS + PS_GU16_PDL_CONFIGS + _tile_major(case, PS_TM_PREFILL_PDL_CONFIGS)
-                configs += prefill_pdl + pdlt_twins(prefill_pdl)  # then their -pdlt twins (configs_tail)
+                configs += prefill_pdl + pdlt_twins(prefill_pdl) + pdltt_twins(prefill_pdl)  # -pdlt(t): configs_tail
             configs += DOT_SCALED_CONFIGS
             if decode:
                 configs += tuple(c for c in DECODE_CONFIGS if _split_fits(case, c))
@@ -291,23 +292,24 @@ class TritonMXFP4Backend(Backend):
             w13, w13_scale = p.tile_major_weights("w13_gu" if kc.gate_up else "w13", rows // 16, bk // 64)
             w2, w2_scale = p.tile_major_weights("w2", kc.gemm2_block_n // 16, bk // 64)
         calls = []
-        # -pdlt: the tail launch alone works before its wait (pdl 5), and only behind a main launch to end after
-        tail_early = kc.pdl == 5 and rounds[0][0].num_blocks > 0
+        # -pdlt / -pdltt: a tail launch works before its wait (pdl 5) only behind a main launch to end after
+        after_main = rounds[0][0].num_blocks > 0
         for i, (g, bm, inter) in enumerate(rounds):
             n1 = g.num_blocks * -(-p.inputs.case.intermediate_size // bn)
             calls += kern.gemm1_calls(
                 x, w13, w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
                 g.sorted_pair_ids, g.block_expert_ids, g.num_pairs, g.top_k, p.activation,
                 bm, bn, bk, nw, ns, split_k=kc.split_k, part=p.gemm1_partials(kc.split_k, g.num_padded_pairs),
-                **(modes | {"pdl": 5 if tail_early and i == 1 else 1} if kc.pdl == 5 else modes), gate_up=kc.gate_up,
+                **modes | {"pdl": launch_pdl(kc.pdl, "gemm1", i == 1, after_main)}, gate_up=kc.gate_up,
                 reg_cap=kc.reg_cap,  # -rN caps gemm1 only (configs_regcap)
                 counters=p.arrival_counters("gemm1", n1) if kc.fused and kc.split_k > 1 else None,
             )
-        for g, bm, inter in rounds:
+        for i, (g, bm, inter) in enumerate(rounds):
             calls += kern.gemm2_calls(
                 inter, w2, w2_scale, p.w2_bias, p.topk_weights, pair_out,
                 g.sorted_pair_ids, g.block_expert_ids, g.num_pairs,
-                bm, kc.gemm2_block_n, bk, nw, kc.gemm2_stages, split_k=kc.gemm2_split, **modes,
+                bm, kc.gemm2_block_n, bk, nw, kc.gemm2_stages, split_k=kc.gemm2_split,
+                **modes | {"pdl": launch_pdl(kc.pdl, "gemm2", i == 1, after_main)},
                 fused=p.fused_sum(y, -(-h // kc.gemm2_block_n)) if kc.fused else None,
             )
         if not kc.fused:

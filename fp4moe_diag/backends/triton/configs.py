@@ -15,7 +15,9 @@ from .tiling import (DECODE_MAX_PAIRS, decode_sized, even_k, expected_local_pair
 #: waits on the grid before it at its top and lets the next one launch right after: the next grid's programs take the
 #: SMs the tail of this one leaves idle, and no launch gap); ``-pdlpf`` / ``-pdlpfe`` add gemm2's L2 prefetch of its
 #: first weights (see PS_PDL_CONFIGS)
-PDL_LABELS = {0: "", 1: "-pdl", 2: "-pdlpf", 3: "-pdlpfe", 4: "-pdlw", 5: "-pdlt"}  # -pdlw: W_FIRST; -pdlt: -tN
+#: (-pdlw: gemm2's W_FIRST; -pdlt / -pdltt: -tN tactics whose gemm1 tail launch / both GEMMs' tail launches work
+#: before their wait, configs_tail)
+PDL_LABELS = {0: "", 1: "-pdl", 2: "-pdlpf", 3: "-pdlpfe", 4: "-pdlw", 5: "-pdlt", 6: "-pdltt"}
 GATE_UP_LABEL = "-gu"  #: KernelConfig.gate_up's label suffix, right after -ps (group gu of _LABEL)
 #: KernelConfig.fused -> this label suffix (after the PDL one): the last program to arrive at a tile (an int32 arrival
 #: counter per tile, reset by that program) does the pass of the kernel that followed: gemm2 the top-k sum of a
@@ -365,7 +367,8 @@ _LABEL = re.compile(r"^m(?P<m>\d+)n(?P<n>\d+)k(?P<k>\d+)w(?P<w>\d+)s(?P<s>\d+)"
                     r"(?:-(?P<mode>ds|x2|sw|f8|p8)|-(?P<ps>ps)(?P<gu>-gu)?(?P<tm>-tm)?(?P<pk>-pk)?(?:-u(?P<u>\d+))?)?"
                     r"(?:-sk(?P<sk>\d+))?(?:-g2sk(?P<g2sk>\d+))?(?:-g2n(?P<g2n>\d+))?(?:-g2s(?P<g2s>\d+))?"
                     r"(?:-t(?P<t>\d+))?(?P<pt>-ptf|-pt)?"
-                    r"(?P<pdl>-pdlpfe|-pdlpf|-pdlw|-pdlt|-pdl)?(?P<fs>-fs)?(?:-r(?P<r>\d+))?(?:~(?P<ab>[a-z]+))?$")
+                    r"(?P<pdl>-pdlpfe|-pdlpf|-pdlw|-pdltt|-pdlt|-pdl)?(?P<fs>-fs)?(?:-r(?P<r>\d+))?"
+                    r"(?:~(?P<ab>[a-z]+))?$")
 
 
 def parse_config(cfg: Any) -> KernelConfig:
@@ -377,7 +380,7 @@ def parse_config(cfg: Any) -> KernelConfig:
         m = _LABEL.match(cfg)
         if m is None:
             raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu][-tm][-pk][-uN]|-f8"
-                             f"|-p8][-skN][-g2skN][-g2nN][-g2sN][-tN][-pt|-ptf][-pdl|-pdlpf|-pdlpfe|-pdlw|-pdlt]"
+                             f"|-p8][-skN][-g2skN][-g2nN][-g2sN][-tN][-pt|-ptf][-pdl|-pdlpf|-pdlpfe|-pdlw|-pdlt|-pdltt]"
                              f"[-fs][-rN][~nodeq|~load|~seq], got {cfg!r}")
         nums = [int(m[g]) for g in "mnkws"]
         pdl = {v: k for k, v in PDL_LABELS.items()}[m["pdl"] or ""]

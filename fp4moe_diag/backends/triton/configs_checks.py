@@ -17,13 +17,13 @@ PERSIST_LABELS = {0: "", 1: "-pt", 2: "-ptf"}
 def _check_tail(kc: Any) -> None:
     t = kc.tail_m
     if t and (isinstance(t, bool) or not isinstance(t, int) or kc.mode != "ps" or t & (t - 1) or not 16 <= t
-              < kc.block_m or kc.split_k > 1 or kc.split_k2 or kc.pdl not in (0, 1, 5) or kc.fused):
+              < kc.block_m or kc.split_k > 1 or kc.split_k2 or kc.pdl not in (0, 1, 5, 6) or kc.fused):
         raise ValueError(f"tactic: tail_m (-tN, blocks of N rows for each expert's last pairs) is a mode ps option "
                          f"without split-K, -pdlpf(e), -pdlw or -fs, a power of two from 16 below "
                          f"block_m={kc.block_m}; got tail_m={t!r} in {kc.mode!r}")
-    if kc.pdl == 5 and not t:
-        raise ValueError(f"tactic: -pdlt (gemm1's tail launch working before its grid-dependency wait) needs tail "
-                         f"blocks (-tN); got {kc.label if kc.mode == 'ps' else kc.mode!r}")
+    if kc.pdl in (5, 6) and not t:
+        raise ValueError(f"tactic: -pdlt / -pdltt (tail launches working before their grid-dependency wait) need "
+                         f"tail blocks (-tN); got {kc.label if kc.mode == 'ps' else kc.mode!r}")
 
 
 def _check_ablation(kc: Any) -> None:

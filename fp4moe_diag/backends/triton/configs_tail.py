@@ -44,3 +44,29 @@ def pdlt_twins(configs: tuple[KernelConfig, ...]) -> tuple[KernelConfig, ...]:
     pairs, 9 faster, 21 level, none slower, median 0.989; 20b EP2 T=4096 902 / 939 us, and against triton_kernels'
     winner in 30 alternating rounds 0.982, ahead (``-s28e``): goal 1's last H100 shape."""
     return tuple(dataclasses.replace(c, pdl=5) for c in configs if c.tail_m and c.pdl == 1)
+
+
+def pdltt_twins(configs: tuple[KernelConfig, ...]) -> tuple[KernelConfig, ...]:
+    """The ``-pdltt`` twins (``pdl`` 6) of the ``-pdl`` tactics of ``configs`` with tail blocks: as ``-pdlt``, and
+    gemm2's tail launch too works before its wait and waits before it exits.  Why (session 32, H100 ``-s32a``, Nsight
+    Compute of the ``-pdlt`` tile, each kernel alone): gemm2's 64-row tail launch took 66 us at 120b EP4 T=4096 (of a
+    584 us call) and 20b EP1 T=4096, 35-36 us at 20b EP2 T=4096 and T=16384, at 32-39 % SM throughput, after gemm2's
+    main launch.  It may start early: it reads the intermediate rows of gemm1's
+    tail launch, and it becomes resident only after every program of gemm2's main launch has passed its wait (which
+    returns once both gemm1 launches have ended, their writes visible) and then let it launch; it reads those rows
+    past L1 (``.cg``).  Its pairs are not the main launch's, so the two write disjoint rows; the top-k sum waits for it,
+    and it for the main launch."""
+    return tuple(dataclasses.replace(c, pdl=6) for c in configs if c.tail_m and c.pdl == 1)
+
+
+def launch_pdl(pdl: int, gemm: str, tail: bool, after_main: bool) -> int:
+    """The ``PDL`` constexpr one launch of a ``pdl`` tactic gets (``gemm`` "gemm1" / "gemm2"; ``tail``: its tail-block
+    launch; ``after_main``: a main launch with blocks runs before it, so it has a grid to end after): 5 (work before
+    the wait, wait last: :func:`._kernels_ps._pdl_enter`) for gemm1's tail under ``-pdlt`` and ``-pdltt``, and for
+    gemm2's under ``-pdltt``; 1 for every other launch of those two; ``pdl`` itself for the other modes."""
+    if gemm not in ("gemm1", "gemm2"):
+        raise ValueError(f"gemm: expected 'gemm1' or 'gemm2', got {gemm!r}")
+    if pdl not in (5, 6):
+        return pdl
+    early = tail and after_main and (gemm == "gemm1" or pdl == 6)
+    return 5 if early else 1

@@ -109,10 +109,10 @@ def _weight_dims(w: torch.Tensor, ps: bool) -> tuple[int, int]:
 def _pdl_args(pdl: int, ps: bool) -> dict:
     """The launch switches of programmatic dependent launch: the kernel's ``PDL`` constexpr and Triton's
     ``launch_pdl``; nothing under the interpreter (no grid dependencies there: the same kernels, run one by one)."""
-    if pdl not in PDL_LABELS or isinstance(pdl, bool):
+    if pdl not in PDL_LABELS or pdl == 6 or isinstance(pdl, bool):  # 6: a tactic's, its launches get 1 / 5
         raise ValueError(f"pdl: expected 0 (off), 1 (programmatic dependent launch), 2 or 3 (and gemm2's L2 prefetch), "
-                         f"4 (and gemm2's first weights loaded before its wait), 5 (gemm1: its wait last, -pdlt's tail "
-                         f"launch; gemm2: as 1), got {pdl!r}")
+                         f"4 (and gemm2's first weights loaded before its wait), 5 (a -pdlt / -pdltt tail launch: its "
+                         f"wait last, configs_tail.launch_pdl), got {pdl!r}")
     if pdl and not ps:
         raise ValueError("pdl: only the pre-shuffled kernels (ps=True) take programmatic dependent launch")
     return dict(PDL=pdl, launch_pdl=True) if pdl and not INTERPRETED else {}

@@ -5,8 +5,8 @@
 # tactics that won at these shapes in the committed runs (s10f, s11b, s12e-g, s15a: the top two per shape and backend;
 # for CUTLASS the gemm1 / gemm2 tactics those winners combine; ours also the 16-warp -fs tiles and the winners' -tm
 # twins (configs_tm.py), not timed before; from session 25 the -pdl twins of the prefill ones, from session 29 their
-# -pdlt twins where they have tails, configs_tail.py), screened and the top
-# six re-timed in full. Two sweeps:
+# -pdlt twins where they have tails, from session 32 their -pdltt twins, configs_tail.py), screened and the top six
+# re-timed in full. Two sweeps:
 # decode (T <= 256) first, then prefill; a sweep cut off by the time limit still brings back its finished cases.
 # MODELS, DECODE_TOKENS and PREFILL_TOKENS narrow it (an empty token list skips that sweep), e.g. to re-measure shapes.
 # Then, in the time left, a duel (30 alternating rounds) at each shape where goal 1 is undecided (session 25).
@@ -42,7 +42,7 @@ sweep decode "$DECODE_TOKENS" $(left 270) \
   'triton_kernels=^tk-(mautokautow4|m16k128w[48]|m32k128w4)$' \
   'cutlass=^(default|g1:(53|57|73)|g2:(165|168|169|172|180|188|189))'
 sweep prefill "$PREFILL_TOKENS" $(left 570) \
-  'triton=^(m128n128k64w16s[34]-ps-gu(-tm)?-g2n256(-t64|-fs)?(-pdlt?)?|m256n64k64w8s3-ps-gu(-tm)?-g2n128(-t128)?(-pdlt?)?|m128n128k64w8s3-ps-g2n256-t64-pdlt?|m64n128k64w8s4-ps(-t32)?)$' \
+  'triton=^(m128n128k64w16s[34]-ps-gu(-tm)?-g2n256(-t64|-fs)?(-pdl(tt?)?)?|m256n64k64w8s3-ps-gu(-tm)?-g2n128(-t128)?(-pdl(tt?)?)?|m128n128k64w8s3-ps-g2n256-t64-pdl(tt?)?|m64n128k64w8s4-ps(-t32)?)$' \
   'triton_kernels=^tk-(mautokautow8|m64k128w4|m128kautow8s3|m128k128w8)$' \
   'cutlass=^(default|g1:(73)|g2:(180|188|189))'
 # goal 1 where the sweeps' medians cannot decide it (ours behind, or ahead by under 2 %): ours' best against the
