@@ -14,9 +14,7 @@ from .tiling import (DECODE_MAX_PAIRS, decode_sized, even_k, expected_local_pair
 #: KernelConfig.pdl -> label suffix: the three kernels of a call launched with programmatic dependent launch (each
 #: waits on the grid before it at its top and lets the next one launch right after: the next grid's programs take the
 #: SMs the tail of this one leaves idle, and no launch gap); ``-pdlpf`` / ``-pdlpfe`` add gemm2's L2 prefetch of its
-#: first weights (see PS_PDL_CONFIGS)
-#: (-pdlw: gemm2's W_FIRST; -pdlt / -pdltt: -tN tactics whose gemm1 tail launch / both GEMMs' tail launches work
-#: before their wait, configs_tail)
+#: first weights (PS_PDL_CONFIGS); -pdlw: gemm2's W_FIRST; -pdlt / -pdltt: tail launches early (configs_tail)
 PDL_LABELS = {0: "", 1: "-pdl", 2: "-pdlpf", 3: "-pdlpfe", 4: "-pdlw", 5: "-pdlt", 6: "-pdltt"}
 GATE_UP_LABEL = "-gu"  #: KernelConfig.gate_up's label suffix, right after -ps (group gu of _LABEL)
 #: KernelConfig.fused -> this label suffix (after the PDL one): the last program to arrive at a tile (an int32 arrival
@@ -367,8 +365,7 @@ _LABEL = re.compile(r"^m(?P<m>\d+)n(?P<n>\d+)k(?P<k>\d+)w(?P<w>\d+)s(?P<s>\d+)"
                     r"(?:-(?P<mode>ds|x2|sw|f8|p8)|-(?P<ps>ps)(?P<gu>-gu)?(?P<tm>-tm)?(?P<pk>-pk)?(?:-u(?P<u>\d+))?)?"
                     r"(?:-sk(?P<sk>\d+))?(?:-g2sk(?P<g2sk>\d+))?(?:-g2n(?P<g2n>\d+))?(?:-g2s(?P<g2s>\d+))?"
                     r"(?:-t(?P<t>\d+))?(?P<pt>-ptf|-pt)?"
-                    r"(?P<pdl>-pdlpfe|-pdlpf|-pdlw|-pdltt|-pdlt|-pdl)?(?P<fs>-fs)?(?:-r(?P<r>\d+))?"
-                    r"(?:~(?P<ab>[a-z]+))?$")
+                    r"(?P<pdl>-pdl(?:pfe|pf|w|tt|t)?)?(?P<fs>-fs)?(?:-r(?P<r>\d+))?(?:~(?P<ab>[a-z]+))?$")
 
 
 def parse_config(cfg: Any) -> KernelConfig:
