@@ -42,6 +42,9 @@ def test_twin_table_pairs_each_variant_with_its_measured_twin():
 
 def test_twin_label_and_bad_arguments():
     assert twin_label("m16n64k256w4s3-ps-tm-sk2-pdl", "-tm", "") == "m16n64k256w4s3-ps-sk2-pdl"
+    assert twin_label("m64n128k64w8s4-ps-t32-pdltt", "-pdltt", "-pdlt") == "m64n128k64w8s4-ps-t32-pdlt"
+    with pytest.raises(ValueError, match="holds no '-pdlt'"):  # a whole label part only: not inside -pdltt
+        twin_label("m64n128k64w8s4-ps-t32-pdltt", "-pdlt", "-pdl")
     with pytest.raises(ValueError, match="holds no '-tm'"):
         twin_label("m16n64k256w4s3-ps", "-tm", "")
     with pytest.raises(ValueError, match="^variant: expected a label part other than base"):
@@ -50,6 +53,18 @@ def test_twin_label_and_bad_arguments():
         twin_table(_rows(), "-gu", "")
     with pytest.raises(ValueError, match="needs column"):
         twin_table(_rows().drop(columns=["backend"]), "-pdlw", "-pdl")
+
+
+def test_a_variant_is_a_whole_label_part():
+    """-pdlt against -pdl pairs the -pdlt rows only, not -pdltt's (session 32: the substring match took 54 pairs of 27)."""
+    base = dict(run_id="r1", gpu_name="NVIDIA H200", model="gpt-oss-20b", ep_size=2, num_tokens=4096,
+                backend="triton", status="ok", time_spread=0.001)
+    df = pd.DataFrame([{**base, "tactic_label": "m64n128k64w8s4-ps-t32" + s, "time_median_us": us}
+                       for s, us in (("-pdl", 100.0), ("-pdlt", 98.0), ("-pdltt", 97.0))])
+    assert twin_table(df, "-pdlt", "-pdl")[["tactic", "twin"]].values.tolist() == [
+        ["m64n128k64w8s4-ps-t32-pdlt", "m64n128k64w8s4-ps-t32-pdl"]]
+    t = twin_table(df, "-pdltt", "-pdlt")
+    assert t["twin"].tolist() == ["m64n128k64w8s4-ps-t32-pdlt"] and t["ratio"].round(4).tolist() == [0.9898]
 
 
 def test_twins_cli_reads_run_folders_and_rejects_a_non_run(tmp_path, capsys):

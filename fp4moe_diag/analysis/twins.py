@@ -9,6 +9,8 @@ for like: its verdict is ``unlike`` and the count says so."""
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from .per_shape import ok_rows, require_frame
@@ -21,12 +23,19 @@ COLUMNS = KEYS + RELEASES + ["tactic", "twin", "us", "twin_us", "ratio", "kernel
                              "passes", "verdict"]
 
 
+def _part(variant: str) -> "re.Pattern[str]":
+    """``variant`` as a whole label part: followed by the label's end or its next part (``-`` / ``~``), so that
+    ``-pdlt`` is not read inside ``-pdltt`` nor ``-pdl`` inside ``-pdlw``."""
+    return re.compile(re.escape(variant) + r"(?=$|[-~])")
+
+
 def twin_label(label: str, variant: str, base: str) -> str:
-    """``label`` with its (last) ``variant`` replaced by ``base``."""
-    head, sep, tail = label.rpartition(variant)
-    if not sep:
+    """``label`` with its (last) ``variant`` part replaced by ``base``."""
+    found = list(_part(variant).finditer(label))
+    if not found:
         raise ValueError(f"label {label!r} holds no {variant!r}")
-    return head + base + tail
+    m = found[-1]
+    return label[: m.start()] + base + label[m.end():]
 
 
 def _verdict(ratio: float, spread: float) -> str:
@@ -57,7 +66,7 @@ def twin_table(df: pd.DataFrame, variant: str, base: str) -> pd.DataFrame:
     if not isinstance(variant, str) or not variant or variant == base:
         raise ValueError(f"variant: expected a label part other than base ({base!r}), got {variant!r}")
     df = ok_rows(require_frame(df, "results", KEYS + ["tactic_label", "time_median_us", "status"]))
-    var = df[df["tactic_label"].str.contains(variant, regex=False)]
+    var = df[df["tactic_label"].str.contains(_part(variant), regex=True)]
     if var.empty:
         raise ValueError(f"variant: no measured tactic label holds {variant!r}")
     df = df.assign(**{c: df[c].fillna("").astype(str) if c in df else "" for c in RELEASES})
