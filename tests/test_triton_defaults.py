@@ -55,8 +55,8 @@ def test_on_sm90_the_default_is_within_6_percent_of_the_measured_best_but_at_20b
         default = b.default_tactic(case(model, int(ep), int(tokens)))
         assert default.id != default_config(case(model, int(ep), int(tokens)))  # a measured rule, not the fallback
         label = default.label
-        if label.endswith("-pdlt") and label not in g.index.get_level_values(3):  # a run from before -pdlt: the
-            label = label.removesuffix("-pdlt")  # rule's next label, the plain twin
+        if label.endswith(("-pdlt", "-pdltt")) and label not in g.index.get_level_values(3):  # a run from before
+            label = label.removesuffix("-pdltt").removesuffix("-pdlt")  # them: the rule's last label, the plain twin
         worst[(model, int(ep), int(tokens))] = g.xs(label, level=3).iloc[0] / g.min()
     assert len(worst) == 23
     assert worst.pop(("gpt-oss-20b", 2, 256)) == pytest.approx(1.20, abs=0.01)
@@ -127,10 +127,10 @@ def test_under_triton_39_the_64_row_default_is_its_capped_twin(compiled_sm90, mo
     assert t["m64n128k64w8s4-ps-t32-r128"] / t["m64n128k64w8s4-ps-t32"] == pytest.approx(0.959, abs=0.001)
 
 
-def test_at_prefill_the_default_is_the_pdlt_twin_and_beats_its_plain_twin_on_the_h200(compiled_sm90, monkeypatch):
-    """T >= 4096 under Triton 3.6 (the H200's): the tail tile's -pdlt twin, faster than the plain tile at the four 20b
-    shapes of -s29b (their finalists, alternating rounds) and within 1 % of the best ours there; under 3.9 the plain
-    tile."""
+def test_at_prefill_the_default_is_the_pdltt_twin_its_pdlt_twin_beats_the_plain_tile(compiled_sm90, monkeypatch):
+    """T >= 4096 under Triton 3.6 (the H200's): the tail tile's -pdltt twin; its -pdlt twin, next in the rule, faster
+    than the plain tile at the four 20b shapes of -s29b (their finalists, alternating rounds) and within 1 % of the
+    best ours there; under 3.9 the plain tile."""
     plain = "m128n128k64w16s3-ps-gu-g2n256-t64"
     b = B.TritonMXFP4Backend()
     built_by(monkeypatch, "3.9.0")
@@ -140,10 +140,31 @@ def test_at_prefill_the_default_is_the_pdlt_twin_and_beats_its_plain_twin_on_the
     d = d[(d["backend"] == "triton") & (d["status"] == "ok")]
     ratios = {}
     for (ep, tokens), g in d.groupby(["ep_size", "num_tokens"]):
-        label = b.default_tactic(case("gpt-oss-20b", int(ep), int(tokens))).label
-        assert label == plain + "-pdlt"
+        assert b.default_tactic(case("gpt-oss-20b", int(ep), int(tokens))).label == plain + "-pdltt"
+        label = plain + "-pdlt"  # the rule's next label, the one -s29b measured
         t = g.set_index("tactic_label")["time_median_us"]
         assert (g.set_index("tactic_label").loc[[label, plain], "timing_pass"] == "interleaved").all()
         ratios[(int(ep), int(tokens))] = round(t[label] / t[plain], 3)
         assert t[label] / g.loc[g["timing_pass"] == "interleaved", "time_median_us"].min() <= 1.01
     assert ratios == {(1, 4096): 0.998, (1, 16384): 0.994, (2, 4096): 0.959, (2, 16384): 0.999}
+
+
+def test_the_pdltt_default_against_its_pdlt_twin_on_the_h200(compiled_sm90, monkeypatch):
+    """-s32b (H200, Triton 3.6.0, both finalists in alternating rounds) at the five T >= 4096 goal shapes: the default
+    (-pdltt) is never slower than its -pdlt twin beyond the larger of their spreads."""
+    built_by(monkeypatch, "3.6.0")
+    d = pd.read_parquet("data/runs/2026-12-07-nvidia-h200-s32b/results.parquet")
+    d = d[(d["backend"] == "triton") & (d["status"] == "ok") & (d["num_tokens"] >= 4096)]
+    b = B.TritonMXFP4Backend()
+    ratios = {}
+    for (model, ep, tokens), g in d.groupby(["model", "ep_size", "num_tokens"]):
+        label = b.default_tactic(case(model, int(ep), int(tokens))).label
+        assert label == "m128n128k64w16s3-ps-gu-g2n256-t64-pdltt"
+        r = g.set_index("tactic_label").loc[[label, label[:-1]]]
+        assert (r["timing_pass"] == "interleaved").all()
+        ratio = r["time_median_us"].iloc[0] / r["time_median_us"].iloc[1]
+        assert ratio <= 1 + r["time_spread"].max(), (model, ep, tokens)
+        ratios[(model, int(ep), int(tokens))] = round(ratio, 3)
+    assert ratios == {("gpt-oss-120b", 4, 4096): 0.995, ("gpt-oss-20b", 1, 4096): 0.998,
+                      ("gpt-oss-20b", 1, 16384): 0.99, ("gpt-oss-20b", 2, 4096): 1.007,
+                      ("gpt-oss-20b", 2, 16384): 0.994}

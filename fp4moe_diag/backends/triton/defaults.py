@@ -37,8 +37,11 @@ MEASURED_DEFAULTS: tuple[tuple[float, float, tuple[str, ...]], ...] = (
     # T >= 4096: at most 1.05x (20b EP1 T=16384); from session 29 its -pdlt twin first (gemm1's tail launch before
     # its wait, configs_tail.pdlt_twins): faster than the plain tile at the four 20b shapes on the H200 (-s29b, their
     # finalists: 0.959x at EP2 T=4096, 0.994-0.999x at the other three); on the H100 never slower than its -pdl twin
-    # (-s28d, 30 pairs, median 0.989)
-    (float("inf"), float("inf"), ("m128n128k64w16s3-ps-gu-g2n256-t64-pdlt", "m128n128k64w16s3-ps-gu-g2n256-t64")),
+    # (-s28d, 30 pairs, median 0.989).  From session 32 its -pdltt twin before that (gemm2's tail launch too): on the
+    # H200 (-s32b, both finalists) 0.990-0.998x of -pdlt at four of the five shapes, 1.007x within the 4-5 % spreads
+    # at 20b EP2 T=4096; 54 twin pairs of three tail tiles on both cards none slower (-s32c, -s32d)
+    (float("inf"), float("inf"), ("m128n128k64w16s3-ps-gu-g2n256-t64-pdltt", "m128n128k64w16s3-ps-gu-g2n256-t64-pdlt",
+                                  "m128n128k64w16s3-ps-gu-g2n256-t64")),
 )
 
 
