@@ -43,7 +43,7 @@ def pdlt_twins(configs: tuple[KernelConfig, ...]) -> tuple[KernelConfig, ...]:
     inputs; gemm2's tail reads gemm1's rows.  Timed (H100 ``-s28d``, against the ``-pdl`` twins, interleaved): 30
     pairs, 9 faster, 21 level, none slower, median 0.989; 20b EP2 T=4096 902 / 939 us, and against triton_kernels'
     winner in 30 alternating rounds 0.982, ahead (``-s28e``): goal 1's last H100 shape."""
-    return tuple(dataclasses.replace(c, pdl=5) for c in configs if c.tail_m and c.pdl == 1)
+    return _late_twins(configs, 5)
 
 
 def pdltt_twins(configs: tuple[KernelConfig, ...]) -> tuple[KernelConfig, ...]:
@@ -51,12 +51,16 @@ def pdltt_twins(configs: tuple[KernelConfig, ...]) -> tuple[KernelConfig, ...]:
     gemm2's tail launch too works before its wait and waits before it exits.  Why (session 32, H100 ``-s32a``, Nsight
     Compute of the ``-pdlt`` tile, each kernel alone): gemm2's 64-row tail launch took 66 us at 120b EP4 T=4096 (of a
     584 us call) and 20b EP1 T=4096, 35-36 us at 20b EP2 T=4096 and T=16384, at 32-39 % SM throughput, after gemm2's
-    main launch.  It may start early: it reads the intermediate rows of gemm1's
-    tail launch, and it becomes resident only after every program of gemm2's main launch has passed its wait (which
-    returns once both gemm1 launches have ended, their writes visible) and then let it launch; it reads those rows
-    past L1 (``.cg``).  Its pairs are not the main launch's, so the two write disjoint rows; the top-k sum waits for it,
-    and it for the main launch."""
-    return tuple(dataclasses.replace(c, pdl=6) for c in configs if c.tail_m and c.pdl == 1)
+    main launch.  It may start early: it reads the intermediate rows of gemm1's tail launch, and it becomes resident
+    only after every program of gemm2's main launch has passed its wait (which returns once both gemm1 launches have
+    ended, their writes visible) and then let it launch; it reads those rows past L1 (``.cg``).  Its pairs are not
+    the main launch's, so the two write disjoint rows; the top-k sum waits for it, and it for the main launch."""
+    return _late_twins(configs, 6)
+
+
+def _late_twins(configs: tuple[KernelConfig, ...], pdl: int) -> tuple[KernelConfig, ...]:
+    """The twins with ``pdl`` (5: ``-pdlt``, 6: ``-pdltt``) of the ``-pdl`` tactics of ``configs`` with tail blocks."""
+    return tuple(dataclasses.replace(c, pdl=pdl) for c in configs if c.tail_m and c.pdl == 1)
 
 
 def launch_pdl(pdl: int, gemm: str, tail: bool, after_main: bool) -> int:
