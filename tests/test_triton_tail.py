@@ -122,3 +122,25 @@ def test_tail_tactics_match_the_reference_and_the_same_tile_without_tails(interp
     for lab in ("m32n64k64w8s1-ps-gu-t16", "m32n64k128w4s1-ps-g2n128-t16") + (late if name == "oai_bias" else ()):
         assert 0 < interp_results[f"{name}/{lab}"] < TOL, (lab, interp_results[f"{name}/{lab}"])
         assert interp_results[f"{name}/{lab}/vs_plain"] < SAME, (lab, interp_results[f"{name}/{lab}/vs_plain"])
+
+
+@pytest.mark.parametrize("model, ep, tokens, tail_m, main, tail", [
+    ("gpt-oss-120b", 4, 4096, 64, 0.989, 0.247), ("gpt-oss-120b", 4, 4096, 32, 0.989, 0.124),
+    ("gpt-oss-20b", 1, 1024, 64, 1.000, 0.266), ("gpt-oss-20b", 1, 1024, 32, 1.000, 0.133),
+    ("gpt-oss-20b", 2, 1024, 64, 1.004, 0.314), ("gpt-oss-20b", 2, 1024, 32, 1.004, 0.157),
+    ("gpt-oss-20b", 1, 4096, 64, 1.000, 0.062), ("gpt-oss-20b", 1, 4096, 32, 1.008, 0.029),
+])
+def test_tail_padding_at_the_gpt_oss_routings(model: str, ep: int, tokens: int, tail_m: int, main: float, tail: float):
+    """configs_tail's docstring (session 33): padded rows per routed pair of the 128-row tile's main and tail launches
+    at the cases' own routings, 64- against 32-row tails."""
+    from fp4moe_diag.problem.inputs import case_routing, local_expert_ids
+    from fp4moe_diag.problem.shapes import default_case
+
+    case = default_case(model, ep, tokens)
+    ids = local_expert_ids(case_routing(case)[0], case)
+    big, small = split_tail_pairs(ids, case.local_num_experts, 128, tail_m)
+    gb = group_pairs_by_expert(big, case.local_num_experts, 128)
+    gs = group_pairs_by_expert(small, case.local_num_experts, tail_m)
+    n = gb.num_valid_pairs + gs.num_valid_pairs
+    assert n == int((ids >= 0).sum())
+    assert (round(gb.num_padded_pairs / n, 3), round(gs.num_padded_pairs / n, 3)) == (main, tail)
