@@ -106,6 +106,15 @@ for name, kw in cases.items():
         y0 = b.run(prep, Tactic(id=plain, label=plain))
         out[f"{name}/{lab}"] = float((y.float() - ref).norm() / ref.norm())
         out[f"{name}/{lab}/vs_plain"] = float((y.float() - y0.float()).norm() / y0.float().norm())
+# a tail a quarter of the block (session 33's -t32 of the 128-row tile): 128 tokens, ~64 pairs an expert, blocks of 64
+inp = build_inputs(MoECase(**{**base, "num_tokens": 128}))
+ref, prep = reference_moe(inp), b.prepare(inp)
+big, small = prep.tail_groupings(64, 16)
+out["quarter/split"] = [big.num_blocks, small.num_blocks, big.num_valid_pairs + small.num_valid_pairs,
+                        prep.grouping(64).num_valid_pairs]
+y, y0 = (b.run(prep, Tactic(id=lab, label=lab)) for lab in ("m64n64k64w16s1-ps-gu-t16", "m64n64k64w16s1-ps-gu"))
+out["quarter/rel"] = float((y.float() - ref).norm() / ref.norm())
+out["quarter/vs_plain"] = float((y.float() - y0.float()).norm() / y0.float().norm())
 """
 
 
@@ -144,3 +153,12 @@ def test_tail_padding_at_the_gpt_oss_routings(model: str, ep: int, tokens: int, 
     n = gb.num_valid_pairs + gs.num_valid_pairs
     assert n == int((ids >= 0).sum())
     assert (round(gb.num_padded_pairs / n, 3), round(gs.num_padded_pairs / n, 3)) == (main, tail)
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
+def test_a_tail_a_quarter_of_the_block_matches_the_reference_and_the_same_tile(interp_results: dict):
+    """Tails a quarter of BLOCK_M (as -t32 of the 128-row 16-warp tile, session 33), 16 warps, -gu."""
+    n_big, n_small, n_split, n_all = interp_results["quarter/split"]
+    assert n_big > 0 and n_small > 0 and n_split == n_all
+    assert 0 < interp_results["quarter/rel"] < TOL
+    assert interp_results["quarter/vs_plain"] < SAME
