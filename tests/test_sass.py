@@ -145,10 +145,12 @@ def test_triton_releases_build_the_decode_gemm1_differently(capsys):
 
 
 #: one tactic of each family our backends offer on Hopper (decode k128 / k64 / split / fused, 8-warp, -gu, wide -gu
-#: with tails, 16-warp -gu, W4A8 -f8 / -p8): each must build for sm_90a under every release users have
+#: with tails, 16-warp -gu and the 32-row tail launch of its -t32 (session 33), W4A8 -f8 / -p8): each must build for
+#: sm_90a under every release users have
 FAMILIES = ("m16n128k128w4s3-ps-g2sk2-pdl", "m16n128k64w4s6-ps-sk2", "m16n64k256w4s3-ps-sk4-pdl-fs",
             "m16n128k128w8s3-ps", "m64n128k64w8s4-ps-gu", "m256n64k64w8s3-ps-gu-g2n128-t128",
-            "m128n128k64w16s3-ps-gu-g2n256", "m128n128k64w8s3-f8", "m128n64k128w4s3-p8")
+            "m128n128k64w16s3-ps-gu-g2n256", "m32n128k64w16s3-ps-gu-g2n256", "m128n128k64w8s3-f8",
+            "m128n64k128w4s3-p8")
 #: (tactic, gemm, release) -> spill operations in the K loop where a release has some (docs/static-h200-s14.md)
 KNOWN_SPILLS = {("m128n128k64w16s3-ps-gu-g2n256", "gemm2", "3.7.1"): 2,
                 ("m128n128k64w16s3-ps-gu-g2n256", "gemm2", "3.8.0"): 2}
