@@ -14,7 +14,7 @@ from fp4moe_diag.backends.triton.configs import KernelConfig, parse_config
 from fp4moe_diag.backends.triton.configs_tail import PS_TAIL_CONFIGS, PS_TAIL_PDL_CONFIGS, pdlt_twins, pdltt_twins
 
 from fp4moe_diag.backends.triton.configs_warps import PS_GU16_CONFIGS, PS_GU16_PDL_CONFIGS
-from fp4moe_diag.backends.triton.grouping import group_pairs_by_expert, split_tail_pairs
+from fp4moe_diag.backends.triton.grouping import group_pairs_by_expert, split_tail_pairs, tail_groupings
 from interpreter import HAS_TRITON, interpreter_fixture
 
 TOL = 1e-2  # relative L2 against the fp32 reference, as tests/test_triton_backend.py
@@ -147,9 +147,7 @@ def test_tail_padding_at_the_gpt_oss_routings(model: str, ep: int, tokens: int, 
 
     case = default_case(model, ep, tokens)
     ids = local_expert_ids(case_routing(case)[0], case)
-    big, small = split_tail_pairs(ids, case.local_num_experts, 128, tail_m)
-    gb = group_pairs_by_expert(big, case.local_num_experts, 128)
-    gs = group_pairs_by_expert(small, case.local_num_experts, tail_m)
+    gb, gs = tail_groupings(ids, case.local_num_experts, 128, tail_m)
     n = gb.num_valid_pairs + gs.num_valid_pairs
     assert n == int((ids >= 0).sum())
     assert (round(gb.num_padded_pairs / n, 3), round(gs.num_padded_pairs / n, 3)) == (main, tail)
