@@ -1,16 +1,17 @@
-"""The tactic our Triton backend runs with no tuning: on Hopper, the winners the H200 measured; elsewhere the old
-heuristic (:func:`default_config`).  Imports nothing of ours but :mod:`.configs` (and ``triton_release``), no
-triton.
+"""The tactic our Triton backend runs with no tuning: on Hopper, the winners the H200 measured (one rule, session
+34's, on the H100 alone); elsewhere the old heuristic (:func:`default_config`).  Imports nothing of ours but
+:mod:`.configs` (and ``triton_release``), no triton.
 
 ``Backend.run`` without a tactic, a sweep's ``default`` row and a caller that does not tune get this tactic.  The old
 heuristic (session 1, three shapes, before the pre-shuffled layout) was 1.5-2.5x slower than the best tactic at most
 shapes (``speedup`` in every run since s2).  The rules below are the session-15 winners (H200, triton 3.6.0,
 ``data/runs/2026-12-05-nvidia-h200-s15b``..``d``, median of the three samples; 20b EP1 / EP2, 120b EP4): per regime of
 ``pairs = T * top_k`` and ``avg = pairs / num_experts`` the tactic with the smallest geometric mean of time over the
-best across the regime's shapes, each rule's worst shape in its comment.  Each rule names the programmatic-dependent-
-launch tactic first and its plain twin after it (``-pdl`` is offered compiled only); the first one offered wins.  On
-a GPU that is not SM90 (the 16-warp and tail tiles were sized for the H200's shared memory and registers), under the
-interpreter, or where the weights have no pre-shuffled layout, none is offered or chosen and the old heuristic holds.
+best across the regime's shapes, each rule's worst shape in its comment; a later session's rule says what measured
+it.  Each rule names the programmatic-dependent-launch tactic first and its plain twin after it (``-pdl`` is offered
+compiled only); the first one offered wins.  On a GPU that is not SM90 (the 16-warp and tail tiles were sized for the
+H200's shared memory and registers), under the interpreter, or where the weights have no pre-shuffled layout, none is
+offered or chosen and the old heuristic holds.
 """
 
 from __future__ import annotations
@@ -32,7 +33,15 @@ MEASURED_DEFAULTS: tuple[tuple[float, float, tuple[str, ...]], ...] = (
     (1024, float("inf"), ("m32n128k128w4s3-ps",)),
     # 120b EP4 T=1024 (32 pairs per expert): the best
     (4096, 32, ("m64n128k64w8s4-ps-t32",)),
-    # 20b T=1024: at most 1.01x (-pdl)
+    # From session 34, about 128 pairs per expert (20b T=1024, 120b EP4 T=4096): the 16-warp tile with 32-row tails,
+    # each expert's tail in a quarter of the block (configs_tail).  Measured on the H100 only (Triton 3.6.0): against
+    # its -t64 twin 0.944x, 0.891x, 0.944x at 20b EP1 / EP2 T=1024 and 120b EP4 T=4096 (-s34a, both timed in full),
+    # 0.947x in a duel at 120b (-s34d); at most 1.03x the best ours in -s34c (the -tm twins; two by their screening
+    # times), where the rules before it took 1.09x, 1.15x, 1.07x.  Nsight Compute at 120b (-s34b): the tail launches
+    # 83 / 54 us against 102 / 66, the main ones level.  Not at 20b T=4096 (512 pairs per expert): 1.04x at EP2
+    (float("inf"), 192, ("m128n128k64w16s3-ps-gu-g2n256-t32-pdltt", "m128n128k64w16s3-ps-gu-g2n256-t32-pdlt",
+                         "m128n128k64w16s3-ps-gu-g2n256-t32")),
+    # 20b T=1024 (the H200's s15 rule; from session 34 it holds there under Triton 3.9 only): at most 1.01x (-pdl)
     (4096, float("inf"), ("m128n128k64w8s3-ps-g2n256-t64-pdl", "m128n128k64w8s3-ps-g2n256-t64")),
     # T >= 4096: at most 1.05x (20b EP1 T=16384); from session 29 its -pdlt twin first (gemm1's tail launch before
     # its wait, configs_tail.pdlt_twins): faster than the plain tile at the four 20b shapes on the H200 (-s29b, their
@@ -49,14 +58,15 @@ MEASURED_DEFAULTS: tuple[tuple[float, float, tuple[str, ...]], ...] = (
 #: wgmma groups in flight and build the k128 decode tiles with 240-243 registers, 2 programs per SM;
 #: ``m16n128k64w4s6-ps-sk2`` keeps 3 with 130: ``docs/triton39-h200-s23.md``), and the 64-row tile with its gemm1
 #: capped at 128 registers (``-r128``, 2 programs an SM again: ``configs_regcap``).  Measured under 3.9.0 on the H200
-#: (``-s23d``, ``-s24b``) and the H100 (``-s22a``, ``-s24d``).
+#: (``-s23d``, ``-s24b``) and the H100 (``-s22a``, ``-s24d``).  Session 34's 32-row tail rule is not among them (timed
+#: under 3.6.0 only).
 MEASURED_DEFAULTS_TRITON39: tuple[tuple[float, float, tuple[str, ...]], ...] = MEASURED_DEFAULTS[:1] + (
     # 120b EP4 T=16 (at most 1 pair per expert): the best on the H200, 1.01x on the H100 (the 3.6 rule: 1.07x, 1.15x)
     (256, 1, ("m16n128k64w4s6-ps-sk2",)),
 ) + MEASURED_DEFAULTS[1:4] + (
     # 120b EP4 T=1024: the capped twin first (H100, gemm1 capped: 0.96x of the uncapped; H200, both capped: 0.985x)
     (4096, 32, ("m64n128k64w8s4-ps-t32-r128", "m64n128k64w8s4-ps-t32")),
-) + MEASURED_DEFAULTS[5:6] + (
+) + MEASURED_DEFAULTS[6:7] + (
     # T >= 4096: the plain tail tile (-pdlt is measured under 3.6.0 only)
     (float("inf"), float("inf"), ("m128n128k64w16s3-ps-gu-g2n256-t64",)),
 )
