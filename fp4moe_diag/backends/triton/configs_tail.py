@@ -9,7 +9,12 @@ farthest shape: 98-153; 20b EP1 and EP2 T=1024) the 128-row tile's tail launches
 rows per routed pair with 64-row tails, half that with 32-row tails, its main launches the same rows
 (``tests/test_triton_tail.py``, the cases' own routings).  At 120b EP4 T=4096 the two tail launches took 101 (gemm1)
 and 65 us (gemm2) of a 591 us call (H200 ``-s29a``, Nsight Compute, the ``-pdl`` tile, each kernel alone).  At 20b
-T >= 4096 fewer tails fit in 32 rows (EP1 T=4096: main launches 1.000 -> 1.008 rows per pair, tails 0.062 -> 0.029)."""
+T >= 4096 fewer tails fit in 32 rows (EP1 T=4096: main launches 1.000 -> 1.008 rows per pair, tails 0.062 -> 0.029).
+Timed on the H100 (session 34, ``docs/evidence-s34.md``, ``-pdltt``): 0.944x of the 64-row tails at 20b EP1 T=1024 and
+120b EP4 T=4096, 0.891x at 20b EP2 T=1024 (``-s34a``); there the tail launches 83 / 54 us against 102 / 66, the main
+launches level (``-s34b``).  1.04x at 20b EP2 T=4096 (5 experts' tails, each kernel alone faster) and 1.14x at 120b
+EP4 T=1024 (experts of 33-64 pairs go back to 128-row blocks).  ``defaults.py`` takes them at about 128 pairs per
+expert."""
 
 from __future__ import annotations
 

@@ -12,7 +12,8 @@
 # Session 27: -u2 (configs_unroll), the prefill winners with and without their K loops unrolled (timed s28a, H100:
 #   1.058, since run by label only: a sweep, this one too, times offered tactics),
 #   TOKENS=4096,16384 TACTICS='^m128n128k64w16s3-ps-gu(-tm)?(-u2)?-g2n256(-t64)?(-pdl)?$'
-# Session 33: -t32 (the 16-warp tile's 32-row tails, configs_tail; untimed), read with --variant=-t32 --base=-t64,
+# Session 33: -t32 (the 16-warp tile's 32-row tails, configs_tail; timed s34a, H100: median 0.982), read with
+#   --variant=-t32 --base=-t64,
 #   TOKENS=1024,4096,16384 MODELS=gpt-oss-20b:1,gpt-oss-20b:2,gpt-oss-120b:4:4096
 #   TACTICS='^m128n128k64w16s3-ps-gu(-tm)?-g2n256-t(32|64)-pdltt$'
 # Run from the repository root on the device with .whl and .git_commit carried (our kernels only):
