@@ -41,7 +41,8 @@ from .configs_unroll import PS_GU16_U2_CONFIGS, PS_GU16_U2_PDL_CONFIGS
 from .configs_warps import (PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS, PS_GU16_K128_CONFIGS,
                             PS_GU16_K128_PDL_CONFIGS, PS_GU16_PDL_CONFIGS)
 from .defaults import measured_default
-from .loading import interpret_enabled, kernels_interpreted, load_kernels, triton_import_error  # noqa: F401
+from .loading import (interpret_enabled, kernels_interpreted, load_kernels, load_over_kernels,  # noqa: F401
+                      triton_import_error)
 from .grouping import ExpertGrouping
 from .prepared import TritonPrepared
 
@@ -294,7 +295,17 @@ class TritonMXFP4Backend(Backend):
         calls = []
         # -pdlt / -pdltt: a tail launch works before its wait (pdl 5) only behind a main launch to end after
         after_main = rounds[0][0].num_blocks > 0
+        over = load_over_kernels() if kc.tail_fused else None
+        w2o, w2o_scale = w2, w2_scale  # -tNf with -tm: gemm2's tail blocks read their narrower tiles' own copy
+        if over is not None and kc.tile_major and kc.gemm2_block_n > over.OVER_GEMM2_MAX_N:
+            w2o, w2o_scale = p.tile_major_weights("w2", over.OVER_GEMM2_MAX_N // 16, bk // 64)
         for i, (g, bm, inter) in enumerate(rounds):
+            if over is not None and i == 1:  # -tNf: the blocks with an expert's tail, two dots (_kernels_over)
+                calls += over.gemm1_over_calls(x, w13, w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
+                                               g.sorted_pair_ids, g.block_expert_ids, g.num_pairs, g.top_k,
+                                               p.activation, kc.block_m, kc.tail_m, bn, bk, nw, ns,
+                                               launch_pdl(kc.pdl, "gemm1", True, after_main), kc.tile_major)
+                continue
             n1 = g.num_blocks * -(-p.inputs.case.intermediate_size // bn)
             calls += kern.gemm1_calls(
                 x, w13, w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
@@ -305,6 +316,12 @@ class TritonMXFP4Backend(Backend):
                 counters=p.arrival_counters("gemm1", n1) if kc.fused and kc.split_k > 1 else None,
             )
         for i, (g, bm, inter) in enumerate(rounds):
+            if over is not None and i == 1:
+                calls += over.gemm2_over_calls(inter, w2o, w2o_scale, p.w2_bias, p.topk_weights, pair_out,
+                                               g.sorted_pair_ids, g.block_expert_ids, g.num_pairs, kc.block_m,
+                                               kc.tail_m, kc.gemm2_block_n, bk, nw, kc.gemm2_stages,
+                                               launch_pdl(kc.pdl, "gemm2", True, after_main), kc.tile_major)
+                continue
             calls += kern.gemm2_calls(
                 inter, w2, w2_scale, p.w2_bias, p.topk_weights, pair_out,
                 g.sorted_pair_ids, g.block_expert_ids, g.num_pairs,
@@ -326,7 +343,7 @@ class TritonMXFP4Backend(Backend):
         if not kc.tail_m:
             g = p.grouping(kc.block_m)
             return [(g, kc.block_m, p.inter_buf[: max(g.num_padded_pairs, 1)])]
-        big, small = p.tail_groupings(kc.block_m, kc.tail_m)
+        big, small = p.tail_groupings(kc.block_m, kc.tail_m, kc.tail_fused)
         rb = big.num_padded_pairs
         return [(big, kc.block_m, p.inter_buf[:rb]), (small, kc.tail_m, p.inter_buf[rb: rb + small.num_padded_pairs])]
 

@@ -48,7 +48,8 @@ class KernelConfig:
     fused: bool = False  # mode ps only (label -fs, last): gemm2 sums each token's top-k rows (the top-k sum kernel
     # is not launched) and a split gemm1 finalizes its own planes, each in the last program to arrive (FUSED_LABEL)
     tail_m: int = 0  # mode ps only (label -tN): each expert's last <= tail_m pairs run as blocks of tail_m rows (a
-    # second gemm1 / gemm2 launch pair), the rest as blocks of block_m (configs_tail.py)
+    # second gemm1 / gemm2 launch pair), the rest as blocks of block_m (configs_tail.py); with tail_fused (-tNf, -gu)
+    tail_fused: bool = False  # they ride in the expert's last block's program, a second dot (_kernels_over.py)
     ablate: str = ""  # mode ps only (label ~nodeq / ~load / ~seq): an ablation of the tactic, see ABLATIONS
     tile_major: bool = False  # mode ps only (label -tm, after -ps / -gu): the weights stored tile by tile (a copy,
     # ps_layout.tile_major): each K step of a program reads one contiguous range
@@ -167,7 +168,7 @@ class KernelConfig:
                 + (f"-sk{self.split_k}" if self.split_k > 1 else "")
                 + (f"-g2sk{self.split_k2}" if self.split_k2 else "") + (f"-g2n{self.block_n2}" if self.block_n2 else "")
                 + (f"-g2s{self.num_stages2}" if self.num_stages2 else "")
-                + (f"-t{self.tail_m}" if self.tail_m else "") + PERSIST_LABELS[self.persist]
+                + (f"-t{self.tail_m}" if self.tail_m else "") + "f" * self.tail_fused + PERSIST_LABELS[self.persist]
                 + PDL_LABELS[self.pdl]
                 + FUSED_LABEL * self.fused + f"-r{self.reg_cap}" * bool(self.reg_cap)
                 + f"~{self.ablate}" * bool(self.ablate))
@@ -185,6 +186,7 @@ class KernelConfig:
                     **({"num_stages2": self.num_stages2} if self.num_stages2 else {}),
                     **({"gate_up": True} if self.gate_up else {}),
                     **({"fused": True} if self.fused else {}), **({"tail_m": self.tail_m} if self.tail_m else {}),
+                    **({"tail_fused": True} if self.tail_fused else {}),
                     **({"ablate": self.ablate} if self.ablate else {}),
                     **({"tile_major": True} if self.tile_major else {}),
                     **({"unroll": self.unroll} if self.unroll else {}),
@@ -210,9 +212,8 @@ CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
 # gemm1 holds two dequantized weight tiles and two accumulators, so the larger tiles use 8 warps.
 #: the same kernels with ``tl.dot_scaled`` (bf16 x e2m1, ue8m0 scales) instead of the bit-arithmetic
 #: dequant: mode ``"ds"``, label suffix ``-ds``.
-#: GPU only (Triton 3.6's interpreter has no dot_scaled).  Chosen so that neither GEMM spills
-#: registers on sm_90a at K = 3072 (ptxas -v on Triton 3.6's PTX, compiled on a CPU host); small
-#: N tiles because decode is latency-bound: more CTAs in flight beat bigger tiles (H200 sweep).
+#: GPU only (Triton 3.6's interpreter has no dot_scaled).  Neither GEMM spills on sm_90a at K = 3072 (ptxas -v on
+#: Triton 3.6's PTX); small N tiles because decode is latency-bound: more CTAs in flight win (H200 sweep).
 DOT_SCALED_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
     (16, 16, 128, 4, 3, "ds"),
     (16, 16, 256, 4, 3, "ds"),
@@ -223,10 +224,9 @@ DOT_SCALED_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
 ))
 
 
-#: decode-only tactics (offered where :func:`decode_sized`, GPU only), with split-K.  ``split_k`` > 1 spreads
-#: the K loop over that many programs (more bytes in flight when only a few experts are active)
-#: and sums the fp32 partial planes in a fixed order (deterministic).  All of them: <= 160
-#: registers, no spills on sm_90a, cp.async-pipelined operands (Triton's num_stages).
+#: decode-only tactics (offered where :func:`decode_sized`, GPU only), with split-K.  ``split_k`` > 1 spreads the K
+#: loop over that many programs (more bytes in flight when few experts are active) and sums the fp32 partial planes
+#: in a fixed order (deterministic).  All: <= 160 registers, no spills on sm_90a, cp.async-pipelined operands.
 DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
     (16, 32, 128, 4, 4, "ds", 1),
     (16, 32, 128, 4, 3, "ds", 2),
@@ -236,9 +236,8 @@ DECODE_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c) for c in (
     (16, 64, 128, 4, 3, "ds", 4),
     (16, 32, 256, 4, 3, "ds", 2),
 ))
-# H200, gpt-oss-20b/120b decode (2026-12-03): m16n64k128-ds-sk2 is best from T=4 up (32% of the copy roofline), -sk4
-# at T<=2; BLOCK_N=16 tiles are 2x slower.  A register-prefetch variant of the dot_scaled loop (tiles of step k+1
-# loaded before the MMAs of step k) was 10-15% slower than Triton's cp.async pipeline (s3-*: "-dsp"), dropped.
+# H200 decode (2026-12-03): m16n64k128-ds-sk2 best from T=4 (32% of the copy roofline), -sk4 at T<=2, BLOCK_N=16 2x
+# slower; a register-prefetch dot_scaled loop ("-dsp", s3) 10-15% slower than Triton's cp.async pipeline, dropped.
 
 #: the bit-arithmetic kernels with the packed bf16x2 upcast (mode ``"x2"``, label suffix ``-x2``; issue #16):
 #: a 4-bit code becomes the bf16 bit pattern of its value times 2**-126 by shifts and masks (two codes
@@ -364,7 +363,7 @@ PS_PDL_CONFIGS += tuple(KernelConfig(*c, pdl=1, fused=True) for c in (
 _LABEL = re.compile(r"^m(?P<m>\d+)n(?P<n>\d+)k(?P<k>\d+)w(?P<w>\d+)s(?P<s>\d+)"
                     r"(?:-(?P<mode>ds|x2|sw|f8|p8)|-(?P<ps>ps)(?P<gu>-gu)?(?P<tm>-tm)?(?P<pk>-pk)?(?:-u(?P<u>\d+))?)?"
                     r"(?:-sk(?P<sk>\d+))?(?:-g2sk(?P<g2sk>\d+))?(?:-g2n(?P<g2n>\d+))?(?:-g2s(?P<g2s>\d+))?"
-                    r"(?:-t(?P<t>\d+))?(?P<pt>-ptf|-pt)?"
+                    r"(?:-t(?P<t>\d+)(?P<tf>f)?)?(?P<pt>-ptf|-pt)?"
                     r"(?P<pdl>-pdl(?:pfe|pf|w|tt|t)?)?(?P<fs>-fs)?(?:-r(?P<r>\d+))?(?:~(?P<ab>[a-z]+))?$")
 
 
@@ -377,14 +376,15 @@ def parse_config(cfg: Any) -> KernelConfig:
         m = _LABEL.match(cfg)
         if m is None:
             raise ValueError(f"tactic: expected a label like m16n64k128w4s3[-ds|-x2|-sw|-ps[-gu][-tm][-pk][-uN]|-f8"
-                             f"|-p8][-skN][-g2skN][-g2nN][-g2sN][-tN][-pt|-ptf][-pdl|-pdlpf|-pdlpfe|-pdlw|-pdlt|-pdltt]"
-                             f"[-fs][-rN][~nodeq|~load|~seq], got {cfg!r}")
+                             f"|-p8][-skN][-g2skN][-g2nN][-g2sN][-tN[f]][-pt|-ptf][-pdl|-pdlpf|-pdlpfe|-pdlw|-pdlt"
+                             f"|-pdltt][-fs][-rN][~nodeq|~load|~seq], got {cfg!r}")
         nums = [int(m[g]) for g in "mnkws"]
         pdl = {v: k for k, v in PDL_LABELS.items()}[m["pdl"] or ""]
         return KernelConfig(*nums, mode=m["mode"] or m["ps"] or "bits", split_k=int(m["sk"] or 1),
                             split_k2=int(m["g2sk"] or 0), pdl=pdl, block_n2=int(m["g2n"] or 0),
                             num_stages2=int(m["g2s"] or 0),
                             gate_up=m["gu"] is not None, fused=m["fs"] is not None, tail_m=int(m["t"] or 0),
+                            tail_fused=m["tf"] is not None,
                             ablate=m["ab"] or "", tile_major=m["tm"] is not None,
                             persist={v: k for k, v in PERSIST_LABELS.items()}[m["pt"] or ""], peel=m["pk"] is not None,
                             reg_cap=int(m["r"] or 0), unroll=int(m["u"] or 0))

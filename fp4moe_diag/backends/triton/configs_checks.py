@@ -21,6 +21,12 @@ def _check_tail(kc: Any) -> None:
         raise ValueError(f"tactic: tail_m (-tN, blocks of N rows for each expert's last pairs) is a mode ps option "
                          f"without split-K, -pdlpf(e), -pdlw or -fs, a power of two from 16 below "
                          f"block_m={kc.block_m}; got tail_m={t!r} in {kc.mode!r}")
+    f = kc.tail_fused
+    if not isinstance(f, bool) or (f and (not t or not kc.gate_up or kc.persist or kc.peel or kc.unroll or kc.reg_cap
+                                          or kc.ablate or kc.num_warps < 8)):
+        raise ValueError(f"tactic: tail_fused (-tNf: each expert's tail in its last block's program, _kernels_over) "
+                         f"needs -tN and -gu, 8 or 16 warps, no -pt / -pk / -uN / -rN / ablation; got "
+                         f"tail_fused={f!r} in {kc.mode!r}")
     if kc.pdl in (5, 6) and not t:
         raise ValueError(f"tactic: -pdlt / -pdltt (tail launches working before their grid-dependency wait) need "
                          f"tail blocks (-tN); got {kc.label if kc.mode == 'ps' else kc.mode!r}")

@@ -24,6 +24,7 @@ PS_TM_PREFILL_CONFIGS: tuple[KernelConfig, ...] = tuple(dataclasses.replace(pars
                                                                     "m128n128k64w16s4-ps-gu-g2n256",
                                                                     "m128n128k64w16s3-ps-gu-g2n256-t64",
                                                                     "m128n128k64w16s3-ps-gu-g2n256-t32",
+                                                                    "m128n128k64w16s3-ps-gu-g2n256-t32f",
                                                                     "m256n64k64w8s3-ps-gu-g2n128"))
 
 

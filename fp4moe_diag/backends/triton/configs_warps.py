@@ -57,7 +57,8 @@ PS_GU16_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, "ps", block_n
     (64, 128, 64, 16, 4, 0),
     (128, 128, 64, 16, 3, 64),
     (128, 128, 64, 16, 3, 32),  # session 33: 32-row tails (why: configs_tail)
-)) + tuple(KernelConfig(*c, "ps", block_n2=256, gate_up=True, fused=True) for c in (
+)) + (KernelConfig(128, 128, 64, 16, 3, "ps", block_n2=256, gate_up=True, tail_m=32, tail_fused=True),  # -t32f: s34
+      ) + tuple(KernelConfig(*c, "ps", block_n2=256, gate_up=True, fused=True) for c in (
     # -fs: gemm2 sums each token's top-k rows itself (the last program to finish a token's rows), the top-k sum kernel
     # left out: at 20b EP2 T=4096, where these tiles trail triton_kernels by 1.2 % (s15b-d), that kernel took 18.5 us
     # of 896 (Nsight Compute, s15a). The cost (sm_90a, K = 3072, triton 3.6.0): gemm2 5.66 loop instructions per weight

@@ -178,3 +178,38 @@ def tail_groupings(local_topk_ids: torch.Tensor, num_local_experts: int, block_m
     big, small = split_tail_pairs(local_topk_ids, num_local_experts, block_m, tail_m)
     return (group_pairs_by_expert(big, num_local_experts, block_m, topk_weights),
             group_pairs_by_expert(small, num_local_experts, tail_m, topk_weights))
+
+
+def overflow_groupings(local_topk_ids: torch.Tensor, num_local_experts: int, block_m: int, over_m: int,
+                       topk_weights: Optional[torch.Tensor] = None) -> tuple[ExpertGrouping, ExpertGrouping]:
+    """The two groupings of a ``-tNf`` tactic (:mod:`._kernels_over`): per expert with ``n > block_m`` pairs and
+    ``0 < r = n mod block_m <= over_m``, its last ``block_m + r`` pairs form one block of the second grouping
+    (``block_m + over_m`` entries: ``block_m`` pairs, then the ``r``, then padding); every other pair is in the first,
+    in blocks of ``block_m`` (:func:`group_pairs_by_expert`).  The second grouping's ``block_m`` is ``block_m +
+    over_m``, its entries' stride."""
+    _validate(local_topk_ids, num_local_experts, block_m, topk_weights)
+    if isinstance(over_m, bool) or not isinstance(over_m, int) or not 1 <= over_m < block_m:
+        raise ValueError(f"over_m: expected an int in 1..{block_m - 1} (below block_m), got {over_m!r}")
+    pair_sorted, expert_sorted, counts, rank = _sorted_by_expert(local_topk_ids, num_local_experts)
+    rem = counts % block_m
+    fused = (rem > 0) & (rem <= over_m) & (counts > block_m)
+    start = counts - block_m - rem  # the rank of an overflow block's first pair
+    in_over = fused[expert_sorted] & (rank >= start[expert_sorted])
+    flat = local_topk_ids.reshape(-1).long()
+    kept = flat.clone()
+    kept[pair_sorted[in_over]] = -1
+    main = group_pairs_by_expert(kept.view(local_topk_ids.shape).to(local_topk_ids.dtype), num_local_experts, block_m,
+                                 topk_weights)
+    rows = block_m + over_m
+    block_of = torch.cumsum(fused.long(), 0) - 1  # an overflow expert's block, in expert order
+    pos = block_of[expert_sorted[in_over]] * rows + (rank - start[expert_sorted])[in_over]
+    num_pairs = local_topk_ids.numel()
+    experts = torch.nonzero(fused).flatten()
+    sorted_ids = torch.full((experts.numel() * rows,), num_pairs, dtype=torch.int32, device=flat.device)
+    sorted_ids[pos] = pair_sorted[in_over].to(torch.int32)
+    over = ExpertGrouping(sorted_pair_ids=sorted_ids, block_expert_ids=experts.to(torch.int32),
+                          expert_counts=torch.bincount(expert_sorted[in_over], minlength=num_local_experts).to(
+                              torch.int32),
+                          block_m=rows, top_k=int(local_topk_ids.shape[1]), num_pairs=int(num_pairs),
+                          num_valid_pairs=int(in_over.sum()))
+    return main, over

@@ -32,6 +32,11 @@ def load_kernels() -> ModuleType:
     return importlib.import_module(_LAUNCH)
 
 
+def load_over_kernels() -> ModuleType:
+    """The launchers of the ``-tNf`` blocks (:mod:`.launch_over`), imported on first use."""
+    return importlib.import_module(_LAUNCH + "_over")
+
+
 def kernels_interpreted() -> Optional[bool]:
     """Whether the already-imported kernels run in the interpreter; ``None`` if not imported yet."""
     mod = sys.modules.get(_KERNELS)
