@@ -293,19 +293,12 @@ class TritonMXFP4Backend(Backend):
             w13, w13_scale = p.tile_major_weights("w13_gu" if kc.gate_up else "w13", rows // 16, bk // 64)
             w2, w2_scale = p.tile_major_weights("w2", kc.gemm2_block_n // 16, bk // 64)
         calls = []
+        if kc.tail_fused:  # -tNf: one launch per GEMM, the blocks with a tail first (_kernels_over)
+            calls += self._fused_tail_calls(p, kc, w13, w13_scale, w2, w2_scale, pair_out)
+            rounds = []
         # -pdlt / -pdltt: a tail launch works before its wait (pdl 5) only behind a main launch to end after
-        after_main = rounds[0][0].num_blocks > 0
-        over = load_over_kernels() if kc.tail_fused else None
-        w2o, w2o_scale = w2, w2_scale  # -tNf with -tm: gemm2's tail blocks read their narrower tiles' own copy
-        if over is not None and kc.tile_major and kc.gemm2_block_n > over.OVER_GEMM2_MAX_N:
-            w2o, w2o_scale = p.tile_major_weights("w2", over.OVER_GEMM2_MAX_N // 16, bk // 64)
+        after_main = bool(rounds) and rounds[0][0].num_blocks > 0
         for i, (g, bm, inter) in enumerate(rounds):
-            if over is not None and i == 1:  # -tNf: the blocks with an expert's tail, two dots (_kernels_over)
-                calls += over.gemm1_over_calls(x, w13, w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
-                                               g.sorted_pair_ids, g.block_expert_ids, g.num_pairs, g.top_k,
-                                               p.activation, kc.block_m, kc.tail_m, bn, bk, nw, ns,
-                                               launch_pdl(kc.pdl, "gemm1", True, after_main), kc.tile_major)
-                continue
             n1 = g.num_blocks * -(-p.inputs.case.intermediate_size // bn)
             calls += kern.gemm1_calls(
                 x, w13, w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
@@ -316,12 +309,6 @@ class TritonMXFP4Backend(Backend):
                 counters=p.arrival_counters("gemm1", n1) if kc.fused and kc.split_k > 1 else None,
             )
         for i, (g, bm, inter) in enumerate(rounds):
-            if over is not None and i == 1:
-                calls += over.gemm2_over_calls(inter, w2o, w2o_scale, p.w2_bias, p.topk_weights, pair_out,
-                                               g.sorted_pair_ids, g.block_expert_ids, g.num_pairs, kc.block_m,
-                                               kc.tail_m, kc.gemm2_block_n, bk, nw, kc.gemm2_stages,
-                                               launch_pdl(kc.pdl, "gemm2", True, after_main), kc.tile_major)
-                continue
             calls += kern.gemm2_calls(
                 inter, w2, w2_scale, p.w2_bias, p.topk_weights, pair_out,
                 g.sorted_pair_ids, g.block_expert_ids, g.num_pairs,
@@ -336,14 +323,33 @@ class TritonMXFP4Backend(Backend):
         return calls
 
     @staticmethod
+    def _fused_tail_calls(p: TritonPrepared, kc: KernelConfig, w13: torch.Tensor, w13_scale: torch.Tensor,
+                          w2: torch.Tensor, w2_scale: torch.Tensor, pair_out: torch.Tensor) -> list[Callable]:
+        """gemm1 and gemm2 of a ``-tNf`` tactic: one launch each over :meth:`TritonPrepared.fused_tail_grouping`."""
+        over = load_over_kernels()
+        g, n_over = p.fused_tail_grouping(kc.block_m, kc.tail_m)
+        inter = p.inter_buf[: max(g.num_padded_pairs, 1)]
+        tile = (kc.block_m, kc.tail_m, n_over)
+        pdl = min(kc.pdl, 1)  # one launch per GEMM: no tail launch to start early (-pdlt / -pdltt run as -pdl)
+        return over.gemm1_over_calls(p.hidden, w13, w13_scale, p.w13_bias, p.alpha, p.beta, p.limit, inter,
+                                     g.sorted_pair_ids, g.block_expert_ids, g.num_pairs, g.top_k, p.activation,
+                                     *tile, kc.block_n, kc.block_k, kc.num_warps, kc.num_stages, pdl,
+                                     kc.tile_major) + \
+            over.gemm2_over_calls(inter, w2, w2_scale, p.w2_bias, p.topk_weights, pair_out, g.sorted_pair_ids,
+                                  g.block_expert_ids, g.num_pairs, *tile, kc.gemm2_block_n, kc.block_k,
+                                  kc.num_warps, kc.gemm2_stages, pdl, kc.tile_major)
+
+    @staticmethod
     def _rounds(p: TritonPrepared, kc: KernelConfig) -> list[tuple[ExpertGrouping, int, torch.Tensor]]:
         """(grouping, BLOCK_M, intermediate rows) of each gemm1 / gemm2 launch pair: one, or with ``-tN`` the blocks
         of ``block_m`` and then each expert's tail block of ``tail_m`` (rows after the others', pairs disjoint: both
         gemm2 launches write the same plane, then one top-k sum)."""
+        if kc.tail_fused:
+            return []
         if not kc.tail_m:
             g = p.grouping(kc.block_m)
             return [(g, kc.block_m, p.inter_buf[: max(g.num_padded_pairs, 1)])]
-        big, small = p.tail_groupings(kc.block_m, kc.tail_m, kc.tail_fused)
+        big, small = p.tail_groupings(kc.block_m, kc.tail_m)
         rb = big.num_padded_pairs
         return [(big, kc.block_m, p.inter_buf[:rb]), (small, kc.tail_m, p.inter_buf[rb: rb + small.num_padded_pairs])]
 

@@ -72,8 +72,9 @@ def pdltt_twins(configs: tuple[KernelConfig, ...]) -> tuple[KernelConfig, ...]:
 
 
 def _late_twins(configs: tuple[KernelConfig, ...], pdl: int) -> tuple[KernelConfig, ...]:
-    """The twins with ``pdl`` (5: ``-pdlt``, 6: ``-pdltt``) of the ``-pdl`` tactics of ``configs`` with tail blocks."""
-    return tuple(dataclasses.replace(c, pdl=pdl) for c in configs if c.tail_m and c.pdl == 1)
+    """The twins with ``pdl`` (5: ``-pdlt``, 6: ``-pdltt``) of the ``-pdl`` tactics of ``configs`` with tail launches
+    (not ``-tNf``: one launch per GEMM)."""
+    return tuple(dataclasses.replace(c, pdl=pdl) for c in configs if c.tail_m and c.pdl == 1 and not c.tail_fused)
 
 
 def launch_pdl(pdl: int, gemm: str, tail: bool, after_main: bool) -> int:

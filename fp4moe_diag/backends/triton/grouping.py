@@ -213,3 +213,16 @@ def overflow_groupings(local_topk_ids: torch.Tensor, num_local_experts: int, blo
                           block_m=rows, top_k=int(local_topk_ids.shape[1]), num_pairs=int(num_pairs),
                           num_valid_pairs=int(in_over.sum()))
     return main, over
+
+
+def fused_tail_grouping(local_topk_ids: torch.Tensor, num_local_experts: int, block_m: int, over_m: int,
+                        topk_weights: Optional[torch.Tensor] = None) -> tuple[ExpertGrouping, int]:
+    """One grouping for one launch of :mod:`._kernels_over` (``-tNf``): the blocks of :func:`overflow_groupings`' second
+    grouping first (``block_m + over_m`` entries each), then its first grouping's (``block_m`` each), and how many
+    blocks come first.  ``block_m`` is the grouping's; its entries' positions are the intermediate rows."""
+    main, over = overflow_groupings(local_topk_ids, num_local_experts, block_m, over_m, topk_weights)
+    return ExpertGrouping(sorted_pair_ids=torch.cat([over.sorted_pair_ids, main.sorted_pair_ids]),
+                          block_expert_ids=torch.cat([over.block_expert_ids, main.block_expert_ids]),
+                          expert_counts=main.expert_counts + over.expert_counts, block_m=block_m, top_k=main.top_k,
+                          num_pairs=main.num_pairs, num_valid_pairs=main.num_valid_pairs + over.num_valid_pairs,
+                          ), over.num_blocks

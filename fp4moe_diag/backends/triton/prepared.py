@@ -11,7 +11,7 @@ import torch
 
 from ...problem.inputs import MoEInputs
 from . import ps_layout
-from .grouping import ExpertGrouping, group_pairs_by_expert, overflow_groupings, tail_groupings
+from .grouping import ExpertGrouping, fused_tail_grouping, group_pairs_by_expert, tail_groupings
 from .loading import load_kernels
 
 
@@ -43,7 +43,7 @@ class TritonPrepared:
     ps_gu: Optional[tuple[torch.Tensor, torch.Tensor]] = None  # (w13, w13_scale) gate/up-interleaved: gate_up_weights
     counter_bufs: dict[str, torch.Tensor] = field(default_factory=dict)  # -fs: "gemm1" / "gemm2" -> int32 zeros
     local_buf: Optional[torch.Tensor] = None  # int32 [T * k]: local expert id per pair, -1 on another rank
-    tail_groups: dict[tuple[int, int, bool], tuple[ExpertGrouping, ExpertGrouping]] = field(default_factory=dict)
+    tail_groups: dict[tuple, tuple] = field(default_factory=dict)  # -tN: two groupings; -tNf: one, and its tail blocks
     tm_copies: dict[tuple[str, int, int], tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)  # -tm
 
     def local_pairs(self) -> Optional[torch.Tensor]:
@@ -66,20 +66,29 @@ class TritonPrepared:
             self._inter_rows(g.num_padded_pairs)
         return self.groupings[block_m]
 
-    def tail_groupings(self, block_m: int, tail_m: int, fused: bool = False) -> tuple[ExpertGrouping, ExpertGrouping]:
+    def tail_groupings(self, block_m: int, tail_m: int) -> tuple[ExpertGrouping, ExpertGrouping]:
         """The two groupings of a ``-tN`` tactic (made on first use; :func:`.grouping.tail_groupings`): each
-        expert's pairs in blocks of ``block_m``, and its last ``<= tail_m`` pairs in one block of ``tail_m``; with
-        ``fused`` (``-tNf``, :func:`.grouping.overflow_groupings`) in its last block of ``block_m``, which then has
-        ``block_m + tail_m`` entries.  The intermediate buffer holds both, the second grouping's rows after the
-        first's."""
-        key = (block_m, tail_m, fused)
+        expert's pairs in blocks of ``block_m``, and its last ``<= tail_m`` pairs in one block of ``tail_m``; the
+        intermediate buffer holds both, the tail grouping's rows after the other's."""
+        key = (block_m, tail_m)
         if key not in self.tail_groups:
             c = self.inputs.case
             weights = self.topk_weights.view(self.inputs.topk_weights.shape)
-            split = overflow_groupings if fused else tail_groupings
-            gs = split(self.inputs.local_topk_ids, c.local_num_experts, block_m, tail_m, weights)
+            gs = tail_groupings(self.inputs.local_topk_ids, c.local_num_experts, block_m, tail_m, weights)
             self.tail_groups[key] = gs
             self._inter_rows(gs[0].num_padded_pairs + gs[1].num_padded_pairs)
+        return self.tail_groups[key]
+
+    def fused_tail_grouping(self, block_m: int, over_m: int) -> tuple[ExpertGrouping, int]:
+        """The grouping of a ``-tNf`` tactic and its blocks with a tail (made on first use;
+        :func:`.grouping.fused_tail_grouping`), with an intermediate buffer large enough."""
+        key = (block_m, over_m, "f")
+        if key not in self.tail_groups:
+            c = self.inputs.case
+            weights = self.topk_weights.view(self.inputs.topk_weights.shape)
+            self.tail_groups[key] = fused_tail_grouping(self.inputs.local_topk_ids, c.local_num_experts, block_m,
+                                                        over_m, weights)
+            self._inter_rows(self.tail_groups[key][0].num_padded_pairs)
         return self.tail_groups[key]
 
     def _inter_rows(self, rows: int) -> None:
@@ -99,8 +108,8 @@ class TritonPrepared:
 
     def tile_major_weights(self, which: str, slabs: int, chunks: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``which`` ("w13", "w13_gu" or "w2") and its scales stored tile by tile for tiles of ``slabs`` slabs by
-        ``chunks`` chunks (tactics ``-tm``, :func:`.ps_layout.tile_major`): made on first use (not timed); the last three
-        kept (``-tNf`` reads two of w2), so a sweep holds at most three more copies of the weights."""
+        ``chunks`` chunks (tactics ``-tm``, :func:`.ps_layout.tile_major`): made on first use (not timed); the last two
+        kept, so a sweep holds at most two more copies of the weights."""
         key = (which, slabs, chunks)
         if key not in self.tm_copies:
             if which == "w13_gu":
@@ -110,7 +119,7 @@ class TritonPrepared:
             else:
                 raise ValueError(f"which: expected w13, w13_gu or w2 of weights with a ps layout, got {which!r} "
                                  f"(ps layout: {self.ps is not None})")
-            while len(self.tm_copies) >= 3:
+            while len(self.tm_copies) >= 2:
                 self.tm_copies.pop(next(iter(self.tm_copies)))
             self.tm_copies[key] = (ps_layout.tile_major(w, slabs, chunks, which),
                                    ps_layout.tile_major(sc, slabs, chunks, which))
