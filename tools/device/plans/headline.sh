@@ -42,7 +42,7 @@ sweep decode "$DECODE_TOKENS" $(left 270) \
   'triton_kernels=^tk-(mautokautow4|m16k128w[48]|m32k128w4)$' \
   'cutlass=^(default|g1:(53|57|73)|g2:(165|168|169|172|180|188|189))'
 sweep prefill "$PREFILL_TOKENS" $(left 570) \
-  'triton=^(m128n128k64w16s[34]-ps-gu(-tm)?-g2n256(-t64|-t32|-fs)?(-pdl(tt?)?)?|m256n64k64w8s3-ps-gu(-tm)?-g2n128(-t128)?(-pdl(tt?)?)?|m128n128k64w8s3-ps-g2n256-t64-pdl(tt?)?|m64n128k64w8s4-ps(-t32)?)$' \
+  'triton=^(m128n128k64w16s[34]-ps-gu(-tm)?-g2n256(-t64|-t32f?|-fs)?(-pdl(tt?)?)?|m256n64k64w8s3-ps-gu(-tm)?-g2n128(-t128)?(-pdl(tt?)?)?|m128n128k64w8s3-ps-g2n256-t64-pdl(tt?)?|m64n128k64w8s4-ps(-t32)?)$' \
   'triton_kernels=^tk-(mautokautow8|m64k128w4|m128kautow8s3|m128k128w8)$' \
   'cutlass=^(default|g1:(73)|g2:(180|188|189))'
 # goal 1 where the sweeps' medians cannot decide it (ours behind, or ahead by under 2 %): ours' best against the
