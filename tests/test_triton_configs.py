@@ -97,7 +97,8 @@ def test_tactics_list():
                                + "-gu" * t.id.gate_up
                                + (f"-sk{sk}" if sk > 1 else "") + (f"-g2sk{t.id.split_k2}" if t.id.split_k2 else "")
                                + (f"-g2n{t.id.block_n2}" if t.id.block_n2 else "")
-                               + (f"-t{t.id.tail_m}" if t.id.tail_m else "") + {0: "", 1: "-pdl", 5: "-pdlt", 6: "-pdltt"}[t.id.pdl]
+                               + (f"-t{t.id.tail_m}" if t.id.tail_m else "") + "f" * t.id.tail_fused
+                               + {0: "", 1: "-pdl", 5: "-pdlt", 6: "-pdltt"}[t.id.pdl]
                                + ("-fs" if t.id.fused else ""))
             assert bm in (16, 32, 64, 128, 256) and bk in (64, 128, 256) and bn in (16, 32, 64, 128, 256)
             assert t.params == dict(block_m=bm, block_n=bn, block_k=bk, num_warps=nw, num_stages=ns,
@@ -107,7 +108,8 @@ def test_tactics_list():
                                     **({"block_n2": t.id.block_n2} if t.id.block_n2 else {}),
                                     **({"gate_up": True} if t.id.gate_up else {}),
                                     **({"fused": True} if t.id.fused else {}),
-                                    **({"tail_m": t.id.tail_m} if t.id.tail_m else {}))
+                                    **({"tail_m": t.id.tail_m} if t.id.tail_m else {}),
+                                    **({"tail_fused": True} if t.id.tail_fused else {}))
     assert b.default_tactic(_case(num_tokens=1)).label == "m16n64k128w4s3"
     assert b.default_tactic(_case(num_tokens=4096)).params["block_m"] == 64
     every = (CONFIGS + DOT_SCALED_CONFIGS + DECODE_CONFIGS + X2_CONFIGS + X2_DECODE_CONFIGS + SW_CONFIGS

@@ -29,7 +29,8 @@ def test_decode8_labels_and_lists():
     assert parse_config("m16n128k256w8s3-ps-sk2") == KernelConfig(16, 128, 256, 8, 3, "ps", 2)
     assert [c.label for c in PS_GU16_CONFIGS] == ["m128n128k64w16s3-ps-gu-g2n256", "m128n128k64w16s4-ps-gu-g2n256",
                                                   "m64n128k64w16s4-ps-gu-g2n256", "m128n128k64w16s3-ps-gu-g2n256-t64",
-                                                  "m128n128k64w16s3-ps-gu-g2n256-t32", "m128n128k64w16s3-ps-gu-g2n256-fs",
+                                                  "m128n128k64w16s3-ps-gu-g2n256-t32", "m128n128k64w16s3-ps-gu-g2n256-t32f",
+                                                  "m128n128k64w16s3-ps-gu-g2n256-fs",
                                                   "m128n128k64w16s4-ps-gu-g2n256-fs"]
     assert [c.label for c in PS_GU16_K128_CONFIGS] == ["m128n128k128w16s3-ps-gu-g2n256",
                                                        "m128n128k128w16s4-ps-gu-g2n256",
@@ -225,11 +226,12 @@ def test_the_16_warp_gu_tiles_and_their_tm_twins_have_pdl_twins_offered_compiled
 
     assert [c.label for c in PS_GU16_PDL_CONFIGS] == [
         "m128n128k64w16s3-ps-gu-g2n256-pdl", "m128n128k64w16s4-ps-gu-g2n256-pdl", "m64n128k64w16s4-ps-gu-g2n256-pdl",
-        "m128n128k64w16s3-ps-gu-g2n256-t64-pdl", "m128n128k64w16s3-ps-gu-g2n256-t32-pdl"]  # not the -fs ones
+        "m128n128k64w16s3-ps-gu-g2n256-t64-pdl", "m128n128k64w16s3-ps-gu-g2n256-t32-pdl",
+        "m128n128k64w16s3-ps-gu-g2n256-t32f-pdl"]  # not the -fs ones
     assert [c.label for c in PS_TM_PREFILL_PDL_CONFIGS] == [
         "m128n128k64w16s3-ps-gu-tm-g2n256-pdl", "m128n128k64w16s4-ps-gu-tm-g2n256-pdl",
         "m128n128k64w16s3-ps-gu-tm-g2n256-t64-pdl", "m128n128k64w16s3-ps-gu-tm-g2n256-t32-pdl",
-        "m256n64k64w8s3-ps-gu-tm-g2n128-pdl"]
+        "m128n128k64w16s3-ps-gu-tm-g2n256-t32f-pdl", "m256n64k64w8s3-ps-gu-tm-g2n128-pdl"]
     for c in PS_GU16_PDL_CONFIGS + PS_TM_PREFILL_PDL_CONFIGS:
         assert parse_config(c.label) == c and c.pdl == 1
     b = TritonMXFP4Backend()

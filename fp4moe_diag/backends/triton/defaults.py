@@ -33,14 +33,14 @@ MEASURED_DEFAULTS: tuple[tuple[float, float, tuple[str, ...]], ...] = (
     (1024, float("inf"), ("m32n128k128w4s3-ps",)),
     # 120b EP4 T=1024 (32 pairs per expert): the best
     (4096, 32, ("m64n128k64w8s4-ps-t32",)),
-    # From session 34, about 128 pairs per expert (20b T=1024, 120b EP4 T=4096): the 16-warp tile with 32-row tails,
-    # each expert's tail in a quarter of the block (configs_tail).  Measured on the H100 only (Triton 3.6.0): against
-    # its -t64 twin 0.944x, 0.891x, 0.944x at 20b EP1 / EP2 T=1024 and 120b EP4 T=4096 (-s34a, both timed in full),
-    # 0.947x in a duel at 120b (-s34d); at most 1.03x the best ours in -s34c (the -tm twins; two by their screening
-    # times), where the rules before it took 1.09x, 1.15x, 1.07x.  Nsight Compute at 120b (-s34b): the tail launches
-    # 83 / 54 us against 102 / 66, the main ones level.  Not at 20b T=4096 (512 pairs per expert): 1.04x at EP2
-    (float("inf"), 192, ("m128n128k64w16s3-ps-gu-g2n256-t32-pdltt", "m128n128k64w16s3-ps-gu-g2n256-t32-pdlt",
-                         "m128n128k64w16s3-ps-gu-g2n256-t32")),
+    # From session 34, at most 512 pairs per expert (20b T = 1024, 4096; 120b EP4 T=4096): the 16-warp tile with each
+    # expert's tail (<= 32 pairs) in its last block's program, one launch per GEMM (-t32f, _kernels_over).  Measured on
+    # the H100 only (Triton 3.6.0): in -s34h (the prefill headline) at most 1.012x the best ours timed in full at those
+    # five shapes (the -tm twin), where the rules before it took 1.04-1.11x; against the 32-row tails, -t32-pdltt,
+    # 0.909x, 0.956x, 0.929x and 0.917x at 20b EP1 / EP2 T=1024, EP2 T=4096 and 120b EP4 T=4096, level at 20b EP1
+    # T=4096 (-s34g).  Nsight Compute at 120b (-s34h): gemm1 313 / gemm2 182 us against 270 + 83 / 142 + 54 in two
+    # launches each (-s34b).  Not at T=16384 (2048 pairs per expert): level there (-s34g)
+    (float("inf"), 512, ("m128n128k64w16s3-ps-gu-g2n256-t32f-pdl", "m128n128k64w16s3-ps-gu-g2n256-t32f")),
     # 20b T=1024 (the H200's s15 rule; from session 34 it holds there under Triton 3.9 only): at most 1.01x (-pdl)
     (4096, float("inf"), ("m128n128k64w8s3-ps-g2n256-t64-pdl", "m128n128k64w8s3-ps-g2n256-t64")),
     # T >= 4096: at most 1.05x (20b EP1 T=16384); from session 29 its -pdlt twin first (gemm1's tail launch before
@@ -58,7 +58,7 @@ MEASURED_DEFAULTS: tuple[tuple[float, float, tuple[str, ...]], ...] = (
 #: wgmma groups in flight and build the k128 decode tiles with 240-243 registers, 2 programs per SM;
 #: ``m16n128k64w4s6-ps-sk2`` keeps 3 with 130: ``docs/triton39-h200-s23.md``), and the 64-row tile with its gemm1
 #: capped at 128 registers (``-r128``, 2 programs an SM again: ``configs_regcap``).  Measured under 3.9.0 on the H200
-#: (``-s23d``, ``-s24b``) and the H100 (``-s22a``, ``-s24d``).  Session 34's 32-row tail rule is not among them (timed
+#: (``-s23d``, ``-s24b``) and the H100 (``-s22a``, ``-s24d``).  Session 34's ``-t32f`` rule is not among them (timed
 #: under 3.6.0 only).
 MEASURED_DEFAULTS_TRITON39: tuple[tuple[float, float, tuple[str, ...]], ...] = MEASURED_DEFAULTS[:1] + (
     # 120b EP4 T=16 (at most 1 pair per expert): the best on the H200, 1.01x on the H100 (the 3.6 rule: 1.07x, 1.15x)

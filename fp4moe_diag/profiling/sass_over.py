@@ -1,0 +1,83 @@
+"""Static SASS of the ``-tNf`` kernels (:mod:`fp4moe_diag.backends.triton._kernels_over`) without a GPU: registers,
+spills and each K loop's size, as :mod:`.sass` counts them for the other kernels.  A ``-tNf`` GEMM is one kernel with
+two K loops (a block with a tail: two dots per step; a plain block: one); :mod:`.sass` counts one loop per kernel."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..backends.triton.configs import KernelConfig, even_k, parse_config, ps_n_fastest, ps_scale_words
+from .sass import _INS, _LABEL, _on_cubin, bundled_tool, opcode, resident_programs, resource_usage
+
+_PTRS = {"gemm1": ({"x_ptr": "*bf16", "w_ptr": "*u8", "ws_ptr": "*u8", "b_ptr": "*fp32", "alpha_ptr": "*fp32",
+                    "beta_ptr": "*fp32", "limit_ptr": "*fp32", "out_ptr": "*bf16", "sorted_pair_ptr": "*i32",
+                    "block_expert_ptr": "*i32"},
+                   ["num_pairs", "top_k", "N", "n_over", "stride_xm", "stride_we", "stride_ws", "stride_se",
+                    "stride_ss", "stride_be", "stride_om"]),
+         "gemm2": ({"a_ptr": "*bf16", "w_ptr": "*u8", "ws_ptr": "*u8", "b_ptr": "*fp32", "topk_w_ptr": "*fp32",
+                    "out_ptr": "*fp32", "sorted_pair_ptr": "*i32", "block_expert_ptr": "*i32"},
+                   ["num_pairs", "N", "n_over", "stride_am", "stride_we", "stride_ws", "stride_se", "stride_ss",
+                    "stride_be", "stride_om"])}
+_BRA = re.compile(r"\bBRA\s+(?:`\()?\.?(L_x_\d+)")
+
+
+def compile_over(tactic: str, gemm: str, k: int = 3072, arch: int = 90) -> Any:
+    """The sm_<arch>a build of ``tactic``'s (a ``-tNf`` label) ``gemm`` kernel at reduction length ``k``."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from ..backends.triton import _kernels as K
+    from ..backends.triton import _kernels_over as KO
+
+    kc: KernelConfig = parse_config(tactic)
+    if not kc.tail_fused or gemm not in _PTRS:
+        raise ValueError(f"tactic, gemm: expected a -tNf label and gemm1 or gemm2, got {tactic!r}, {gemm!r}")
+    ptrs, ints = _PTRS[gemm]
+    bn = kc.gemm2_block_n if gemm == "gemm2" else kc.block_n
+    fn = KO._moe_mxfp4_gemm1_ps_gu_over_kernel if gemm == "gemm1" else KO._moe_mxfp4_gemm2_ps_over_kernel
+    const = dict(K=k, BLOCK_M=kc.block_m, BLOCK_N=bn, BLOCK_K=kc.block_k, OVER_M=kc.tail_m, HAS_BIAS=True,
+                 EVEN_K=even_k(k, kc.block_k, 1), DOT_F32=False, N_FASTEST=ps_n_fastest(kc.block_m), PDL=min(kc.pdl, 1),
+                 SCALE_WORDS=ps_scale_words(2 * bn if gemm == "gemm1" else bn, kc.block_k, kc.num_warps),
+                 TILE_MAJOR=kc.tile_major, **({"ACTIVATION": 1} if gemm == "gemm1" else {}))
+    sig = ptrs | {i: "i32" for i in ints} | {c: "constexpr" for c in const}
+    aligned = list(ptrs) + [i for i in ints if i.startswith("stride") or i == "N"]
+    attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in aligned}
+    src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(c),): v for c, v in const.items()},
+                    attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32),
+                          options=dict(num_warps=kc.num_warps, num_stages=kc.num_stages, **K.BUILD_OPTIONS))
+
+
+def loops(compiled: Any) -> list[dict]:
+    """Each innermost backward-branch loop with a wgmma, in address order: its instructions, wgmmas and local loads /
+    stores (spills)."""
+    ins, label_at, pending = [], {}, None
+    for ln in _on_cubin(bundled_tool("nvdisasm"), ["-c"], compiled.asm["cubin"]).splitlines():
+        m = _LABEL.match(ln.strip())
+        if m:
+            pending = m.group(1)
+            continue
+        mi = _INS.match(ln)
+        if mi:
+            ins.append((int(mi.group(1), 16), mi.group(2)))
+            if pending:
+                label_at[pending], pending = ins[-1][0], None
+    out = []
+    for addr, text in ins:
+        mb = _BRA.search(text)
+        if mb and mb.group(1) in label_at and label_at[mb.group(1)] < addr:
+            body = [opcode(t) for a, t in ins if label_at[mb.group(1)] <= a <= addr]
+            if "HGMMA" in body:
+                out.append(dict(instructions=len(body), wgmma=body.count("HGMMA"),
+                                spills=body.count("LDL") + body.count("STL")))
+    return out
+
+
+def summary(tactic: str, gemm: str, k: int = 3072) -> dict:
+    """Registers, stack bytes, programs per SM and the K loops of ``tactic``'s ``gemm`` build (sm_90a)."""
+    c = compile_over(tactic, gemm, k)
+    use = resource_usage(c)
+    return dict(registers=use["reg"], stack_bytes=use["stack"], shared_bytes=int(c.metadata.shared),
+                resident_programs=resident_programs(c, parse_config(tactic).num_warps), loops=loops(c))
