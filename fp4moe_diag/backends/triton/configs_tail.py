@@ -13,8 +13,12 @@ T >= 4096 fewer tails fit in 32 rows (EP1 T=4096: main launches 1.000 -> 1.008 r
 Timed on the H100 (session 34, ``docs/evidence-s34.md``, ``-pdltt``): 0.944x of the 64-row tails at 20b EP1 T=1024 and
 120b EP4 T=4096, 0.891x at 20b EP2 T=1024 (``-s34a``); there the tail launches 83 / 54 us against 102 / 66, the main
 launches level (``-s34b``).  1.04x at 20b EP2 T=4096 (5 experts' tails, each kernel alone faster) and 1.14x at 120b
-EP4 T=1024 (experts of 33-64 pairs go back to 128-row blocks).  ``defaults.py`` takes them at about 128 pairs per
-expert."""
+EP4 T=1024 (experts of 33-64 pairs go back to 128-row blocks).
+
+``-tNf`` (``tail_fused``, session 34, :mod:`._kernels_over`): the tail rows in the program of the expert's last block
+instead, a second dot on the same upcast weight tile, one launch per GEMM (no tail launch, so no ``-pdlt`` /
+``-pdltt`` twins).  H100 (``-s34g``): 0.909x / 0.956x / 0.929x / 0.917x of ``-t32`` at 20b EP1 / EP2 T=1024, EP2
+T=4096 and 120b EP4 T=4096; ``defaults.py`` takes it up to 512 pairs per expert."""
 
 from __future__ import annotations
 

@@ -16,6 +16,9 @@
 #   --variant=-t32 --base=-t64,
 #   TOKENS=1024,4096,16384 MODELS=gpt-oss-20b:1,gpt-oss-20b:2,gpt-oss-120b:4:4096
 #   TACTICS='^m128n128k64w16s3-ps-gu(-tm)?-g2n256-t(32|64)-pdltt$'
+# Session 34: -t32f (the tails in the last block's program, _kernels_over; s34g, H100: median 0.971 of -t32), read
+#   with --variant=-t32f-pdl --base=-t32-pdltt, the same MODELS and TOKENS,
+#   TACTICS='^m128n128k64w16s3-ps-gu-tm-g2n256-t(32|64)-pdltt$|^m128n128k64w16s3-ps-gu(-tm)?-g2n256-t32f(-pdl)?$'
 # Run from the repository root on the device with .whl and .git_commit carried (our kernels only):
 #   run(command="TACTICS='...' bash tools/device/plans/twins.sh", carry=[".whl", ".git_commit"])
 # About 3-5 minutes cold. $OUT/runs.tgz: the run folder (import_gpu_bundle.py).
