@@ -110,26 +110,29 @@ def resident_programs(compiled, num_warps: int) -> int:
     return residency(resource_usage(compiled)["reg"], int(compiled.metadata.shared), num_warps)
 
 
-def mma_loop(sass: str, marker: str = "MMA") -> list[str]:
-    """The instructions of the innermost (smallest) backward-branch loop of ``sass`` (nvdisasm text) that holds an MMA
-    (an instruction with ``marker`` in it: ``LDGSTS`` finds the K loop of a ``~load`` ablation, which has no MMA): the
-    K loop, also inside the tile loop of a ``-pt`` kernel."""
-    lines = sass.splitlines()
+def instructions(sass: str) -> tuple[list[tuple[int, str]], dict[str, int]]:
+    """``sass`` (nvdisasm text) as (address, instruction) pairs and each label's address."""
     ins: list[tuple[int, str]] = []
     label_at: dict[str, int] = {}
     pending: Optional[str] = None
-    for ln in lines:
+    for ln in sass.splitlines():
         m = _LABEL.match(ln.strip())
         if m:
             pending = m.group(1)
             continue
         mi = _INS.match(ln)
         if mi:
-            addr = int(mi.group(1), 16)
-            ins.append((addr, mi.group(2)))
+            ins.append((int(mi.group(1), 16), mi.group(2)))
             if pending:
-                label_at[pending] = addr
-                pending = None
+                label_at[pending], pending = ins[-1][0], None
+    return ins, label_at
+
+
+def mma_loop(sass: str, marker: str = "MMA") -> list[str]:
+    """The instructions of the innermost (smallest) backward-branch loop of ``sass`` (nvdisasm text) that holds an MMA
+    (an instruction with ``marker`` in it: ``LDGSTS`` finds the K loop of a ``~load`` ablation, which has no MMA): the
+    K loop, also inside the tile loop of a ``-pt`` kernel."""
+    ins, label_at = instructions(sass)
     best: list[str] = []
     for addr, text in ins:
         mb = _BRANCH.search(text)

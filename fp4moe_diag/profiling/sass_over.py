@@ -4,11 +4,10 @@ two K loops (a block with a tail: two dots per step; a plain block: one); :mod:`
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from ..backends.triton.configs import KernelConfig, even_k, parse_config, ps_n_fastest, ps_scale_words
-from .sass import _INS, _LABEL, _on_cubin, bundled_tool, opcode, resident_programs, resource_usage
+from .sass import _BRANCH, _on_cubin, bundled_tool, instructions, opcode, resident_programs, resource_usage
 
 _PTRS = {"gemm1": ({"x_ptr": "*bf16", "w_ptr": "*u8", "ws_ptr": "*u8", "b_ptr": "*fp32", "alpha_ptr": "*fp32",
                     "beta_ptr": "*fp32", "limit_ptr": "*fp32", "out_ptr": "*bf16", "sorted_pair_ptr": "*i32",
@@ -19,7 +18,6 @@ _PTRS = {"gemm1": ({"x_ptr": "*bf16", "w_ptr": "*u8", "ws_ptr": "*u8", "b_ptr": 
                     "out_ptr": "*fp32", "sorted_pair_ptr": "*i32", "block_expert_ptr": "*i32"},
                    ["num_pairs", "N", "n_over", "stride_am", "stride_we", "stride_ws", "stride_se", "stride_ss",
                     "stride_be", "stride_om"])}
-_BRA = re.compile(r"\bBRA\s+(?:`\()?\.?(L_x_\d+)")
 
 
 def compile_over(tactic: str, gemm: str, k: int = 3072, arch: int = 90) -> Any:
@@ -53,20 +51,10 @@ def compile_over(tactic: str, gemm: str, k: int = 3072, arch: int = 90) -> Any:
 def loops(compiled: Any) -> list[dict]:
     """Each innermost backward-branch loop with a wgmma, in address order: its instructions, wgmmas and local loads /
     stores (spills)."""
-    ins, label_at, pending = [], {}, None
-    for ln in _on_cubin(bundled_tool("nvdisasm"), ["-c"], compiled.asm["cubin"]).splitlines():
-        m = _LABEL.match(ln.strip())
-        if m:
-            pending = m.group(1)
-            continue
-        mi = _INS.match(ln)
-        if mi:
-            ins.append((int(mi.group(1), 16), mi.group(2)))
-            if pending:
-                label_at[pending], pending = ins[-1][0], None
+    ins, label_at = instructions(_on_cubin(bundled_tool("nvdisasm"), ["-c"], compiled.asm["cubin"]))
     out = []
     for addr, text in ins:
-        mb = _BRA.search(text)
+        mb = _BRANCH.search(text)
         if mb and mb.group(1) in label_at and label_at[mb.group(1)] < addr:
             body = [opcode(t) for a, t in ins if label_at[mb.group(1)] <= a <= addr]
             if "HGMMA" in body:
