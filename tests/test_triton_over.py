@@ -142,3 +142,23 @@ def test_the_offered_tile_builds_for_sm90a_with_two_k_loops(gemm: str):
     assert [lp["wgmma"] for lp in s["loops"]] == [8, 4]
     assert s["loops"][0]["spills"] <= 2 and s["loops"][1]["spills"] == 0
     assert s["loops"][0]["instructions"] > s["loops"][1]["instructions"]
+
+
+def test_the_tools_refuse_or_route_a_tnf_label_before_any_build():
+    """profiling.sass counts one K loop per kernel and profiling.waves one kind of program per launch: both refuse a
+    -tNf label; profiling.sass_over takes it and refuses any other (CLI: one line, exit 2)."""
+    from fp4moe_diag.problem.shapes import default_case
+    from fp4moe_diag.profiling import sass, sass_over, waves
+
+    label = "m128n128k64w16s3-ps-gu-g2n256-t32f-pdl"
+    with pytest.raises(ValueError, match="profiling.sass_over"):
+        sass.count(label, "gemm1")
+    with pytest.raises(ValueError, match="profiling.sass_over"):
+        waves.launch_waves(default_case("gpt-oss-120b", 4, 4096), label)
+    with pytest.raises(ValueError, match="expected a -tNf label"):
+        sass_over.compile_over("m128n128k64w16s3-ps-gu-g2n256-t32", "gemm1")
+    with pytest.raises(ValueError, match="k: expected a multiple of 64"):
+        sass_over.compile_over(label, "gemm1", 96)
+    with pytest.raises(SystemExit) as e:
+        sass_over.main(["--tactic", "m128n128k64w16s3-ps-gu-g2n256-t32"])
+    assert e.value.code == 2

@@ -270,6 +270,8 @@ def stack_bytes(tactic: str, gemm: str, k: int, arch: int = 90) -> int:
 def count(tactic: str, gemm: str = "gemm2", k: int = 3072, arch: int = 90) -> LoopCount:
     """Compile ``tactic`` (a label of our Triton backend) for ``sm_<arch>a`` and count its MMA loop."""
     kc = parse_config(tactic)
+    if kc.tail_fused:
+        raise ValueError(f"tactic: {kc.label} builds two K loops per kernel (_kernels_over): profiling.sass_over")
     if gemm not in _GEMMS:
         raise ValueError(f"gemm: expected one of {sorted(_GEMMS)}, got {gemm!r}")
     if not isinstance(k, int) or k < kc.block_k or k % 32:

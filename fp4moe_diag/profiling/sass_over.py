@@ -4,7 +4,9 @@ two K loops (a block with a tail: two dots per step; a plain block: one); :mod:`
 
 from __future__ import annotations
 
-from typing import Any
+import argparse
+import json
+from typing import Any, Optional, Sequence
 
 from ..backends.triton.configs import KernelConfig, even_k, parse_config, ps_n_fastest, ps_scale_words
 from .sass import _BRANCH, _on_cubin, bundled_tool, instructions, opcode, resident_programs, resource_usage
@@ -32,6 +34,8 @@ def compile_over(tactic: str, gemm: str, k: int = 3072, arch: int = 90) -> Any:
     kc: KernelConfig = parse_config(tactic)
     if not kc.tail_fused or gemm not in _PTRS:
         raise ValueError(f"tactic, gemm: expected a -tNf label and gemm1 or gemm2, got {tactic!r}, {gemm!r}")
+    if isinstance(k, bool) or not isinstance(k, int) or k < kc.block_k or k % 64:
+        raise ValueError(f"k: expected a multiple of 64 of at least block_k={kc.block_k}, got {k!r}")
     ptrs, ints = _PTRS[gemm]
     bn = kc.gemm2_block_n if gemm == "gemm2" else kc.block_n
     fn = KO._moe_mxfp4_gemm1_ps_gu_over_kernel if gemm == "gemm1" else KO._moe_mxfp4_gemm2_ps_over_kernel
@@ -69,3 +73,20 @@ def summary(tactic: str, gemm: str, k: int = 3072) -> dict:
     use = resource_usage(c)
     return dict(registers=use["reg"], stack_bytes=use["stack"], shared_bytes=int(c.metadata.shared),
                 resident_programs=resident_programs(c, parse_config(tactic).num_warps), loops=loops(c))
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m fp4moe_diag.profiling.sass_over", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tactic", required=True, help="a -tNf label of our Triton backend")
+    ap.add_argument("--gemm", choices=("gemm1", "gemm2"), default="gemm1")
+    ap.add_argument("--k", type=int, default=3072, help="reduction length (H for gemm1, I for gemm2)")
+    a = ap.parse_args(argv)
+    try:
+        print(json.dumps(dict(tactic=a.tactic, gemm=a.gemm, k=a.k, **summary(a.tactic, a.gemm, a.k))))
+    except ValueError as e:
+        ap.exit(2, f"error: {e}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -90,6 +90,9 @@ def launch_waves(case: MoECase, tactic: str, sms: int = H200_SMS, device: str = 
     kc = parse_config(tactic)
     if kc.w4a8 or kc.mode == "ds":
         raise ValueError(f"tactic: the bf16 Triton kernels' tactics only (not -f8 / -p8 / -ds), got {kc.label}")
+    if kc.tail_fused:
+        raise ValueError(f"tactic: {kc.label} runs two kinds of program in one launch (blocks with and without a tail, "
+                         f"_kernels_over); the wave model has one per launch: use profiling.sass_over for its builds")
     if not isinstance(sms, int) or isinstance(sms, bool) or sms < 1:
         raise ValueError(f"sms: expected a positive int, got {sms!r}")
     h, i = case.hidden_size, case.intermediate_size
