@@ -193,8 +193,8 @@ def test_at_prefill_the_default_is_the_pdltt_twin_its_pdlt_twin_beats_the_plain_
 
 def test_the_pdltt_default_against_its_pdlt_twin_on_the_h200(compiled_sm90, monkeypatch):
     """-s32b (H200, Triton 3.6.0, both finalists in alternating rounds) at the five T >= 4096 goal shapes: the 64-row
-    tail tile's -pdltt (the default at T=16384; at T=4096 from session 34 -t32f-pdl) is never slower than its -pdlt twin beyond the larger
-    of their spreads."""
+    tail tile's -pdltt (the default at T=16384; at T=4096 from session 34 -t32f-pdl) is never slower than its -pdlt
+    twin beyond the larger of their spreads."""
     built_by(monkeypatch, "3.6.0")
     d = pd.read_parquet("data/runs/2026-12-07-nvidia-h200-s32b/results.parquet")
     d = d[(d["backend"] == "triton") & (d["status"] == "ok") & (d["num_tokens"] >= 4096)]

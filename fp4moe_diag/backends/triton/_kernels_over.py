@@ -42,8 +42,8 @@ def _program(block_expert_ptr, w_ptr, ws_ptr, stride_we, stride_se, N, BLOCK_N: 
 
 @triton.jit
 def _block_rows(pid_m, n_over, sorted_pair_ptr, num_pairs, BLOCK_M: tl.constexpr, ROWS: tl.constexpr):
-    """Block ``pid_m``'s first position and its first ``BLOCK_M`` entries (positions, pair ids, valid mask): blocks below ``n_over`` have
-    ``ROWS`` entries, the others ``BLOCK_M``."""
+    """Block ``pid_m``'s first position and its first ``BLOCK_M`` entries (positions, pair ids, valid mask): the
+    blocks below ``n_over`` have ``ROWS`` entries, the others ``BLOCK_M``."""
     base = tl.where(pid_m < n_over, pid_m * ROWS, n_over * ROWS + (pid_m - n_over) * BLOCK_M)
     offs = base + tl.arange(0, BLOCK_M)
     pair = tl.load(sorted_pair_ptr + offs)
@@ -62,7 +62,7 @@ def _over_rows(base, sorted_pair_ptr, num_pairs, BLOCK_M: tl.constexpr, OVER_M: 
 def _k_loop(ptrs, mask_m, o_ptrs, mask_o, w_base, s_base, slab0, n_slabs, stride_ws, stride_ss, K: tl.constexpr,
             BLOCK_K: tl.constexpr, ROWS: tl.constexpr, BLOCK_M: tl.constexpr, OVER_M: tl.constexpr,
             HAS_OVER: tl.constexpr, EVEN_K: tl.constexpr, DOT_F32: tl.constexpr, SCALE_WORDS: tl.constexpr,
-            TILE_MAJOR: tl.constexpr, CG: tl.constexpr = False):
+            TILE_MAJOR: tl.constexpr):
     """The K loop of a block: ``ROWS`` weight rows (slabs from ``slab0`` of ``n_slabs``) upcast once per step against
     the ``BLOCK_M`` activation rows at ``ptrs`` and, with ``HAS_OVER``, the ``OVER_M`` at ``o_ptrs``: the two
     accumulators (without ``HAS_OVER`` the first twice)."""
@@ -75,10 +75,10 @@ def _k_loop(ptrs, mask_m, o_ptrs, mask_o, w_base, s_base, slab0, n_slabs, stride
     for kk in tl.range(0, K, BLOCK_K):
         w = _ps_tile(w_base, s_base, slab0, kk // 64, n_slabs, K // 64, stride_ws, stride_ss, S, C, DOT_F32,
                      SCALE_WORDS, 0, TILE_MAJOR)
-        acc_t = _dot(w, tl.trans(_act_tile(ptrs, mask_m, kk, offs_k, K, EVEN_K, CG)), acc_t, DOT_F32)
+        acc_t = _dot(w, tl.trans(_act_tile(ptrs, mask_m, kk, offs_k, K, EVEN_K)), acc_t, DOT_F32)
         ptrs += BLOCK_K
         if HAS_OVER:
-            acc_o = _dot(w, tl.trans(_act_tile(o_ptrs, mask_o, kk, offs_k, K, EVEN_K, CG)), acc_o, DOT_F32)
+            acc_o = _dot(w, tl.trans(_act_tile(o_ptrs, mask_o, kk, offs_k, K, EVEN_K)), acc_o, DOT_F32)
             o_ptrs += BLOCK_K
     if not HAS_OVER:
         acc_o = acc_t

@@ -17,6 +17,7 @@ from .configs import even_k, ps_n_fastest, ps_scale_words
 from .configs_gu import ps_gu_chunk_dots
 from .launch import _grid, _pdl_args, _tile_major_args, _weight_dims
 
+
 def _checked(block_m: int, over_m: int, n_over: int, sorted_pair_ids: torch.Tensor, block_expert_ids: torch.Tensor,
              num_warps: int, block_k: int) -> int:
     """The blocks of the launch, after checking the grouping's length and the tile."""
@@ -66,8 +67,7 @@ def gemm1_over_calls(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bi
 def gemm2_over_calls(a: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bias: Optional[torch.Tensor],
                      topk_weights: torch.Tensor, out: torch.Tensor, sorted_pair_ids: torch.Tensor,
                      block_expert_ids: torch.Tensor, num_pairs: int, block_m: int, over_m: int, n_over: int,
-                     block_n: int,
-                     block_k: int, num_warps: int, num_stages: int, pdl: int = 0,
+                     block_n: int, block_k: int, num_warps: int, num_stages: int, pdl: int = 0,
                      tile_major: bool = False) -> list[Callable[[], None]]:
     """gemm2; ``out [T*k, H]`` (one plane) by pair."""
     blocks = _checked(block_m, over_m, n_over, sorted_pair_ids, block_expert_ids, num_warps, block_k)
