@@ -39,6 +39,7 @@ from ..backends.triton.configs import (ABLATIONS, KernelConfig, even_k, k_main, 
 from ..backends.triton.configs_gu import ps_gu_chunk_dots
 from ..backends.triton.configs_tail import launch_pdl
 from ..backends.triton.tiling import SM90_LIMITS, residency, residency_cap  # noqa: F401 (SM90_LIMITS: re-exported)
+from .sass_text import kernel_source, loop_bodies
 
 _GEMMS = {
     "gemm1": (["x_ptr", "w_ptr", "ws_ptr", "b_ptr", "alpha_ptr", "beta_ptr", "limit_ptr", "out_ptr", "part_ptr",
@@ -76,10 +77,7 @@ _FUSED = {
     "gemm2": ({"y_ptr": "*bf16", "cnt_ptr": "*i32", "tok_pairs_ptr": "*i32", "orph_ptr": "*i32", "stride_ym": "i32"},
               {"TOP_K": 4, "ORPH": 0}),
 }
-_INS = re.compile(r"\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
-_LABEL = re.compile(r"^\.(L_x_\d+):")
 _DEPBAR = re.compile(r"WARPGROUP\.DEPBAR\.LE\s+gsb0,\s*(0x[0-9a-f]+)")
-_BRANCH = re.compile(r"\bBRA\s+(?:`\()?\.?(L_x_\d+)")
 
 
 @dataclass
@@ -110,39 +108,14 @@ def resident_programs(compiled, num_warps: int) -> int:
     return residency(resource_usage(compiled)["reg"], int(compiled.metadata.shared), num_warps)
 
 
-def instructions(sass: str) -> tuple[list[tuple[int, str]], dict[str, int]]:
-    """``sass`` (nvdisasm text) as (address, instruction) pairs and each label's address."""
-    ins: list[tuple[int, str]] = []
-    label_at: dict[str, int] = {}
-    pending: Optional[str] = None
-    for ln in sass.splitlines():
-        m = _LABEL.match(ln.strip())
-        if m:
-            pending = m.group(1)
-            continue
-        mi = _INS.match(ln)
-        if mi:
-            ins.append((int(mi.group(1), 16), mi.group(2)))
-            if pending:
-                label_at[pending], pending = ins[-1][0], None
-    return ins, label_at
-
-
 def mma_loop(sass: str, marker: str = "MMA") -> list[str]:
     """The instructions of the innermost (smallest) backward-branch loop of ``sass`` (nvdisasm text) that holds an MMA
     (an instruction with ``marker`` in it: ``LDGSTS`` finds the K loop of a ``~load`` ablation, which has no MMA): the
     K loop, also inside the tile loop of a ``-pt`` kernel."""
-    ins, label_at = instructions(sass)
-    best: list[str] = []
-    for addr, text in ins:
-        mb = _BRANCH.search(text)
-        if mb and mb.group(1) in label_at and label_at[mb.group(1)] < addr:
-            body = [t for a, t in ins if label_at[mb.group(1)] <= a <= addr]
-            if any(marker in t for t in body) and (not best or len(body) < len(best)):
-                best = body
-    if not best:
+    found = [body for body in loop_bodies(sass) if any(marker in t for t in body)]
+    if not found:
         raise ValueError(f"sass: no loop with an {marker} instruction found")
-    return best
+    return min(found, key=len)
 
 
 def mma_sync(body: Sequence[str]) -> tuple[int, list[int]]:
@@ -164,7 +137,6 @@ def opcode(text: str) -> str:
 def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
     import triton
     from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
 
     from ..backends.triton import _kernels as K
 
@@ -216,11 +188,7 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
         fn = K._moe_mxfp4_gemm1_kernel if gemm == "gemm1" else K._moe_mxfp4_gemm2_kernel
         const |= dict(DOT_SCALED=kc.dot_scaled, X2=kc.x2, SWAP=kc.swap)
     const |= {"ACTIVATION": 1} if gemm == "gemm1" else {}
-    sig = dict(zip(ptrs, types)) | {i: "i32" for i in ints} | {c: "constexpr" for c in const}
-    aligned = ptrs + [i for i in ints if i.startswith("stride") or i == "N"]
-    attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in aligned}
-    src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(c),): v for c, v in const.items()},
-                    attrs=attrs)
+    src = kernel_source(fn, dict(zip(ptrs, types)), ints, const)
     twin = replace(kc, ablate="") if kc.ablate == "nodeq" else replace(kc, pdl=1) if kc.pdl == 4 and gemm == "gemm2" \
         else None  # ~nodeq, -pdlw's gemm2: at most their twin's registers, as launch_bind._bound builds them
     cap = {} if twin is None else {"maxnreg": resource_usage(_compile(twin, gemm, k, arch))["reg"]}

@@ -9,7 +9,8 @@ import json
 from typing import Any, Optional, Sequence
 
 from ..backends.triton.configs import KernelConfig, even_k, parse_config, ps_n_fastest, ps_scale_words
-from .sass import _BRANCH, _on_cubin, bundled_tool, instructions, opcode, resident_programs, resource_usage
+from .sass import _on_cubin, bundled_tool, opcode, resident_programs, resource_usage
+from .sass_text import kernel_source, loop_bodies
 
 _PTRS = {"gemm1": ({"x_ptr": "*bf16", "w_ptr": "*u8", "ws_ptr": "*u8", "b_ptr": "*fp32", "alpha_ptr": "*fp32",
                     "beta_ptr": "*fp32", "limit_ptr": "*fp32", "out_ptr": "*bf16", "sorted_pair_ptr": "*i32",
@@ -26,7 +27,6 @@ def compile_over(tactic: str, gemm: str, k: int = 3072, arch: int = 90) -> Any:
     """The sm_<arch>a build of ``tactic``'s (a ``-tNf`` label) ``gemm`` kernel at reduction length ``k``."""
     import triton
     from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
 
     from ..backends.triton import _kernels as K
     from ..backends.triton import _kernels_over as KO
@@ -43,28 +43,17 @@ def compile_over(tactic: str, gemm: str, k: int = 3072, arch: int = 90) -> Any:
                  EVEN_K=even_k(k, kc.block_k, 1), DOT_F32=False, N_FASTEST=ps_n_fastest(kc.block_m), PDL=min(kc.pdl, 1),
                  SCALE_WORDS=ps_scale_words(2 * bn if gemm == "gemm1" else bn, kc.block_k, kc.num_warps),
                  TILE_MAJOR=kc.tile_major, **({"ACTIVATION": 1} if gemm == "gemm1" else {}))
-    sig = ptrs | {i: "i32" for i in ints} | {c: "constexpr" for c in const}
-    aligned = list(ptrs) + [i for i in ints if i.startswith("stride") or i == "N"]
-    attrs = {(fn.arg_names.index(a),): [["tt.divisibility", 16]] for a in aligned}
-    src = ASTSource(fn=fn, signature=sig, constexprs={(fn.arg_names.index(c),): v for c, v in const.items()},
-                    attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", arch, 32),
+    return triton.compile(kernel_source(fn, ptrs, ints, const), target=GPUTarget("cuda", arch, 32),
                           options=dict(num_warps=kc.num_warps, num_stages=kc.num_stages, **K.BUILD_OPTIONS))
 
 
 def loops(compiled: Any) -> list[dict]:
-    """Each innermost backward-branch loop with a wgmma, in address order: its instructions, wgmmas and local loads /
-    stores (spills)."""
-    ins, label_at = instructions(_on_cubin(bundled_tool("nvdisasm"), ["-c"], compiled.asm["cubin"]))
-    out = []
-    for addr, text in ins:
-        mb = _BRANCH.search(text)
-        if mb and mb.group(1) in label_at and label_at[mb.group(1)] < addr:
-            body = [opcode(t) for a, t in ins if label_at[mb.group(1)] <= a <= addr]
-            if "HGMMA" in body:
-                out.append(dict(instructions=len(body), wgmma=body.count("HGMMA"),
-                                spills=body.count("LDL") + body.count("STL")))
-    return out
+    """Each backward-branch loop with a wgmma (the K loops), in address order: its instructions, wgmmas and local
+    loads / stores (spills)."""
+    bodies = [[opcode(t) for t in body]
+              for body in loop_bodies(_on_cubin(bundled_tool("nvdisasm"), ["-c"], compiled.asm["cubin"]))]
+    return [dict(instructions=len(ops), wgmma=ops.count("HGMMA"), spills=ops.count("LDL") + ops.count("STL"))
+            for ops in bodies if "HGMMA" in ops]
 
 
 def summary(tactic: str, gemm: str, k: int = 3072) -> dict:

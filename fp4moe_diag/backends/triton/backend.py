@@ -294,8 +294,7 @@ class TritonMXFP4Backend(Backend):
             w2, w2_scale = p.tile_major_weights("w2", kc.gemm2_block_n // 16, bk // 64)
         calls = []
         if kc.tail_fused:  # -tNf: one launch per GEMM, the blocks with a tail first (_kernels_over)
-            calls += self._fused_tail_calls(p, kc, w13, w13_scale, w2, w2_scale, pair_out)
-            rounds = []
+            calls += self._fused_tail_calls(p, kc, w13, w13_scale, w2, w2_scale, pair_out)  # _rounds: none
         # -pdlt / -pdltt: a tail launch works before its wait (pdl 5) only behind a main launch to end after
         after_main = bool(rounds) and rounds[0][0].num_blocks > 0
         for i, (g, bm, inter) in enumerate(rounds):

@@ -182,11 +182,11 @@ def tail_groupings(local_topk_ids: torch.Tensor, num_local_experts: int, block_m
 
 def overflow_groupings(local_topk_ids: torch.Tensor, num_local_experts: int, block_m: int, over_m: int,
                        topk_weights: Optional[torch.Tensor] = None) -> tuple[ExpertGrouping, ExpertGrouping]:
-    """The two groupings of a ``-tNf`` tactic (:mod:`._kernels_over`): per expert with ``n > block_m`` pairs and
-    ``0 < r = n mod block_m <= over_m``, its last ``block_m + r`` pairs form one block of the second grouping
-    (``block_m + over_m`` entries: ``block_m`` pairs, then the ``r``, then padding); every other pair is in the first,
-    in blocks of ``block_m`` (:func:`group_pairs_by_expert`).  The second grouping's ``block_m`` is ``block_m +
-    over_m``, its entries' stride."""
+    """The two parts of :func:`fused_tail_grouping` (``-tNf``, :mod:`._kernels_over`): per expert with ``n >
+    block_m`` pairs and ``0 < r = n mod block_m <= over_m``, its last ``block_m + r`` pairs form one block of the
+    second part (``block_m + over_m`` entries: ``block_m`` pairs, then the ``r``, then padding); every other pair is
+    in the first, in blocks of ``block_m`` (:func:`group_pairs_by_expert`).  The second part's ``block_m`` is
+    ``block_m + over_m``, its entries' stride."""
     _validate(local_topk_ids, num_local_experts, block_m, topk_weights)
     if isinstance(over_m, bool) or not isinstance(over_m, int) or not 1 <= over_m < block_m:
         raise ValueError(f"over_m: expected an int in 1..{block_m - 1} (below block_m), got {over_m!r}")

@@ -43,7 +43,8 @@ class TritonPrepared:
     ps_gu: Optional[tuple[torch.Tensor, torch.Tensor]] = None  # (w13, w13_scale) gate/up-interleaved: gate_up_weights
     counter_bufs: dict[str, torch.Tensor] = field(default_factory=dict)  # -fs: "gemm1" / "gemm2" -> int32 zeros
     local_buf: Optional[torch.Tensor] = None  # int32 [T * k]: local expert id per pair, -1 on another rank
-    tail_groups: dict[tuple, tuple] = field(default_factory=dict)  # -tN: two groupings; -tNf: one, and its tail blocks
+    tail_groups: dict[tuple[int, int], tuple[ExpertGrouping, ExpertGrouping]] = field(default_factory=dict)
+    fused_groups: dict[tuple[int, int], tuple[ExpertGrouping, int]] = field(default_factory=dict)  # -tNf
     tm_copies: dict[tuple[str, int, int], tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)  # -tm
 
     def local_pairs(self) -> Optional[torch.Tensor]:
@@ -82,14 +83,14 @@ class TritonPrepared:
     def fused_tail_grouping(self, block_m: int, over_m: int) -> tuple[ExpertGrouping, int]:
         """The grouping of a ``-tNf`` tactic and its blocks with a tail (made on first use;
         :func:`.grouping.fused_tail_grouping`), with an intermediate buffer large enough."""
-        key = (block_m, over_m, "f")
-        if key not in self.tail_groups:
+        key = (block_m, over_m)
+        if key not in self.fused_groups:
             c = self.inputs.case
             weights = self.topk_weights.view(self.inputs.topk_weights.shape)
-            self.tail_groups[key] = fused_tail_grouping(self.inputs.local_topk_ids, c.local_num_experts, block_m,
-                                                        over_m, weights)
-            self._inter_rows(self.tail_groups[key][0].num_padded_pairs)
-        return self.tail_groups[key]
+            self.fused_groups[key] = fused_tail_grouping(self.inputs.local_topk_ids, c.local_num_experts, block_m,
+                                                         over_m, weights)
+            self._inter_rows(self.fused_groups[key][0].num_padded_pairs)
+        return self.fused_groups[key]
 
     def _inter_rows(self, rows: int) -> None:
         """Grow the intermediate buffer (bf16 ``[rows, I]``) to at least ``rows`` rows."""
