@@ -145,16 +145,13 @@ def test_the_offered_tile_builds_for_sm90a_with_two_k_loops(gemm: str):
 
 
 def test_the_tools_refuse_or_route_a_tnf_label_before_any_build():
-    """profiling.sass counts one K loop per kernel and profiling.waves one kind of program per launch: both refuse a
-    -tNf label; profiling.sass_over takes it and refuses any other (CLI: one line, exit 2)."""
-    from fp4moe_diag.problem.shapes import default_case
-    from fp4moe_diag.profiling import sass, sass_over, waves
+    """profiling.sass counts one K loop per kernel: it refuses a -tNf label; profiling.sass_over takes it and refuses
+    any other (CLI: one line, exit 2)."""
+    from fp4moe_diag.profiling import sass, sass_over
 
     label = "m128n128k64w16s3-ps-gu-g2n256-t32f-pdl"
     with pytest.raises(ValueError, match="profiling.sass_over"):
         sass.count(label, "gemm1")
-    with pytest.raises(ValueError, match="profiling.sass_over"):
-        waves.launch_waves(default_case("gpt-oss-120b", 4, 4096), label)
     with pytest.raises(ValueError, match="expected a -tNf label"):
         sass_over.compile_over("m128n128k64w16s3-ps-gu-g2n256-t32", "gemm1")
     with pytest.raises(ValueError, match="k: expected a multiple of 64"):
@@ -162,3 +159,29 @@ def test_the_tools_refuse_or_route_a_tnf_label_before_any_build():
     with pytest.raises(SystemExit) as e:
         sass_over.main(["--tactic", "m128n128k64w16s3-ps-gu-g2n256-t32"])
     assert e.value.code == 2
+
+
+@needs_sass_tools()
+def test_waves_counts_both_kinds_of_program_of_one_launch():
+    """profiling.waves on a -tNf tactic: per GEMM a row for the blocks with a tail (BLOCK_M + N entries, the two-dot
+    loop) and one for the plain blocks, their programs those of fused_tail_grouping (hand-counted from the routing),
+    their waves the whole launch's."""
+    from fp4moe_diag import MoECase
+    from fp4moe_diag.problem.inputs import case_routing, local_expert_ids
+    from fp4moe_diag.profiling.waves import launch_waves
+
+    case = MoECase(num_tokens=300, hidden_size=256, intermediate_size=256, num_experts=4, top_k=2)
+    plan = launch_waves(case, "m128n128k64w16s3-ps-gu-g2n256-t32f-pdl", sms=10)
+    assert [w.kernel for w in plan] == ["gemm1 long", "gemm1 plain", "gemm2 long", "gemm2 plain"]
+    assert [w.block_m for w in plan] == [160, 128, 160, 128]
+    ids = local_expert_ids(case_routing(case)[0], case)
+    counts = torch.bincount(ids[ids >= 0].flatten(), minlength=4).tolist()
+    long = sum(n > 128 and 0 < n % 128 <= 32 for n in counts)
+    plain = sum(n // 128 - (n > 128 and 0 < n % 128 <= 32) + (n % 128 > 32 or (n < 128 and n > 0)) for n in counts)
+    assert long > 0 and plain > 0, counts  # the seed's routing has both kinds (150 pairs an expert on average)
+    g1 = 2  # gemm1: I = 256 in 128-column tiles; gemm2: H = 256 in one 256-row tile
+    assert [w.programs for w in plan] == [long * g1, plain * g1, long, plain]
+    assert plan[0].launch_programs == plan[1].launch_programs == (long + plain) * g1
+    assert plan[0].waves == plan[1].waves == pytest.approx((long + plain) * g1 / (plan[0].per_sm * 10))
+    assert plan[0].loop_instructions > plan[1].loop_instructions  # the two-dot loop is the longer
+    assert plan[0].step_flops == 2 * 160 * 256 * 64 and plan[3].step_flops == 2 * 128 * 256 * 64

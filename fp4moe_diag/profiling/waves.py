@@ -16,7 +16,9 @@ share of issue slots the loops alone take at the DRAM floor: a kernel whose warp
 default): the prefill yardstick.
 
 It counts the two GEMMs (and a ``-tN`` tactic's tail launches), not the split-K finalize or the top-k sum, and it is a
-plan, not a timing: ``profile`` on the GPU says what the launches did.  The routing is drawn on ``--device`` (default
+plan, not a timing.  A ``-tNf`` launch runs two kinds of program (:mod:`..backends.triton._kernels_over`): blocks with
+a tail (``BLOCK_M + N`` rows, two dots a K step) and plain ones; each kind is a row (``gemm1 long`` / ``gemm1 plain``,
+its own K loop from :mod:`.sass_over`) whose waves are the whole launch's, and whose floors add up: ``profile`` on the GPU says what the launches did.  The routing is drawn on ``--device`` (default
 cpu): a GPU run's inputs come from the GPU's generator, other numbers from the same seed, so at a few tokens the
 experts hit differ from a CPU draw (:func:`..problem.inputs.case_routing`); from a few hundred pairs the counts are
 alike.
@@ -28,10 +30,10 @@ import argparse
 import dataclasses
 import sys
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
-from ..backends.triton.configs import k_split, parse_config, split_k_fits
-from ..backends.triton.grouping import group_pairs_by_expert, tail_groupings
+from ..backends.triton.configs import KernelConfig, k_split, parse_config, split_k_fits
+from ..backends.triton.grouping import fused_tail_grouping, group_pairs_by_expert, tail_groupings
 from ..problem.case import MoECase
 from ..problem.inputs import case_routing, local_expert_ids
 
@@ -56,10 +58,12 @@ class LaunchWaves:
     num_warps: int = 0
     weight_bytes: int = 0  # weight + scale bytes of the experts this launch reads (each once)
     step_flops: int = 0  # products x 2 of one program's K step: BLOCK_M x its weight rows x BLOCK_K x 2
+    launch_programs: int = 0  # -tNf: the programs of the whole launch this kind of program is a part of (0: programs)
 
     @property
     def waves(self) -> float:
-        return self.programs / (self.per_sm * self.sms) if self.programs else 0.0
+        total = self.launch_programs or self.programs
+        return total / (self.per_sm * self.sms) if total else 0.0
 
     def issue_floor_us(self, clock_ghz: float = H200_CLOCK_GHZ) -> float:
         """The K loops' warp instructions over the SMs' issue rate (4 per SM per cycle)."""
@@ -90,9 +94,6 @@ def launch_waves(case: MoECase, tactic: str, sms: int = H200_SMS, device: str = 
     kc = parse_config(tactic)
     if kc.w4a8 or kc.mode == "ds":
         raise ValueError(f"tactic: the bf16 Triton kernels' tactics only (not -f8 / -p8 / -ds), got {kc.label}")
-    if kc.tail_fused:
-        raise ValueError(f"tactic: {kc.label} runs two kinds of program in one launch (blocks with and without a tail, "
-                         f"_kernels_over); the wave model has one per launch: use profiling.sass_over for its builds")
     if not isinstance(sms, int) or isinstance(sms, bool) or sms < 1:
         raise ValueError(f"sms: expected a positive int, got {sms!r}")
     h, i = case.hidden_size, case.intermediate_size
@@ -102,6 +103,8 @@ def launch_waves(case: MoECase, tactic: str, sms: int = H200_SMS, device: str = 
 
     ids = local_expert_ids(case_routing(case, device)[0].cpu(), case)
     n = case.local_num_experts
+    if kc.tail_fused:
+        return _fused_launch_waves(case, kc, ids, sms)
     if kc.tail_m:
         big, small = tail_groupings(ids, n, kc.block_m, kc.tail_m)
         rounds = [("", kc, big), (" tail", dataclasses.replace(kc, block_m=kc.tail_m, tail_m=0), small)]
@@ -117,6 +120,32 @@ def launch_waves(case: MoECase, tactic: str, sms: int = H200_SMS, device: str = 
                                    built.resident_programs, sms, k_split(k, rc.block_k, split) // rc.block_k,
                                    built.loop_instructions, rc.num_warps, experts * _expert_bytes(gemm, h, i),
                                    2 * rc.block_m * rows * rc.block_k))
+    return out
+
+
+def _fused_launch_waves(case: MoECase, kc: KernelConfig, ids: Any, sms: int) -> list[LaunchWaves]:
+    """A ``-tNf`` tactic's two launches, each as its two kinds of program: the blocks with a tail first (``long``:
+    ``BLOCK_M + N`` entries, the K loop with two dots), then the plain ones (:func:`.grouping.fused_tail_grouping`;
+    the builds' loops from :func:`.sass_over.summary`)."""
+    from .sass_over import summary
+
+    h, i = case.hidden_size, case.intermediate_size
+    grouping, n_over = fused_tail_grouping(ids, case.local_num_experts, kc.block_m, kc.tail_m)
+    experts = grouping.block_expert_ids
+    parts = (("long", kc.block_m + kc.tail_m, experts[:n_over]), ("plain", kc.block_m, experts[n_over:]))
+    out = []
+    for gemm, k, tiles, rows in (("gemm1", h, _cdiv(i, kc.block_n), 2 * kc.block_n),
+                                 ("gemm2", i, _cdiv(h, kc.gemm2_block_n), kc.gemm2_block_n)):
+        built = summary(kc.label, gemm, k)
+        by_dots = sorted(built["loops"], key=lambda lp: -lp["wgmma"])  # the two-dot loop first
+        if len(by_dots) != 2:
+            raise ValueError(f"tactic: {kc.label}'s {gemm} build has {len(by_dots)} K loops, expected 2 (one a kind)")
+        for (name, block_rows, blocks), loop in zip(parts, by_dots):
+            out.append(LaunchWaves(f"{gemm} {name}", block_rows, int(blocks.numel()) * tiles,
+                                   built["resident_programs"], sms, k_split(k, kc.block_k, 1) // kc.block_k,
+                                   loop["instructions"], kc.num_warps,
+                                   int(blocks.unique().numel()) * _expert_bytes(gemm, h, i),
+                                   2 * block_rows * rows * kc.block_k, launch_programs=grouping.num_blocks * tiles))
     return out
 
 
@@ -149,7 +178,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                 w.mma_floor_us(args.bf16_tflops))
             share = f"{issue / dram:.0%}" if dram else "-"
             top = max((issue, "issue"), (dram, "DRAM"), (mma, "MMA"))[1]
-            print(f"{t} {w.kernel}: {w.programs} programs of BLOCK_M {w.block_m}, {w.per_sm} per SM x {w.sms} SMs: "
+            of = f" (of {w.launch_programs} in the launch)" if w.launch_programs else ""
+            print(f"{t} {w.kernel}: {w.programs} programs{of} of BLOCK_M {w.block_m}, {w.per_sm} per SM x {w.sms} SMs: "
                   f"{w.waves:.2f} waves; floors: issue {issue:.1f} us ({w.k_steps} K steps x {w.loop_instructions} "
                   f"loop instructions x {w.num_warps} warps), DRAM {dram:.1f} us ({w.weight_bytes / 1e6:.1f} MB), "
                   f"MMA {mma:.1f} us (largest: {top}); the loops alone take {share} of the issue slots at the DRAM "
