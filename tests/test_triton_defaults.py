@@ -104,6 +104,29 @@ def test_up_to_512_pairs_per_expert_the_default_runs_tails_in_the_last_block(com
                     ("gpt-oss-20b", 2, 1024): 0.956, ("gpt-oss-20b", 2, 4096): 0.929}
 
 
+def test_under_triton_371_the_t32f_rule_takes_a_t32f_tile_within_5_percent_of_the_best(compiled_sm90, monkeypatch):
+    """vLLM 0.34 builds with Triton 3.7.1, which takes the 3.6 rules.  -s35b (H100) timed the prefill tiles under 3.7.1
+    and 3.6.0 in one call: at the five -t32f shapes a -t32f tile is ours' best under both releases, the rule's label
+    at most 1.044x the best under 3.7.1, and ours' best under 3.7.1 0.8-3.6 % slower than under 3.6.0."""
+    b = B.TritonMXFP4Backend()
+    built_by(monkeypatch, "3.7.1")
+    d = pd.read_parquet("data/runs/2026-12-07-nvidia-h100-s35b/results.parquet")
+    d = d[(d["backend"] == "triton") & (d["status"] == "ok") & (d["timing_pass"] != "screen")]
+    ratio, best, release = {}, {}, {}
+    for model, ep, tokens in sorted(T32F_SHAPES):
+        assert b.default_tactic(case(model, ep, tokens)).label == T32F
+        shape = d[(d["model"] == model) & (d["ep_size"] == ep) & (d["num_tokens"] == tokens)]
+        t = {v: g.set_index("tactic_label")["time_median_us"] for v, g in shape.groupby("triton_version")}
+        assert set(t) == {"3.6.0", "3.7.1"}
+        best[(model, ep, tokens)] = {v: "-t32f" in s.idxmin() for v, s in t.items()}
+        ratio[(model, ep, tokens)] = round(t["3.7.1"][T32F] / t["3.7.1"].min(), 3)
+        release[(model, ep, tokens)] = round(t["3.7.1"].min() / t["3.6.0"].min(), 3)
+    assert all(v == {"3.6.0": True, "3.7.1": True} for v in best.values()), best
+    assert ratio == {("gpt-oss-120b", 4, 4096): 1.017, ("gpt-oss-20b", 1, 1024): 1.016, ("gpt-oss-20b", 1, 4096): 1.044,
+                     ("gpt-oss-20b", 2, 1024): 1.01, ("gpt-oss-20b", 2, 4096): 1.044}
+    assert min(release.values()) >= 1.008 and max(release.values()) <= 1.036, release
+
+
 def test_off_sm90_in_the_interpreter_and_without_a_layout_the_old_heuristic_holds(compiled_sm90, monkeypatch):
     c = case("gpt-oss-20b", 1, 64)
     assert measured_default(c, [], (9, 0)) == default_config(c)  # nothing of the rule offered

@@ -16,12 +16,12 @@ share of issue slots the loops alone take at the DRAM floor: a kernel whose warp
 default): the prefill yardstick.
 
 It counts the two GEMMs (and a ``-tN`` tactic's tail launches), not the split-K finalize or the top-k sum, and it is a
-plan, not a timing.  A ``-tNf`` launch runs two kinds of program (:mod:`..backends.triton._kernels_over`): blocks with
-a tail (``BLOCK_M + N`` rows, two dots a K step) and plain ones; each kind is a row (``gemm1 long`` / ``gemm1 plain``,
-its own K loop from :mod:`.sass_over`) whose waves are the whole launch's, and whose floors add up: ``profile`` on the GPU says what the launches did.  The routing is drawn on ``--device`` (default
-cpu): a GPU run's inputs come from the GPU's generator, other numbers from the same seed, so at a few tokens the
-experts hit differ from a CPU draw (:func:`..problem.inputs.case_routing`); from a few hundred pairs the counts are
-alike.
+plan, not a timing: ``profile`` on the GPU says what the launches did.  A ``-tNf`` launch runs two kinds of program
+(:mod:`..backends.triton._kernels_over`): blocks with a tail (``BLOCK_M + N`` rows, two dots a K step) and plain ones;
+each kind is a row (``gemm1 long`` / ``gemm1 plain``, its own K loop from :mod:`.sass_over`) whose waves are the whole
+launch's, and whose floors add up.  The routing is drawn on ``--device`` (default cpu): a GPU run's inputs come from
+the GPU's generator, other numbers from the same seed, so at a few tokens the experts hit differ from a CPU draw
+(:func:`..problem.inputs.case_routing`); from a few hundred pairs the counts are alike.
 """
 
 from __future__ import annotations
