@@ -87,6 +87,14 @@ def _expert_bytes(gemm: str, h: int, i: int) -> int:
     return rows * (k // 2 + k // 32)
 
 
+def _gemms(case: MoECase, kc: KernelConfig) -> tuple[tuple[str, int, int, int, int], ...]:
+    """Per GEMM of ``kc`` on ``case``: its name, reduction length, output tiles, split of K and the weight rows of one
+    program (gemm1: lin and gate, ``2 BLOCK_N``)."""
+    h, i = case.hidden_size, case.intermediate_size
+    return (("gemm1", h, _cdiv(i, kc.block_n), kc.split_k, 2 * kc.block_n),
+            ("gemm2", i, _cdiv(h, kc.gemm2_block_n), kc.gemm2_split, kc.gemm2_block_n))
+
+
 def launch_waves(case: MoECase, tactic: str, sms: int = H200_SMS, device: str = "cpu") -> list[LaunchWaves]:
     """gemm1 and gemm2 (then their tail launches, for ``-tN``) of ``tactic`` on ``case``, its routing drawn on
     ``device``; ValueError before any build on a tactic of another backend, a split that leaves a split of K empty,
@@ -111,8 +119,7 @@ def launch_waves(case: MoECase, tactic: str, sms: int = H200_SMS, device: str = 
     else:
         rounds = [("", kc, group_pairs_by_expert(ids, n, kc.block_m))]
     out = []
-    for gemm, k, tiles, split, rows in (("gemm1", h, _cdiv(i, kc.block_n), kc.split_k, 2 * kc.block_n),
-                                        ("gemm2", i, _cdiv(h, kc.gemm2_block_n), kc.gemm2_split, kc.gemm2_block_n)):
+    for gemm, k, tiles, split, rows in _gemms(case, kc):
         for suffix, rc, grouping in rounds:
             built = count(rc.label, gemm, k)  # the sm_90a build: residency and its K loop
             experts = int(grouping.block_expert_ids.unique().numel())
@@ -134,15 +141,14 @@ def _fused_launch_waves(case: MoECase, kc: KernelConfig, ids: Any, sms: int) -> 
     experts = grouping.block_expert_ids
     parts = (("long", kc.block_m + kc.tail_m, experts[:n_over]), ("plain", kc.block_m, experts[n_over:]))
     out = []
-    for gemm, k, tiles, rows in (("gemm1", h, _cdiv(i, kc.block_n), 2 * kc.block_n),
-                                 ("gemm2", i, _cdiv(h, kc.gemm2_block_n), kc.gemm2_block_n)):
+    for gemm, k, tiles, split, rows in _gemms(case, kc):  # split: 1 (a -tN tactic has no split-K)
         built = summary(kc.label, gemm, k)
         by_dots = sorted(built["loops"], key=lambda lp: -lp["wgmma"])  # the two-dot loop first
         if len(by_dots) != 2:
             raise ValueError(f"tactic: {kc.label}'s {gemm} build has {len(by_dots)} K loops, expected 2 (one a kind)")
         for (name, block_rows, blocks), loop in zip(parts, by_dots):
             out.append(LaunchWaves(f"{gemm} {name}", block_rows, int(blocks.numel()) * tiles,
-                                   built["resident_programs"], sms, k_split(k, kc.block_k, 1) // kc.block_k,
+                                   built["resident_programs"], sms, k_split(k, kc.block_k, split) // kc.block_k,
                                    loop["instructions"], kc.num_warps,
                                    int(blocks.unique().numel()) * _expert_bytes(gemm, h, i),
                                    2 * block_rows * rows * kc.block_k, launch_programs=grouping.num_blocks * tiles))
