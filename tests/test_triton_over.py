@@ -134,7 +134,12 @@ def test_the_tactics_match_the_reference_and_the_same_tile_without_tails(interp_
 def test_the_offered_tile_builds_for_sm90a_with_two_k_loops(gemm: str):
     """sm_90a, K = 3072, the installed Triton: 128 registers, one program of 16 warps an SM, two K loops (8 wgmma a
     step with the tail's dot, 4 without); spills: none in the one-dot loop, at most 2 in the other (Triton 3.6.0:
-    gemm2 2; 3.7.1: 2 each; 3.9.0: none)."""
+    gemm2 2; 3.7.1: 2 each; 3.9.0: none).  The wgmma waits: before Triton 3.9 some groups stay in flight (3.6.0: at
+    most 7 and 3; 3.7.1: 3 and 1); from 3.9 both loops wait for every wgmma (0), where the one-loop -gu kernel keeps 1
+    in flight: what makes both -tNf kernels 1.20-1.26x slower under 3.9.0 than under 3.6.0 on the H100 (-s36a)."""
+    import triton
+
+    from fp4moe_diag.backends.triton.configs_regcap import triton_release
     from fp4moe_diag.profiling.sass_over import summary
 
     s = summary("m128n128k64w16s3-ps-gu-g2n256-t32f-pdl", gemm)
@@ -142,6 +147,11 @@ def test_the_offered_tile_builds_for_sm90a_with_two_k_loops(gemm: str):
     assert [lp["wgmma"] for lp in s["loops"]] == [8, 4]
     assert s["loops"][0]["spills"] <= 2 and s["loops"][1]["spills"] == 0
     assert s["loops"][0]["instructions"] > s["loops"][1]["instructions"]
+    waits = [lp["waits"] for lp in s["loops"]]
+    if triton_release(triton.__version__) >= (3, 9):
+        assert waits == [[0], [0]]
+    else:
+        assert all(w and min(w) >= 1 for w in waits), waits
 
 
 def test_the_tools_refuse_or_route_a_tnf_label_before_any_build():

@@ -9,7 +9,7 @@ import json
 from typing import Any, Optional, Sequence
 
 from ..backends.triton.configs import KernelConfig, even_k, parse_config, ps_n_fastest, ps_scale_words
-from .sass import _on_cubin, bundled_tool, opcode, resident_programs, resource_usage
+from .sass import _on_cubin, bundled_tool, mma_sync, opcode, resident_programs, resource_usage
 from .sass_text import kernel_source, loop_bodies
 
 _PTRS = {"gemm1": ({"x_ptr": "*bf16", "w_ptr": "*u8", "ws_ptr": "*u8", "b_ptr": "*fp32", "alpha_ptr": "*fp32",
@@ -48,12 +48,17 @@ def compile_over(tactic: str, gemm: str, k: int = 3072, arch: int = 90) -> Any:
 
 
 def loops(compiled: Any) -> list[dict]:
-    """Each backward-branch loop with a wgmma (the K loops), in address order: its instructions, wgmmas and local
-    loads / stores (spills)."""
-    bodies = [[opcode(t) for t in body]
-              for body in loop_bodies(_on_cubin(bundled_tool("nvdisasm"), ["-c"], compiled.asm["cubin"]))]
-    return [dict(instructions=len(ops), wgmma=ops.count("HGMMA"), spills=ops.count("LDL") + ops.count("STL"))
-            for ops in bodies if "HGMMA" in ops]
+    """Each backward-branch loop with a wgmma (the K loops), in address order: its instructions, wgmmas, local
+    loads / stores (spills), and wgmma commit groups per iteration with the distinct depths of their waits
+    (:func:`.sass.mma_sync`: 0 waits for every wgmma issued)."""
+    out = []
+    for body in loop_bodies(_on_cubin(bundled_tool("nvdisasm"), ["-c"], compiled.asm["cubin"])):
+        ops = [opcode(t) for t in body]
+        if "HGMMA" in ops:
+            groups, waits = mma_sync(body)
+            out.append(dict(instructions=len(ops), wgmma=ops.count("HGMMA"), spills=ops.count("LDL") + ops.count("STL"),
+                            groups=groups, waits=waits))
+    return out
 
 
 def summary(tactic: str, gemm: str, k: int = 3072) -> dict:
