@@ -136,7 +136,7 @@ def test_the_offered_tile_builds_for_sm90a_with_two_k_loops(gemm: str):
     step with the tail's dot, 4 without); spills: none in the one-dot loop, at most 2 in the other (Triton 3.6.0:
     gemm2 2; 3.7.1: 2 each; 3.9.0: none).  The wgmma waits: before Triton 3.9 some groups stay in flight (3.6.0: at
     most 7 and 3; 3.7.1: 3 and 1); from 3.9 both loops wait for every wgmma (0), where the one-loop -gu kernel keeps 1
-    in flight: what makes both -tNf kernels 1.20-1.26x slower under 3.9.0 than under 3.6.0 on the H100 (-s36a)."""
+    in flight: what makes both -tNf kernels 1.20-1.27x slower under 3.9.0 than under 3.6.0 on the H100 (-s36a)."""
     import triton
 
     from fp4moe_diag.backends.triton.configs_regcap import triton_release
