@@ -135,12 +135,12 @@ def test_under_triton_39_the_t32f_tiles_lose_their_lead_so_its_rules_leave_them_
     built_by(monkeypatch, "3.9.0")
     d = pd.read_parquet("data/runs/2026-12-07-nvidia-h100-s36a/results.parquet")
     d = d[(d["backend"] == "triton") & (d["status"] == "ok")]
+    gu = "m128n128k64w16s3-ps-gu-g2n256-t64"
     slower, plain, best39 = {}, {}, {}
     for (model, ep, tokens), g in d.groupby(["model", "ep_size", "num_tokens"]):
         key = (model, int(ep), int(tokens))
         t = g.pivot_table(index="tactic_label", columns="triton_version", values="time_median_us")
         slower[key] = round(t.loc[T32F, "3.9.0"] / t.loc[T32F, "3.6.0"], 3)
-        gu = "m128n128k64w16s3-ps-gu-g2n256-t64"
         plain[key] = round(t.loc[gu, "3.9.0"] / t.loc[gu, "3.6.0"], 3)
         best39[key] = "-t32f" in g[g["is_best"].astype(bool) & (g["triton_version"] == "3.9.0")]["tactic_label"].iloc[0]
         assert "-t32f" not in b.default_tactic(case(*key)).label

@@ -141,7 +141,7 @@ def _fused_launch_waves(case: MoECase, kc: KernelConfig, ids: Any, sms: int) -> 
     experts = grouping.block_expert_ids
     parts = (("long", kc.block_m + kc.tail_m, experts[:n_over]), ("plain", kc.block_m, experts[n_over:]))
     out = []
-    for gemm, k, tiles, split, rows in _gemms(case, kc):  # split: 1 (a -tN tactic has no split-K)
+    for gemm, k, tiles, split, rows in _gemms(case, kc):  # split: 1 (parse_config refuses split-K for -tNf)
         built = summary(kc.label, gemm, k)
         by_dots = sorted(built["loops"], key=lambda lp: -lp["wgmma"])  # the two-dot loop first
         if len(by_dots) != 2:
