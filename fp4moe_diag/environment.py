@@ -42,6 +42,34 @@ def flashinfer_build_name(module_path: str) -> str:
     return name
 
 
+def triton_ptxas(arch: int) -> tuple[str, bool]:
+    """(version, overridden) of the ptxas that the installed Triton calls for ``sm_<arch>`` (e.g. ``("13.4", False)``):
+    Triton 3.9 calls the CUDA 13.4 ptxas it ships as ``ptxas-blackwell`` from sm_90 on, 3.6-3.8 the 12.9 ``ptxas``
+    below sm_100.  ``overridden``: ``TRITON_PTXAS_PATH`` / ``TRITON_PTXAS_BLACKWELL_PATH`` points Triton at a ptxas
+    other than the one its wheel ships for that target.  ``("", False)`` without Triton's NVIDIA backend.  The ptxas
+    decides the machine code: the same PTX pipelines the ``-tNf`` kernels' wgmmas under ptxas 12.9-13.2 and
+    serialises them under 13.3-13.4 (docs/evidence-s37.md)."""
+    try:
+        import triton  # noqa: PLC0415
+        from triton.backends.nvidia import compiler  # noqa: PLC0415
+
+        tool = compiler.get_ptxas(int(arch))
+        bundled = os.path.realpath(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin"))
+        return str(tool.version), os.path.dirname(os.path.realpath(tool.path)) != bundled
+    except Exception:  # noqa: BLE001
+        return "", False
+
+
+def triton_build(version: str, arch: int) -> tuple[str, str]:
+    """(``triton_version``, ``triton_ptxas``) of a row measured on ``sm_<arch>`` (0: no GPU, no ptxas): the release,
+    with ``+ptxasX.Y`` where the ptxas it calls is not the one it ships (:func:`triton_ptxas`), so tables tell such a
+    build apart from the release as shipped (``triton@3.9.0+ptxas12.9``)."""
+    if not version or not arch:
+        return version, ""
+    ptxas, overridden = triton_ptxas(arch)
+    return (f"{version}+ptxas{ptxas}" if overridden and ptxas else version), ptxas
+
+
 def environment_info(device: Any = None) -> dict[str, str]:
     """GPU, driver and library versions for every row of a run."""
     dev = resolve_device(device, must_exist=False)
@@ -55,6 +83,7 @@ def environment_info(device: Any = None) -> dict[str, str]:
         "flashinfer_version": "",
         "flashinfer_build": "",
         "triton_version": "",
+        "triton_ptxas": "",
         "host": platform.node(),
     }
     if dev.type == "cuda" and torch.cuda.is_available():
@@ -71,7 +100,8 @@ def environment_info(device: Any = None) -> dict[str, str]:
     try:
         import triton  # noqa: PLC0415
 
-        info["triton_version"] = str(triton.__version__)
+        arch = int(info["compute_capability"].replace(".", "") or 0)
+        info["triton_version"], info["triton_ptxas"] = triton_build(str(triton.__version__), arch)
     except Exception:  # noqa: BLE001
         pass
     return info

@@ -28,7 +28,10 @@ SCHEMA: list[tuple[str, str, str]] = [
     ("flashinfer_build", "string", "FlashInfer's CUTLASS MoE module: the prebuilt file's name (FP4MOE_CUTLASS_MODULE, e.g. "
      "fused_moe_90_slim074_full: every tactic; fused_moe_90_slim074: the fast build), 'stock' (FlashInfer's own JIT "
      "build) or '' (no FlashInfer)"),
-    ("triton_version", "string", "triton.__version__ or ''"),
+    ("triton_version", "string", "triton.__version__ ('' without Triton); '+ptxasX.Y' after it where TRITON_PTXAS_PATH "
+     "or TRITON_PTXAS_BLACKWELL_PATH points Triton at a ptxas other than the one it ships"),
+    ("triton_ptxas", "string", "version of the ptxas Triton calls for this GPU (3.9: its CUDA 13.4 one from sm_90 on; "
+     "3.6, 3.7: 12.8 below sm_100); '' on CPU"),
     ("rank", "Int64", "torch.distributed rank that measured the row (sharded sweeps; '' otherwise)"),
     ("world_size", "Int64", "ranks of the sharded sweep (1 or empty: one process)"),
     ("model", "string", "model the shape comes from (data/vllm_shapes.csv)"),
@@ -169,7 +172,7 @@ ADDED_LATER = ("run_id", "flashinfer_build", "rank", "world_size", "time_capture
                    "median_us", "p10_us", "p90_us", "spread", "span_median_us", "count", "method", "breakdown")),
                "ceiling_read_GBps", "ceiling_datasheet_GBps", "input_source", "recorded_rel_l2", "matches_recorded",
                "kernel_precision", "rel_l2_bf16_ref", "time_sm_clock_mhz", "time_screen_median_us",
-               "ceiling_bf16_sm_clock_mhz", "ceiling_bf16_sustained_TFLOPs", "ceiling_bf16_sustained_sm_clock_mhz")
+               "ceiling_bf16_sm_clock_mhz", "ceiling_bf16_sustained_TFLOPs", "ceiling_bf16_sustained_sm_clock_mhz", "triton_ptxas")
 _BOOLS = {True: True, False: False, "True": True, "False": False, "true": True, "false": False, "1": True, "0": False}
 
 

@@ -1,14 +1,21 @@
 """Static SASS of the ``-tNf`` kernels (:mod:`fp4moe_diag.backends.triton._kernels_over`) without a GPU: registers,
 spills and each K loop's size, as :mod:`.sass` counts them for the other kernels.  A ``-tNf`` GEMM is one kernel with
-two K loops (a block with a tail: two dots per step; a plain block: one); :mod:`.sass` counts one loop per kernel."""
+two K loops (a block with a tail: two dots per step; a plain block: one); :mod:`.sass` counts one loop per kernel.
+
+``--ptxas PATH`` builds with that ptxas instead of the one the installed Triton calls for sm_90a (Triton's own
+``TRITON_PTXAS_PATH`` / ``TRITON_PTXAS_BLACKWELL_PATH``, set before the first build): the same PTX, another
+assembler.  Under Triton 3.9 (CUDA 13.4's ptxas) both K loops wait for every wgmma; with ptxas 12.8-13.2 they keep
+groups in flight (docs/evidence-s37.md)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any, Optional, Sequence
 
 from ..backends.triton.configs import KernelConfig, even_k, parse_config, ps_n_fastest, ps_scale_words
+from ..environment import triton_ptxas
 from .sass import _on_cubin, bundled_tool, mma_sync, opcode, resident_programs, resource_usage
 from .sass_text import kernel_source, loop_bodies
 
@@ -65,8 +72,17 @@ def summary(tactic: str, gemm: str, k: int = 3072) -> dict:
     """Registers, stack bytes, programs per SM and the K loops of ``tactic``'s ``gemm`` build (sm_90a)."""
     c = compile_over(tactic, gemm, k)
     use = resource_usage(c)
-    return dict(registers=use["reg"], stack_bytes=use["stack"], shared_bytes=int(c.metadata.shared),
-                resident_programs=resident_programs(c, parse_config(tactic).num_warps), loops=loops(c))
+    return dict(ptxas=triton_ptxas(90)[0], registers=use["reg"], stack_bytes=use["stack"],
+                shared_bytes=int(c.metadata.shared), resident_programs=resident_programs(c, parse_config(tactic).num_warps),
+                loops=loops(c))
+
+
+def use_ptxas(path: str) -> None:
+    """Make this process's Triton build with the ptxas at ``path`` (both of Triton's ptxas variables); a ValueError
+    when it is no executable file.  Call it before the first build: Triton caches the ptxas version it reads."""
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise ValueError(f"ptxas: expected an executable ptxas, got {path!r}")
+    os.environ["TRITON_PTXAS_PATH"] = os.environ["TRITON_PTXAS_BLACKWELL_PATH"] = os.path.abspath(path)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -74,8 +90,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--tactic", required=True, help="a -tNf label of our Triton backend")
     ap.add_argument("--gemm", choices=("gemm1", "gemm2"), default="gemm1")
     ap.add_argument("--k", type=int, default=3072, help="reduction length (H for gemm1, I for gemm2)")
+    ap.add_argument("--ptxas", help="build with this ptxas (default: the one the installed Triton calls for sm_90a)")
     a = ap.parse_args(argv)
     try:
+        if a.ptxas:
+            use_ptxas(a.ptxas)
         print(json.dumps(dict(tactic=a.tactic, gemm=a.gemm, k=a.k, **summary(a.tactic, a.gemm, a.k))))
     except ValueError as e:
         ap.exit(2, f"error: {e}\n")

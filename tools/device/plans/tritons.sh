@@ -18,6 +18,10 @@
 # The newer release's sweep also times the -rN register-capped twins (configs_regcap.py, offered from Triton 3.7 on:
 # -r168 and -r128 at decode, -r128 of the 64-row tile) beside their uncapped twins (twins RUN --variant=-r168;
 # session 24: -s24a, -s24b).
+# PTXAS=image adds a sweep under the kit's Triton with the ptxas the image's Triton calls for sm_90 (TRITON_PTXAS_PATH
+# and TRITON_PTXAS_BLACKWELL_PATH; PTXAS=/path: that one), between the two: its rows' triton_version reads
+# 3.9.0+ptxas12.8 (environment.triton_build). Triton 3.9 calls its CUDA 13.4 ptxas from sm_90 on, which serialises
+# the -tNf kernels' wgmmas; 3.6-3.8 call 12.8 there (session 37, docs/evidence-s37.md).
 set -u
 PART=${PART:-decode}
 case "$PART" in decode|prefill) ;; *) echo "PART: expected decode or prefill, got $PART" >&2; exit 2 ;; esac
@@ -30,6 +34,10 @@ NEW=$(PYTHONPATH=/tmp/tnew:$PYTHONPATH python3 -c "import triton; print(triton._
   || { echo "KIT: the kit's triton does not import here" >&2; plan_finish; exit 3; }
 OLD=$(python3 -c "import triton; print(triton.__version__)")
 say "image triton $OLD, kit triton $NEW"
+PTXAS=${PTXAS:-}
+[ "$PTXAS" = image ] && PTXAS=$(python3 -c "from triton.backends.nvidia.compiler import get_ptxas; print(get_ptxas(90).path)")
+[ -z "$PTXAS" ] || [ -x "$PTXAS" ] || { echo "PTXAS: expected 'image' or an executable ptxas, got $PTXAS" >&2; plan_finish; exit 2; }
+[ -z "$PTXAS" ] || say "ptxas for the second sweep: $PTXAS ($("$PTXAS" --version | tail -1))"
 A="$SWEEP_ARGS --screen-top 6"
 case "$PART" in
   decode)
@@ -52,6 +60,11 @@ sweep() {  # $1: the Triton folder first on PYTHONPATH ('' for the image's), $2:
     --out /tmp/r/tritons-$PART-$2 2>&1 | grep -v "^ *gpt-oss" | tail -3
   say "sweep under triton $2 done"
 }
-sweep /tmp/tnew "$NEW" $(( ($(left 570)) / 2 ))
+if [ -n "$PTXAS" ]; then
+  sweep /tmp/tnew "$NEW" $(( ($(left 570)) / 3 ))
+  TRITON_PTXAS_PATH=$PTXAS TRITON_PTXAS_BLACKWELL_PATH=$PTXAS sweep /tmp/tnew "$NEW-ptxas" $(( ($(left 570)) / 2 ))
+else
+  sweep /tmp/tnew "$NEW" $(( ($(left 570)) / 2 ))
+fi
 sweep "" "$OLD" $(left 575)
 plan_finish
