@@ -62,7 +62,8 @@ MEASURED_DEFAULTS: tuple[tuple[float, float, tuple[str, ...]], ...] = (
 #: capped at 128 registers (``-r128``, 2 programs an SM again: ``configs_regcap``).  Measured under 3.9.0 on the H200
 #: (``-s23d``, ``-s24b``) and the H100 (``-s22a``, ``-s24d``).  Session 34's ``-t32f`` rule is not among them: under
 #: 3.9.0 the ``-t32f`` tiles run 1.19-1.25x slower than under 3.6.0 (H100 ``-s36a``, both releases in one call; each
-#: ``-tNf`` kernel 1.20-1.27x, its two K loops waiting for every wgmma: ``profiling.sass_over``), the plain 16-warp
+#: ``-tNf`` kernel 1.20-1.27x, its two K loops waiting for every wgmma: ``profiling.sass_over``; the ptxas 13.4 that
+#: Triton 3.9 calls for sm_90 serialises them, 12.8-13.2 do not: ``docs/evidence-s37.md``), the plain 16-warp
 #: ``-gu`` tile 0-5 %, so 3.9's best at four of the five ``-t32f`` shapes is another tile and these rules stay within
 #: 1.054x of it at the six prefill shapes.
 MEASURED_DEFAULTS_TRITON39: tuple[tuple[float, float, tuple[str, ...]], ...] = MEASURED_DEFAULTS[:1] + (
