@@ -39,6 +39,7 @@ from ..backends.triton.configs import (ABLATIONS, KernelConfig, even_k, k_main, 
 from ..backends.triton.configs_gu import ps_gu_chunk_dots
 from ..backends.triton.configs_tail import launch_pdl
 from ..backends.triton.tiling import SM90_LIMITS, residency, residency_cap  # noqa: F401 (SM90_LIMITS: re-exported)
+from ..environment import triton_ptxas
 from .sass_text import kernel_source, loop_bodies
 
 _GEMMS = {
@@ -101,6 +102,8 @@ class LoopCount:
     resident_warps: int = 0  # resident_programs x num_warps; / 4 per warp scheduler
     mma_groups: int = 0  # wgmma commit groups per loop iteration (the HGMMA / QGMMA that closes one: ``gsb0``)
     mma_waits: list = field(default_factory=list)  # N of each distinct ``WARPGROUP.DEPBAR.LE gsb0, N`` in the loop
+    ptxas: str = ""  # the version of the ptxas that assembled it (environment.triton_ptxas)
+    advisories: list = field(default_factory=list)  # ptxas' performance advisories (:func:`ptxas_advisories`)
 
 
 def resident_programs(compiled, num_warps: int) -> int:
@@ -201,6 +204,23 @@ def _compile(kc: KernelConfig, gemm: str, k: int, arch: int):
     return triton.compile(src, target=GPUTarget("cuda", arch, 32), options={**options, **cap})
 
 
+def ptxas_advisories(compiled, arch: int) -> list[str]:
+    """The performance advisories ptxas gives on ``compiled``'s PTX (the ptxas Triton calls for ``sm_<arch>a``, run
+    again with ``-v``): e.g. ``C7512: wgmma.mma_async instructions are serialized due to insufficient register
+    resources ...``, which ptxas 13.3-13.4 gives on the ``-tNf`` kernels and 12.8-13.2 do not (docs/evidence-s37.md).
+    Triton keeps ptxas' log only when the build fails."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    with tempfile.TemporaryDirectory() as d:
+        src = os.path.join(d, "k.ptx")
+        with open(src, "w") as f:
+            f.write(compiled.asm["ptx"])
+        out = subprocess.run([get_ptxas(arch).path, "-v", f"--gpu-name=sm_{arch}a", src, "-o", src + ".cubin"],
+                             capture_output=True, text=True, check=True)
+    found = re.findall(r"\((C\d+)\) Potential Performance Loss: (.*)", out.stdout + out.stderr)
+    return sorted({f"{code}: {text.strip()}" for code, text in found})
+
+
 def bundled_tool(name: str) -> str:
     """The path of a CUDA tool Triton bundles (``ptxas``, ``nvdisasm``, ``cuobjdump``); a ValueError when absent."""
     import triton
@@ -270,7 +290,7 @@ def count(tactic: str, gemm: str = "gemm2", k: int = 3072, arch: int = 90) -> Lo
                      shared_bytes=int(cc.metadata.shared), opcodes=dict(ops.most_common()), registers=use["reg"],
                      stack_bytes=use["stack"], local_bytes=use["local"], loop_spills=ops.get("LDL", 0) + ops.get("STL", 0),
                      resident_programs=programs, resident_warps=programs * kc.num_warps, mma_groups=groups,
-                     mma_waits=waits)
+                     mma_waits=waits, ptxas=triton_ptxas(arch)[0], advisories=ptxas_advisories(cc, arch))
 
 
 #: the checkout that holds ``fp4moe_diag/`` (and ``.alt/``, where scripts/install_alt.sh puts other releases)

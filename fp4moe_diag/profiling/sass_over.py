@@ -16,7 +16,8 @@ from typing import Any, Optional, Sequence
 
 from ..backends.triton.configs import KernelConfig, even_k, parse_config, ps_n_fastest, ps_scale_words
 from ..environment import triton_ptxas
-from .sass import _on_cubin, bundled_tool, mma_sync, opcode, resident_programs, resource_usage
+from .sass import (_on_cubin, bundled_tool, mma_sync, opcode, ptxas_advisories, resident_programs,
+                   resource_usage)
 from .sass_text import kernel_source, loop_bodies
 
 _PTRS = {"gemm1": ({"x_ptr": "*bf16", "w_ptr": "*u8", "ws_ptr": "*u8", "b_ptr": "*fp32", "alpha_ptr": "*fp32",
@@ -74,7 +75,7 @@ def summary(tactic: str, gemm: str, k: int = 3072) -> dict:
     use = resource_usage(c)
     return dict(ptxas=triton_ptxas(90)[0], registers=use["reg"], stack_bytes=use["stack"],
                 shared_bytes=int(c.metadata.shared), resident_programs=resident_programs(c, parse_config(tactic).num_warps),
-                loops=loops(c))
+                loops=loops(c), advisories=ptxas_advisories(c, 90))
 
 
 def use_ptxas(path: str) -> None:
