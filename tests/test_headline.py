@@ -185,6 +185,19 @@ def test_triton_releases_in_one_frame_are_kernels_of_their_own_and_one_release_k
     assert set(one["backend"]) == {"triton", "triton_kernels"}
 
 
+def test_a_release_built_with_another_ptxas_is_a_column_of_its_own():
+    """Session 37: Triton 3.9.0 pointed at the image Triton's ptxas (rows read 3.9.0+ptxas12.8,
+    environment.triton_build) is a build of its own beside 3.9.0 as shipped and 3.6.0."""
+    rows = []
+    for release, ptxas, us in (("3.9.0", "13.4", 125.0), ("3.9.0+ptxas12.8", "12.8", 101.0), ("3.6.0", "12.8", 100.0)):
+        r = _row("triton", "tri0", 0, 1024, 1, "ok", us, is_best=True)
+        r.update(triton_version=release, triton_ptxas=ptxas, frac_bw_roofline=1.0 / us)
+        rows.append(r)
+    t = headline_table(to_frame(rows), backends=["triton@3.9.0", "triton@3.9.0+ptxas12.8", "triton@3.6.0"])
+    assert t.iloc[0]["triton@3.9.0:x_of_best"] == 1.25 and t.iloc[0]["triton@3.9.0+ptxas12.8:x_of_best"] == 1.01
+    assert t.iloc[0]["best_backend"] == "triton@3.6.0"
+
+
 def test_triton_releases_given_different_tactics_are_said_and_can_be_compared_on_the_common_ones(tmp_path):
     """Session 15: triton@3.6.0 also ran the 16-warp tiles (another sweep of the same run), 3.7.1 did not; its
     headline compared tactic sets as well as releases without saying so."""
