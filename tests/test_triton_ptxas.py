@@ -84,3 +84,18 @@ def test_sass_over_refuses_a_ptxas_that_is_no_executable(tmp_path):
         main(["--tactic", "m128n128k64w16s3-ps-gu-g2n256-t32f", "--ptxas", str(tmp_path / "plain")])
     assert e.value.code == 2
     assert "TRITON_PTXAS_PATH" not in os.environ or os.environ["TRITON_PTXAS_PATH"] != str(tmp_path / "plain")
+
+
+def test_the_reports_header_names_the_ptxas_a_run_recorded():
+    from fp4moe_diag.report.nb05 import report_header
+    from fp4moe_diag.results import to_frame
+    from frames import _row
+
+    rows = []
+    for run, version, ptxas in (("r-a", "3.9.0", "13.4"), ("r-b", "3.9.0+ptxas12.8", "12.8"), ("r-c", "3.6.0", "")):
+        r = _row("triton", "tri0", 0, 1024, 1, "ok", 100.0, is_best=True)
+        r.update(run_id=run, triton_version=version, triton_ptxas=ptxas)
+        rows.append(r)
+    head = report_header(to_frame(rows), "test")
+    assert "triton 3.9.0 (ptxas 13.4)," in head and "triton 3.9.0+ptxas12.8 (ptxas 12.8)," in head
+    assert "triton 3.6.0, commit" in head  # a run from before the column: no ptxas named

@@ -71,7 +71,7 @@ def summary_tables(df: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 def provenance_table(df: pd.DataFrame) -> pd.DataFrame:
     cols = ["run_id", "gpu_name", "compute_capability", "driver_version", "torch_version", "cuda_version",
-            "flashinfer_version", "triton_version", "git_commit", "time_method"]
+            "flashinfer_version", "triton_version", "triton_ptxas", "git_commit", "time_method"]
     d = df[[c for c in cols if c in df]].astype("string").fillna("")
     out = d.groupby("run_id", dropna=False).agg(lambda s: ", ".join(sorted(set(s) - {""})))
     out["rows"] = df.groupby("run_id", dropna=False).size()

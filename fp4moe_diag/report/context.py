@@ -94,7 +94,8 @@ def environment_table(ctx: Optional[ReportContext] = None) -> pd.DataFrame:
 
     env = environment_info(ctx.device if ctx else None)
     rows = {k: env.get(k, "") for k in ("gpu_name", "compute_capability", "driver_version", "torch_version",
-                                         "cuda_version", "flashinfer_version", "triton_version", "git_commit")}
+                                         "cuda_version", "flashinfer_version", "triton_version", "triton_ptxas",
+                                         "git_commit")}
     rows["device (this notebook)"] = ctx.device if ctx else ""
     rows["nsight-python"] = module_version("nsight") or "not installed"
     rows["ncu"] = shutil.which("ncu") or "not on PATH"

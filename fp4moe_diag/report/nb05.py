@@ -18,6 +18,12 @@ from .display import fmt, show_figure, show_markdown, try_figure  # noqa: F401 (
 from .context import slug
 
 
+def _ptxas(r: pd.Series) -> str:
+    """`` (ptxas 13.4)`` where the run records the ptxas Triton called, else ''."""
+    v = r.get("triton_ptxas", "")
+    return f" (ptxas {v})" if isinstance(v, str) and v else ""
+
+
 def report_header(df: pd.DataFrame, note: str) -> str:
     """Markdown: where the data comes from and what it was measured on."""
     prov = provenance_table(df)
@@ -26,7 +32,7 @@ def report_header(df: pd.DataFrame, note: str) -> str:
         lines.append(f"- `{r['run_id']}`: {r.get('gpu_name', '')} (CC {r.get('compute_capability', '') or 'n/a'}), "
                      f"driver {r.get('driver_version', '') or 'n/a'}, torch {r.get('torch_version', '')}, "
                      f"CUDA {r.get('cuda_version', '') or 'n/a'}, flashinfer {r.get('flashinfer_version', '') or 'n/a'}, "
-                     f"triton {r.get('triton_version', '') or 'n/a'}, commit {r.get('git_commit', '') or 'n/a'}, "
+                     f"triton {r.get('triton_version', '') or 'n/a'}{_ptxas(r)}, commit {r.get('git_commit', '') or 'n/a'}, "
                      f"timing {r.get('time_method', '')}, {r['rows']} rows")
     return "\n".join(lines)
 
