@@ -36,9 +36,15 @@ def test_every_rule_names_tactics_the_backend_offers(compiled_sm90):
         assert set(labels) <= offered, set(labels) - offered
 
 
-def built_by(monkeypatch, version: str) -> None:
-    """The backend as if the installed Triton were ``version`` (the release-keyed rules of defaults.py)."""
+#: the ptxas each release calls for sm_90 (its wheel's)
+RELEASE_PTXAS = {"3.6.0": "12.8", "3.7.1": "12.8", "3.9.0": "13.4"}
+
+
+def built_by(monkeypatch, version: str, ptxas: str = "") -> None:
+    """The backend as if the installed Triton were ``version`` calling ``ptxas`` for sm_90 (default: the one that
+    release ships; the rules of defaults.py are keyed by both)."""
     monkeypatch.setattr(B.TritonMXFP4Backend, "versions", lambda self: {"triton": version})
+    monkeypatch.setattr(B, "triton_ptxas", lambda arch: (ptxas or RELEASE_PTXAS.get(version, ""), bool(ptxas)))
 
 
 def test_on_sm90_the_default_is_within_6_percent_of_the_measured_best_but_at_20b_ep2_t256(compiled_sm90, monkeypatch):
@@ -149,6 +155,30 @@ def test_under_triton_39_the_t32f_tiles_lose_their_lead_so_its_rules_leave_them_
                       ("gpt-oss-20b", 2, 4096): 1.243}
     assert max(plain.values()) <= 1.05 and min(plain.values()) >= 0.99, plain
     assert [k for k, v in best39.items() if v] == [("gpt-oss-20b", 2, 1024)]
+
+
+def test_a_ptxas_that_serialises_the_tnf_wgmmas_takes_the_t32f_rule_out(compiled_sm90, monkeypatch):
+    """Triton 3.6.0 pointed at a ptxas from 13.3 on (TRITON_PTXAS_PATH, as images that pin the system CUDA's do):
+    its -tNf builds wait for every wgmma (profiling.sass_over; C7512), the build that ran 1.20-1.27x slower in
+    -s36a, so the -t32f shapes get the rules after it; with 13.2 the rule holds.  Under 3.9 nothing changes: its rules
+    have no -t32f rule."""
+    b = B.TritonMXFP4Backend()
+    for ptxas, want in (("13.2", T32F), ("13.3", None), ("13.4", None)):
+        built_by(monkeypatch, "3.6.0", ptxas)
+        got = {k: b.default_tactic(case(*k)).label for k in sorted(T32F_SHAPES)}
+        if want:
+            assert set(got.values()) == {want}, (ptxas, got)
+        else:
+            assert got == {("gpt-oss-120b", 4, 4096): "m128n128k64w16s3-ps-gu-g2n256-t64-pdltt",
+                           ("gpt-oss-20b", 1, 1024): "m128n128k64w8s3-ps-g2n256-t64-pdl",
+                           ("gpt-oss-20b", 1, 4096): "m128n128k64w16s3-ps-gu-g2n256-t64-pdltt",
+                           ("gpt-oss-20b", 2, 1024): "m128n128k64w8s3-ps-g2n256-t64-pdl",
+                           ("gpt-oss-20b", 2, 4096): "m128n128k64w16s3-ps-gu-g2n256-t64-pdltt"}, (ptxas, got)
+    shipped = {}
+    for ptxas in ("", "12.9"):
+        built_by(monkeypatch, "3.9.0", ptxas)
+        shipped[ptxas] = {k: b.default_tactic(case(*k)).label for k in sorted(T32F_SHAPES)}
+    assert shipped[""] == shipped["12.9"] and not any("-t32f" in v for v in shipped[""].values())
 
 
 def test_off_sm90_in_the_interpreter_and_without_a_layout_the_old_heuristic_holds(compiled_sm90, monkeypatch):

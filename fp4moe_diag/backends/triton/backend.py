@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from ...problem.case import ActivationFormat, GatedActivation, MoECase, WeightFormat
+from ...environment import triton_ptxas
 from ...problem.inputs import MoEInputs
 from ..base import Backend, Support, Tactic, device_capability, launch_sequence
 from . import ps_layout
@@ -185,7 +186,9 @@ class TritonMXFP4Backend(Backend):
             configs += DOT_SCALED_CONFIGS
             if decode:
                 configs += tuple(c for c in DECODE_CONFIGS if _split_fits(case, c))
-        default = measured_default(case, configs, device_capability("cuda") if compiled else None, release)
+        cc = device_capability("cuda") if compiled else None
+        ptxas = triton_ptxas(cc[0] * 10 + cc[1])[0] if cc else None  # -tNf: serialised from ptxas 13.3 (defaults)
+        default = measured_default(case, configs, cc, release, ptxas)
         return [Tactic(id=kc, label=kc.label, is_default=kc == default, params=kc.params()) for kc in configs]
 
     def tactic_by_label(self, case: MoECase, label: str, prepared: Any = None) -> Tactic:

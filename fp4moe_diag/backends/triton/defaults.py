@@ -18,8 +18,15 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from .configs import KernelConfig
+from .configs import KernelConfig, parse_config
 from .configs_regcap import triton_release
+
+#: ptxas from 13.3 on (13.3 and 13.4 built here) serialises the ``-tNf`` kernels' wgmmas (``C7512 ... serialized due to
+#: insufficient register resources``; 12.8-13.2 keep groups in flight: ``docs/evidence-s37.md``), which made them
+#: 1.20-1.27x slower (Triton 3.9.0 with its 13.4, ``-s36a``): where the ptxas Triton calls is one of them, no rule takes
+#: a ``-tNf`` tile.  Triton 3.6 / 3.7 call 12.8 for sm_90 unless ``TRITON_PTXAS_PATH`` points elsewhere, as images
+#: that pin the system CUDA's ptxas do.
+SERIALISING_PTXAS = (13, 3)
 
 #: (max pairs, max avg pairs per expert, tactic labels in order of preference); the first rule that holds applies
 MEASURED_DEFAULTS: tuple[tuple[float, float, tuple[str, ...]], ...] = (
@@ -79,17 +86,20 @@ MEASURED_DEFAULTS_TRITON39: tuple[tuple[float, float, tuple[str, ...]], ...] = M
 
 
 def measured_default(case: Any, offered: Sequence[KernelConfig], capability: Optional[tuple[int, int]],
-                     triton_version: Optional[str] = None) -> KernelConfig:
+                     triton_version: Optional[str] = None, ptxas: Optional[str] = None) -> KernelConfig:
     """The default tactic of ``case`` (a MoECase) among ``offered`` (what :meth:`TritonBackend.tactics` offers there)
-    on a GPU of compute ``capability`` (None: no GPU), built by ``triton_version``: on SM90 the first label of the
-    first rule that holds and is offered (:data:`MEASURED_DEFAULTS`; from Triton 3.9 on
-    :data:`MEASURED_DEFAULTS_TRITON39`), else :func:`default_config`."""
+    on a GPU of compute ``capability`` (None: no GPU), built by ``triton_version`` with ``ptxas`` (the version of the
+    one Triton calls there; None: not known): on SM90 the first label of the first rule that holds and is offered
+    (:data:`MEASURED_DEFAULTS`; from Triton 3.9 on :data:`MEASURED_DEFAULTS_TRITON39`; without the ``-tNf`` rule
+    where the ptxas is :data:`SERIALISING_PTXAS` or later), else :func:`default_config`."""
     if capability is None or capability[0] != 9:
         return default_config(case)
     pairs = case.num_tokens * case.top_k
     avg = pairs / case.num_experts
     by_label = {kc.label: kc for kc in offered}
     rules = MEASURED_DEFAULTS_TRITON39 if triton_release(triton_version) >= (3, 9) else MEASURED_DEFAULTS
+    if ptxas and triton_release(ptxas) >= SERIALISING_PTXAS:
+        rules = tuple(r for r in rules if not any(parse_config(label).tail_fused for label in r[2]))
     for max_pairs, max_avg, labels in rules:
         if pairs <= max_pairs and avg <= max_avg:
             for label in labels:
