@@ -179,6 +179,20 @@ def test_an_older_ptxas_under_the_installed_triton_keeps_wgmma_groups_in_flight(
     assert all(w and min(w) >= 1 for w in waits) and not s["advisories"], (s["ptxas"], waits, s["advisories"])
 
 
+@needs_sass_tools()
+@pytest.mark.parametrize("gemm", ["gemm1", "gemm2"])
+def test_the_64_token_tile_keeps_groups_in_flight_under_every_ptxas(gemm: str):
+    """Session 37's m64 twin of the offered -t32f tile: half the accumulator, so every ptxas (13.4 too) keeps wgmma
+    groups in flight without an advisory or a spill in its loops, one program of 16 warps an SM (3.9.0: 128 registers,
+    3.6.0: 110 in gemm1)."""
+    from fp4moe_diag.profiling.sass_over import summary
+
+    s = summary("m64n128k64w16s3-ps-gu-g2n256-t32f-pdl", gemm)
+    assert s["registers"] <= 128 and (s["resident_programs"], s["advisories"]) == (1, []), s
+    assert [lp["wgmma"] for lp in s["loops"]] == [8, 4] and [lp["spills"] for lp in s["loops"]] == [0, 0]
+    assert all(lp["waits"] and min(lp["waits"]) >= 1 for lp in s["loops"]), (s["ptxas"], s["loops"])
+
+
 def test_the_tools_refuse_or_route_a_tnf_label_before_any_build():
     """profiling.sass counts one K loop per kernel: it refuses a -tNf label; profiling.sass_over takes it and refuses
     any other (CLI: one line, exit 2)."""
