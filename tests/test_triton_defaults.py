@@ -161,7 +161,7 @@ def test_a_ptxas_that_serialises_the_tnf_wgmmas_takes_the_t32f_rule_out(compiled
     """Triton 3.6.0 pointed at a ptxas from 13.3 on (TRITON_PTXAS_PATH, as images that pin the system CUDA's do):
     its -tNf builds wait for every wgmma (profiling.sass_over; C7512), the build that ran 1.20-1.27x slower in
     -s36a, so the -t32f shapes get the rules after it; with 13.2 the rule holds.  Under 3.9 nothing changes: its rules
-    have no -t32f rule."""
+    have no -t32f rule, and with an older ptxas it takes -t32f there (-s37a, the next test)."""
     b = B.TritonMXFP4Backend()
     for ptxas, want in (("13.2", T32F), ("13.3", None), ("13.4", None)):
         built_by(monkeypatch, "3.6.0", ptxas)
@@ -174,11 +174,57 @@ def test_a_ptxas_that_serialises_the_tnf_wgmmas_takes_the_t32f_rule_out(compiled
                            ("gpt-oss-20b", 1, 4096): "m128n128k64w16s3-ps-gu-g2n256-t64-pdltt",
                            ("gpt-oss-20b", 2, 1024): "m128n128k64w8s3-ps-g2n256-t64-pdl",
                            ("gpt-oss-20b", 2, 4096): "m128n128k64w16s3-ps-gu-g2n256-t64-pdltt"}, (ptxas, got)
-    shipped = {}
-    for ptxas in ("", "12.9"):
+    built = {}
+    for ptxas in ("", "13.3", "12.9"):
         built_by(monkeypatch, "3.9.0", ptxas)
-        shipped[ptxas] = {k: b.default_tactic(case(*k)).label for k in sorted(T32F_SHAPES)}
-    assert shipped[""] == shipped["12.9"] and not any("-t32f" in v for v in shipped[""].values())
+        built[ptxas] = {k: b.default_tactic(case(*k)).label for k in sorted(T32F_SHAPES)}
+    assert built[""] == built["13.3"] and not any("-t32f" in v for v in built[""].values())
+    assert set(built["12.9"].values()) == {T32F}
+
+
+def test_under_triton_39_with_an_older_ptxas_the_t32f_rule_is_back(compiled_sm90, monkeypatch):
+    """-s37a (H200, one call): Triton 3.9.0 as shipped (ptxas 13.4), 3.9.0 with the image Triton's ptxas 12.8, 3.6.0.
+    With 12.8 a -t32f tile is 3.9.0's best at the five -t32f shapes and the default is within 1.2 % of the best at
+    the six prefill shapes; the rules without -t32f would take 1.07-1.21x there.  As shipped the 3.9 rules stay within
+    1.052x.  The -t32f-pdl tile itself: 1.21-1.28x of 3.6.0's under 13.4, 1.01-1.06x under 12.8."""
+    d = pd.read_parquet("data/runs/2026-12-07-nvidia-h200-s37a/results.parquet")
+    d = d[(d["backend"] == "triton") & (d["status"] == "ok")]
+    b = B.TritonMXFP4Backend()
+    got, t32f = {}, {}
+    for release, ptxas in (("3.9.0+ptxas12.8", "12.8"), ("3.9.0", "")):
+        built_by(monkeypatch, "3.9.0", ptxas)
+        for (model, ep, tokens), g in d[d["triton_version"] == release].groupby(["model", "ep_size", "num_tokens"]):
+            full = g[g["timing_pass"] != "screen"].set_index("tactic_label")["time_median_us"]
+            label = b.default_tactic(case(model, int(ep), int(tokens))).label
+            got[(release, model, int(tokens) * 10 + int(ep))] = round(full[label] / full.min(), 3)
+            if release != "3.9.0":
+                t32f[(model, int(ep), int(tokens))] = "-t32f" in full.idxmin()
+    assert got == {("3.9.0+ptxas12.8", "gpt-oss-120b", 10244): 1.003, ("3.9.0+ptxas12.8", "gpt-oss-120b", 40964): 1.008,
+                   ("3.9.0+ptxas12.8", "gpt-oss-20b", 10241): 1.008, ("3.9.0+ptxas12.8", "gpt-oss-20b", 40961): 1.011,
+                   ("3.9.0+ptxas12.8", "gpt-oss-20b", 10242): 1.011, ("3.9.0+ptxas12.8", "gpt-oss-20b", 40962): 1.011,
+                   ("3.9.0", "gpt-oss-120b", 10244): 1.0, ("3.9.0", "gpt-oss-120b", 40964): 1.0,
+                   ("3.9.0", "gpt-oss-20b", 10241): 1.052, ("3.9.0", "gpt-oss-20b", 40961): 1.0,
+                   ("3.9.0", "gpt-oss-20b", 10242): 1.045, ("3.9.0", "gpt-oss-20b", 40962): 1.027}
+    assert {k for k, v in t32f.items() if v} == T32F_SHAPES
+    r = d[d["tactic_label"] == T32F].pivot_table(index=["model", "ep_size", "num_tokens"], columns="triton_version",
+                                                 values="time_median_us", aggfunc="median")
+    shipped, older = r["3.9.0"] / r["3.6.0"], r["3.9.0+ptxas12.8"] / r["3.6.0"]
+    assert 1.21 <= shipped.min() and shipped.max() <= 1.28 and 1.01 <= older.min() and older.max() <= 1.065
+
+
+def test_the_64_token_t32f_tile_runs_by_label_only_measured_slower_everywhere(compiled_sm90):
+    """-s37a: session 37's m64 -t32f tile (its wgmmas no ptxas serialises) is no build's best at any of the six
+    shapes (1.08-1.52x of each build's best); so it is not offered, and runs by label."""
+    d = pd.read_parquet("data/runs/2026-12-07-nvidia-h200-s37a/results.parquet")
+    d = d[(d["backend"] == "triton") & (d["status"] == "ok")]
+    m64 = "m64n128k64w16s3-ps-gu-g2n256-t32f-pdl"
+    assert not d.loc[d["is_best"].astype(bool), "tactic_label"].str.startswith("m64n128k64w16s3-ps-gu-g2n256-t32f").any()
+    g = d.groupby(["triton_version", "model", "ep_size", "num_tokens"])
+    ratio = g.apply(lambda x: x.loc[x["tactic_label"] == m64, "time_median_us"].median() / x["time_median_us"].min())
+    assert len(ratio) == 18 and 1.08 <= ratio.min() and ratio.max() <= 1.53, ratio
+    b = B.TritonMXFP4Backend()
+    c = case("gpt-oss-20b", 1, 1024)
+    assert m64 not in {t.label for t in b.tactics(c)} and b.tactic_by_label(c, m64).label == m64
 
 
 def test_off_sm90_in_the_interpreter_and_without_a_layout_the_old_heuristic_holds(compiled_sm90, monkeypatch):

@@ -30,7 +30,7 @@ def test_decode8_labels_and_lists():
     assert [c.label for c in PS_GU16_CONFIGS] == ["m128n128k64w16s3-ps-gu-g2n256", "m128n128k64w16s4-ps-gu-g2n256",
                                                   "m64n128k64w16s4-ps-gu-g2n256", "m128n128k64w16s3-ps-gu-g2n256-t64",
                                                   "m128n128k64w16s3-ps-gu-g2n256-t32", "m128n128k64w16s3-ps-gu-g2n256-t32f",
-                                                  "m64n128k64w16s3-ps-gu-g2n256-t32f", "m128n128k64w16s3-ps-gu-g2n256-fs",
+                                                  "m128n128k64w16s3-ps-gu-g2n256-fs",
                                                   "m128n128k64w16s4-ps-gu-g2n256-fs"]
     assert [c.label for c in PS_GU16_K128_CONFIGS] == ["m128n128k128w16s3-ps-gu-g2n256",
                                                        "m128n128k128w16s4-ps-gu-g2n256",
@@ -227,7 +227,7 @@ def test_the_16_warp_gu_tiles_and_their_tm_twins_have_pdl_twins_offered_compiled
     assert [c.label for c in PS_GU16_PDL_CONFIGS] == [
         "m128n128k64w16s3-ps-gu-g2n256-pdl", "m128n128k64w16s4-ps-gu-g2n256-pdl", "m64n128k64w16s4-ps-gu-g2n256-pdl",
         "m128n128k64w16s3-ps-gu-g2n256-t64-pdl", "m128n128k64w16s3-ps-gu-g2n256-t32-pdl",
-        "m128n128k64w16s3-ps-gu-g2n256-t32f-pdl", "m64n128k64w16s3-ps-gu-g2n256-t32f-pdl"]  # not the -fs ones
+        "m128n128k64w16s3-ps-gu-g2n256-t32f-pdl"]  # not the -fs ones
     assert [c.label for c in PS_TM_PREFILL_PDL_CONFIGS] == [
         "m128n128k64w16s3-ps-gu-tm-g2n256-pdl", "m128n128k64w16s4-ps-gu-tm-g2n256-pdl",
         "m128n128k64w16s3-ps-gu-tm-g2n256-t64-pdl", "m128n128k64w16s3-ps-gu-tm-g2n256-t32-pdl",

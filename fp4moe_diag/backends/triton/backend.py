@@ -40,7 +40,7 @@ from .configs_persist import PS_PT_DECODE_CONFIGS, PS_PT_DECODE_PDL_CONFIGS
 from .configs_stages import PS_G2S_DECODE_PDL_CONFIGS
 from .configs_unroll import PS_GU16_U2_CONFIGS, PS_GU16_U2_PDL_CONFIGS
 from .configs_warps import (PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS, PS_GU16_K128_CONFIGS,
-                            PS_GU16_K128_PDL_CONFIGS, PS_GU16_PDL_CONFIGS)
+                            PS_GU16_K128_PDL_CONFIGS, PS_GU16_PDL_CONFIGS, PS_GU16_T32F_M64_CONFIGS)
 from .defaults import measured_default
 from .loading import (interpret_enabled, kernels_interpreted, load_kernels, load_over_kernels,  # noqa: F401
                       triton_import_error)
@@ -62,14 +62,16 @@ def _tile_major(case: MoECase, configs: tuple[KernelConfig, ...]) -> tuple[Kerne
 def label_only_configs(case: MoECase, compiled: bool) -> tuple[KernelConfig, ...]:
     """The families measured slower and no longer offered, which still run by label (``profile``, ``duel``, notebook
     03): the persistent ``-pt`` / ``-ptf`` decode tiles, the ``-g2sN`` decode tiles (compiled only: ``-pdl``) and the
-    k128 16-warp ``-gu`` prefill tiles (their ``-pdl`` twins compiled only) and the ``-u2`` prefill twins of
+    k128 16-warp ``-gu`` prefill tiles and the 64-token ``-t32f`` ones (their ``-pdl`` twins compiled only) and the
+    ``-u2`` prefill twins of
     :mod:`.configs_unroll` (their ``-pdl`` ones compiled only), where their split and layout fit ``case``."""
     if ps_refusal(case) is not None:
         return ()
     if decode_sized(case):
         configs = PS_PT_DECODE_CONFIGS + ((PS_PT_DECODE_PDL_CONFIGS + PS_G2S_DECODE_PDL_CONFIGS) if compiled else ())
     else:
-        configs = PS_GU16_K128_CONFIGS + (PS_GU16_K128_PDL_CONFIGS if compiled else ())
+        configs = PS_GU16_K128_CONFIGS + (PS_GU16_K128_PDL_CONFIGS if compiled else ()) + PS_GU16_T32F_M64_CONFIGS[
+            :2 if compiled else 1]
         configs += _tile_major(case, PS_GU16_U2_CONFIGS + (PS_GU16_U2_PDL_CONFIGS if compiled else ()))
     return tuple(c for c in configs if _split_fits(case, c))
 

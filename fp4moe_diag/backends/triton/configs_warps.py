@@ -58,10 +58,6 @@ PS_GU16_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, "ps", block_n
     (128, 128, 64, 16, 3, 64),
     (128, 128, 64, 16, 3, 32),  # session 33: 32-row tails (why: configs_tail)
 )) + (KernelConfig(128, 128, 64, 16, 3, "ps", block_n2=256, gate_up=True, tail_m=32, tail_fused=True),  # -t32f: s34
-      # session 37: the same over 64-token blocks.  ptxas from 13.3 on (Triton 3.9 calls 13.4 for sm_90) serialises the
-      # 128-token one's wgmmas (C7512: insufficient register resources, profiling.sass_over); this one keeps 3 and 1
-      # groups in flight there with 128 registers and no spill (its accumulator is half as large).  Not timed yet.
-      KernelConfig(64, 128, 64, 16, 3, "ps", block_n2=256, gate_up=True, tail_m=32, tail_fused=True),
       ) + tuple(KernelConfig(*c, "ps", block_n2=256, gate_up=True, fused=True) for c in (
     # -fs: gemm2 sums each token's top-k rows itself (the last program to finish a token's rows), the top-k sum kernel
     # left out: at 20b EP2 T=4096, where these tiles trail triton_kernels by 1.2 % (s15b-d), that kernel took 18.5 us
@@ -100,6 +96,16 @@ PS_GU16_K128_CONFIGS: tuple[KernelConfig, ...] = tuple(KernelConfig(*c, "ps", bl
 #: shapes).
 PS_GU16_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(dataclasses.replace(c, pdl=1) for c in PS_GU16_CONFIGS
                                                       if not c.fused)
+
+#: session 37: the ``-t32f`` tile over 64-token blocks (run by label only, ``backend.label_only_configs``).  ptxas
+#: from 13.3 on (Triton 3.9 calls 13.4 for sm_90) serialises the 128-token tile's wgmmas (C7512: insufficient register
+#: resources, ``profiling.sass_over``); this one keeps 3 and 1 groups in flight there with 128 registers and no spill.
+#: Measured slower on the H200 (``-s37a``, 3.6.0, 3.9.0 and 3.9.0 with ptxas 12.8): 1.08-1.52x of each build's best at
+#: the six prefill shapes, never the best (the 128-token tile reads each weight tile for twice the tokens).
+PS_GU16_T32F_M64_CONFIGS: tuple[KernelConfig, ...] = (
+    KernelConfig(64, 128, 64, 16, 3, "ps", block_n2=256, gate_up=True, tail_m=32, tail_fused=True),
+    KernelConfig(64, 128, 64, 16, 3, "ps", block_n2=256, gate_up=True, tail_m=32, tail_fused=True, pdl=1),
+)
 
 #: the k128 16-warp tiles' ``-pdl`` twins (GPU only)
 PS_GU16_K128_PDL_CONFIGS: tuple[KernelConfig, ...] = tuple(dataclasses.replace(c, pdl=1) for c in PS_GU16_K128_CONFIGS)

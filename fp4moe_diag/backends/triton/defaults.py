@@ -85,6 +85,15 @@ MEASURED_DEFAULTS_TRITON39: tuple[tuple[float, float, tuple[str, ...]], ...] = M
 )
 
 
+#: Triton 3.9 pointed at a ptxas older than 13.3 (``TRITON_PTXAS_BLACKWELL_PATH``; the rows read ``3.9.0+ptxas12.8``):
+#: its rules with session 34's ``-t32f`` rule back, before the 20b T=1024 one.  Measured on the H200 (``-s37a``: 3.9.0
+#: with the image Triton's ptxas 12.8, beside 3.9.0 as shipped and 3.6.0 in one call): a ``-t32f`` tile is that build's
+#: best at the five shapes with 128-512 pairs an expert, the rule's label within 1.012x of it, where the rules without
+#: it take 1.07-1.21x.
+MEASURED_DEFAULTS_TRITON39_OLDER_PTXAS: tuple[tuple[float, float, tuple[str, ...]], ...] = (
+    MEASURED_DEFAULTS_TRITON39[:6] + MEASURED_DEFAULTS[5:6] + MEASURED_DEFAULTS_TRITON39[6:])
+
+
 def measured_default(case: Any, offered: Sequence[KernelConfig], capability: Optional[tuple[int, int]],
                      triton_version: Optional[str] = None, ptxas: Optional[str] = None) -> KernelConfig:
     """The default tactic of ``case`` (a MoECase) among ``offered`` (what :meth:`TritonBackend.tactics` offers there)
@@ -100,6 +109,8 @@ def measured_default(case: Any, offered: Sequence[KernelConfig], capability: Opt
     rules = MEASURED_DEFAULTS_TRITON39 if triton_release(triton_version) >= (3, 9) else MEASURED_DEFAULTS
     if ptxas and triton_release(ptxas) >= SERIALISING_PTXAS:
         rules = tuple(r for r in rules if not any(parse_config(label).tail_fused for label in r[2]))
+    elif ptxas and rules is MEASURED_DEFAULTS_TRITON39:
+        rules = MEASURED_DEFAULTS_TRITON39_OLDER_PTXAS
     for max_pairs, max_avg, labels in rules:
         if pairs <= max_pairs and avg <= max_avg:
             for label in labels:

@@ -50,8 +50,7 @@ case "$PART" in
   prefill)
     TT='triton=^(m256n64k64w8s3-ps-gu-g2n128(-t128)?(-pdl)?|m128n128k64w8s3-ps-g2n256(-t64)?(-pdl)?'
     TT="$TT"'|m64n128k64w8s4-ps(-t32)?|m128n128k64w16s[34]-ps-gu-g2n256(-t64)?)(-r128)?$'  # 16-warp -gu: s15 winners
-    TT="$TT"'|^m(128|64)n128k64w16s3-ps-gu(-tm)?-g2n256-t32f(-pdl)?$'  # -t32f (s35: the default at <= 512 pairs an
-    # expert; s37: its 64-token twin, whose wgmmas ptxas 13.4 does not serialise)
+    TT="$TT"'|^m128n128k64w16s3-ps-gu(-tm)?-g2n256-t32f(-pdl)?$'  # session 35: -t32f (the default at <= 512 pairs an expert)
     TK='triton_kernels=^tk-(mautokautow8|m64k128w4|m128kautow8s3|m128k128w8)$'
     MODELS=gpt-oss-20b:1,gpt-oss-20b:2,gpt-oss-120b:4; TOKENS=${TOKENS:-1024,4096} ;;
 esac
