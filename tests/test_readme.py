@@ -39,13 +39,15 @@ def test_readme_is_short_and_wrapped():
 
 def test_the_h200_headline_table_is_its_runs_headline_line_for_line():
     """The README's H200 table is rebuilt from committed runs, not typed: its decode rows (T <= 256) are the headline
-    of -s26c, its prefill rows (T >= 1024) that of -s32b (session 32: -pdlt and -pdltt among ours), line for line."""
+    of -s26c, its prefill rows (T >= 1024) that of -s32b (session 32: -pdlt and -pdltt among ours) but at T = 1024,
+    4096, which are -s37b's (session 37: -t32f among ours), line for line."""
     from fp4moe_diag.analysis.headline import headline_markdown, headline_table
     from fp4moe_diag.run_folder import load_runs
 
     backends = ["triton", "triton_kernels", "cutlass@0.7.4"]
     want = {}
-    for run, prefill in (("2026-12-06-nvidia-h200-s26c", False), ("2026-12-07-nvidia-h200-s32b", True)):
+    for run, prefill in (("2026-12-06-nvidia-h200-s26c", False), ("2026-12-07-nvidia-h200-s32b", True),
+                         ("2026-12-07-nvidia-h200-s37b", True)):  # a later run's line replaces an earlier one's
         md = headline_markdown(headline_table(load_runs(ROOT / "data" / "runs" / run), backends), backends)
         for line in md.splitlines():
             if line.startswith("| gpt-oss") and (int(line.split("|")[3]) >= 1024) == prefill:

@@ -110,6 +110,23 @@ def test_up_to_512_pairs_per_expert_the_default_runs_tails_in_the_last_block(com
                     ("gpt-oss-20b", 2, 1024): 0.956, ("gpt-oss-20b", 2, 4096): 0.929}
 
 
+def test_on_the_h200_the_t32f_rule_is_within_1_2_percent_of_the_best(compiled_sm90, monkeypatch):
+    """Session 34's rule was measured on the H100; -s37b (the H200 prefill headline) and -s37a's 3.6.0 sweep time it on
+    the H200: at the five -t32f shapes the default is within 1.012x of ours' best (its -tm twin the best at four), and
+    at 120b EP4 T=1024 the rule before it takes the best."""
+    built_by(monkeypatch, "3.6.0")
+    b = B.TritonMXFP4Backend()
+    got = {}
+    for run in ("s37a", "s37b"):
+        d = pd.read_parquet(f"data/runs/2026-12-07-nvidia-h200-{run}/results.parquet")
+        d = d[(d["backend"] == "triton") & (d["status"] == "ok") & (d["triton_version"] == "3.6.0")]
+        for (model, ep, tokens), g in d.groupby(["model", "ep_size", "num_tokens"]):
+            full = g[g["timing_pass"] != "screen"].set_index("tactic_label")["time_median_us"]
+            label = b.default_tactic(case(model, int(ep), int(tokens))).label
+            got[(run, model, int(ep), int(tokens))] = round(full[label] / full.min(), 3)
+    assert len(got) == 12 and max(got.values()) <= 1.012 and got[("s37b", "gpt-oss-120b", 4, 1024)] == 1.0, got
+
+
 def test_under_triton_371_the_t32f_rule_takes_a_t32f_tile_within_5_percent_of_the_best(compiled_sm90, monkeypatch):
     """vLLM 0.34 builds with Triton 3.7.1, which takes the 3.6 rules.  -s35b (H100) timed the prefill tiles under 3.7.1
     and 3.6.0 in one call: at the five -t32f shapes a -t32f tile is ours' best under both releases, the rule's label
