@@ -44,10 +44,10 @@ def flashinfer_build_name(module_path: str) -> str:
 
 def triton_ptxas(arch: int) -> tuple[str, bool]:
     """(version, overridden) of the ptxas that the installed Triton calls for ``sm_<arch>`` (e.g. ``("13.4", False)``):
-    Triton 3.9 calls the CUDA 13.4 ptxas it ships as ``ptxas-blackwell`` from sm_90 on, 3.6-3.8 the 12.9 ``ptxas``
-    below sm_100.  ``overridden``: ``TRITON_PTXAS_PATH`` / ``TRITON_PTXAS_BLACKWELL_PATH`` points Triton at a ptxas
+    Triton 3.9 calls the CUDA 13.4 ptxas it ships as ``ptxas-blackwell`` from sm_90 on, 3.6 and 3.7 their 12.8
+    ``ptxas`` below sm_100.  ``overridden``: ``TRITON_PTXAS_PATH`` / ``TRITON_PTXAS_BLACKWELL_PATH`` points Triton at a ptxas
     other than the one its wheel ships for that target.  ``("", False)`` without Triton's NVIDIA backend.  The ptxas
-    decides the machine code: the same PTX pipelines the ``-tNf`` kernels' wgmmas under ptxas 12.9-13.2 and
+    decides the machine code: the same PTX pipelines the ``-tNf`` kernels' wgmmas under ptxas 12.8-13.2 and
     serialises them under 13.3-13.4 (docs/evidence-s37.md)."""
     try:
         import triton  # noqa: PLC0415

@@ -61,10 +61,10 @@ def _tile_major(case: MoECase, configs: tuple[KernelConfig, ...]) -> tuple[Kerne
 
 def label_only_configs(case: MoECase, compiled: bool) -> tuple[KernelConfig, ...]:
     """The families measured slower and no longer offered, which still run by label (``profile``, ``duel``, notebook
-    03): the persistent ``-pt`` / ``-ptf`` decode tiles, the ``-g2sN`` decode tiles (compiled only: ``-pdl``) and the
+    03): the persistent ``-pt`` / ``-ptf`` decode tiles, the ``-g2sN`` decode tiles (compiled only: ``-pdl``), the
     k128 16-warp ``-gu`` prefill tiles and the 64-token ``-t32f`` ones (their ``-pdl`` twins compiled only) and the
-    ``-u2`` prefill twins of
-    :mod:`.configs_unroll` (their ``-pdl`` ones compiled only), where their split and layout fit ``case``."""
+    ``-u2`` prefill twins of :mod:`.configs_unroll` (their ``-pdl`` ones compiled only), where their split and layout
+    fit ``case``."""
     if ps_refusal(case) is not None:
         return ()
     if decode_sized(case):
