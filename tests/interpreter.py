@@ -25,6 +25,10 @@ def _has_triton() -> bool:
 
 HAS_TRITON = _has_triton()
 
+#: the ptxas each Triton release (major, minor) calls for sm_90, its wheel's own: 3.6 and 3.7 their CUDA 12.8 ``ptxas``,
+#: 3.9 its 13.4 ``ptxas-blackwell`` (``environment.triton_ptxas``; docs/evidence-s37.md)
+SM90_PTXAS = {(3, 6): "12.8", (3, 7): "12.8", (3, 9): "13.4"}
+
 #: CI's second Triton leg (``.ci/run`` sets ``FP4MOE_SECOND_TRITON=1`` when it runs the interpreter tests again under
 #: the GPU image's Triton 3.6.0): the heaviest interpreter scripts run every tactic family there but fewer tiles and
 #: cases of each, which the main leg (the newest Triton) runs in full.  Scripts see it as ``SECOND_TRITON``.

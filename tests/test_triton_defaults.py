@@ -10,6 +10,8 @@ from fp4moe_diag.backends.triton import backend as B
 from fp4moe_diag.backends.triton.defaults import default_config
 from fp4moe_diag.backends.triton.defaults import MEASURED_DEFAULTS, MEASURED_DEFAULTS_TRITON39, measured_default
 from fp4moe_diag.problem.case import MoECase
+from fp4moe_diag.release import release_tuple
+from interpreter import SM90_PTXAS
 
 RUNS = [f"data/runs/2026-12-05-nvidia-h200-s15{n}" for n in "bcd"]
 GPT_OSS = {"gpt-oss-20b": 32, "gpt-oss-120b": 128}  # experts; H = I = 3072 as the sweeps run them, top_k 4
@@ -36,15 +38,12 @@ def test_every_rule_names_tactics_the_backend_offers(compiled_sm90):
         assert set(labels) <= offered, set(labels) - offered
 
 
-#: the ptxas each release calls for sm_90 (its wheel's)
-RELEASE_PTXAS = {"3.6.0": "12.8", "3.7.1": "12.8", "3.9.0": "13.4"}
-
-
 def built_by(monkeypatch, version: str, ptxas: str = "") -> None:
     """The backend as if the installed Triton were ``version`` calling ``ptxas`` for sm_90 (default: the one that
     release ships; the rules of defaults.py are keyed by both)."""
     monkeypatch.setattr(B.TritonMXFP4Backend, "versions", lambda self: {"triton": version})
-    monkeypatch.setattr(B, "triton_ptxas", lambda arch: (ptxas or RELEASE_PTXAS.get(version, ""), bool(ptxas)))
+    shipped = SM90_PTXAS.get(release_tuple(version, 2), "")
+    monkeypatch.setattr(B, "triton_ptxas", lambda arch: (ptxas or shipped, bool(ptxas)))
 
 
 def test_on_sm90_the_default_is_within_6_percent_of_the_measured_best_but_at_20b_ep2_t256(compiled_sm90, monkeypatch):

@@ -11,11 +11,9 @@ import pytest
 
 from fp4moe_diag.environment import environment_info, triton_build, triton_ptxas
 from fp4moe_diag.results import COLUMNS
-from interpreter import HAS_TRITON
+from interpreter import HAS_TRITON, SM90_PTXAS
 
 needs_triton = pytest.mark.skipif(not HAS_TRITON, reason="triton is not installed")
-#: the ptxas each release calls for sm_90 (its wheel's bundled binaries)
-SM90_PTXAS = {(3, 6): "12.8", (3, 7): "12.8", (3, 9): "13.4"}
 
 
 def fake_ptxas(folder, release: str) -> str:
