@@ -42,22 +42,29 @@ def flashinfer_build_name(module_path: str) -> str:
     return name
 
 
-def triton_ptxas(arch: int) -> tuple[str, bool]:
-    """(version, overridden) of the ptxas that the installed Triton calls for ``sm_<arch>`` (e.g. ``("13.4", False)``):
-    Triton 3.9 calls the CUDA 13.4 ptxas it ships as ``ptxas-blackwell`` from sm_90 on, 3.6 and 3.7 their 12.8
-    ``ptxas`` below sm_100.  ``overridden``: ``TRITON_PTXAS_PATH`` / ``TRITON_PTXAS_BLACKWELL_PATH`` points Triton at a ptxas
-    other than the one its wheel ships for that target.  ``("", False)`` without Triton's NVIDIA backend.  The ptxas
-    decides the machine code: the same PTX pipelines the ``-tNf`` kernels' wgmmas under ptxas 12.8-13.2 and
-    serialises them under 13.3-13.4 (docs/evidence-s37.md)."""
+def triton_ptxas_tool(arch: int) -> tuple[str, str, bool]:
+    """(path, version, overridden) of the ptxas that the installed Triton calls for ``sm_<arch>``; ``overridden``:
+    ``TRITON_PTXAS_PATH`` / ``TRITON_PTXAS_BLACKWELL_PATH`` points Triton at a ptxas other than the one its wheel ships
+    for that target.  ``("", "", False)`` without Triton's NVIDIA backend."""
     try:
         import triton  # noqa: PLC0415
         from triton.backends.nvidia import compiler  # noqa: PLC0415
 
         tool = compiler.get_ptxas(int(arch))
         bundled = os.path.realpath(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin"))
-        return str(tool.version), os.path.dirname(os.path.realpath(tool.path)) != bundled
+        return tool.path, str(tool.version), os.path.dirname(os.path.realpath(tool.path)) != bundled
     except Exception:  # noqa: BLE001
-        return "", False
+        return "", "", False
+
+
+def triton_ptxas(arch: int) -> tuple[str, bool]:
+    """(version, overridden) of the ptxas that the installed Triton calls for ``sm_<arch>`` (e.g. ``("13.4", False)``,
+    :func:`triton_ptxas_tool`): Triton 3.9 calls the CUDA 13.4 ptxas it ships as ``ptxas-blackwell`` from sm_90 on,
+    3.6 and 3.7 their 12.8 ``ptxas`` below sm_100.  The ptxas decides the machine code: the same PTX pipelines the
+    ``-tNf`` kernels' wgmmas under ptxas 12.8-13.2 and serialises them under 13.3-13.4 (docs/evidence-s37.md), so
+    our backend builds those kernels with an older one there (``backends.triton.assembler``; their rows record it)."""
+    _, version, overridden = triton_ptxas_tool(arch)
+    return version, overridden
 
 
 def triton_build(version: str, arch: int) -> tuple[str, str]:

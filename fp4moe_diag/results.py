@@ -30,8 +30,9 @@ SCHEMA: list[tuple[str, str, str]] = [
      "build) or '' (no FlashInfer)"),
     ("triton_version", "string", "triton.__version__ ('' without Triton); '+ptxasX.Y' after it where TRITON_PTXAS_PATH "
      "or TRITON_PTXAS_BLACKWELL_PATH points Triton at a ptxas other than the one it ships"),
-    ("triton_ptxas", "string", "version of the ptxas Triton calls for this GPU (3.9: its CUDA 13.4 one from sm_90 on; "
-     "3.6, 3.7: 12.8 below sm_100); '' on CPU"),
+    ("triton_ptxas", "string", "version of the ptxas that built the row's kernels: Triton's for this GPU (3.9: CUDA "
+     "13.4 from sm_90 on; 3.6, 3.7: 12.8 below sm_100), our -tNf tactics' on sm_90 where that one serialises them "
+     "(3.9: its 12.9; FP4MOE_TNF_PTXAS); '' on CPU"),
     ("rank", "Int64", "torch.distributed rank that measured the row (sharded sweeps; '' otherwise)"),
     ("world_size", "Int64", "ranks of the sharded sweep (1 or empty: one process)"),
     ("model", "string", "model the shape comes from (data/vllm_shapes.csv)"),

@@ -196,6 +196,7 @@ def run_sweep(spec: SweepSpec, out_dir: Any = None, *, progress_bar: bool = True
     on (:mod:`fp4moe_diag.distributed.shard`); ``run_id`` (default: the folder's name) goes into every row;
     ``clock`` times the CPU path (tests).  Returns ``(rows, run folder)``."""
     from .backends import get_backend
+    from .backends.triton.assembler import check_setting as check_tnf_setting
     from .problem.inputs import resolve_device
     from .environment import environment_info
     from .tune import SweepContext
@@ -208,6 +209,7 @@ def run_sweep(spec: SweepSpec, out_dir: Any = None, *, progress_bar: bool = True
 
         make_inputs = source_cases(spec.source)[1]
     backends = [get_backend(b) for b in spec.backends]
+    check_tnf_setting()
     env = environment_info(dev)
     out = Path(out_dir) if out_dir is not None else default_out_dir(spec, env["gpu_name"])
     if out.exists() and not out.is_dir():

@@ -13,6 +13,7 @@ TUNE_SETTINGS = "FP4MOE_TUNE_SETTINGS"
 MAX_INPUT_BYTES = "FP4MOE_MAX_INPUT_BYTES"
 FLASHINFER_API = "FP4MOE_FLASHINFER_API"
 GIT_COMMIT = "FP4MOE_GIT_COMMIT"
+TNF_PTXAS = "FP4MOE_TNF_PTXAS"
 
 VARIABLES: dict[str, str] = {
     CUTLASS_MODULE: "a prebuilt FlashInfer SM90 CUTLASS fused-MoE module (.so or .so.xz) to load instead of a JIT build; "
@@ -23,6 +24,8 @@ VARIABLES: dict[str, str] = {
     MAX_INPUT_BYTES: "the inputs a case may allocate (bytes, or e.g. 200G); default 64 GiB",
     FLASHINFER_API: "force a FlashInfer API adapter (v05 or v07) for a version the suite does not cover",
     GIT_COMMIT: "the commit recorded in the rows when the tree is not a git checkout (a GPU machine's copy)",
+    TNF_PTXAS: "the ptxas that assembles our -tNf kernels on sm_90 (default: where the one Triton calls serialises "
+               "their wgmmas, from 13.3 on, the older ptxas Triton ships; backends.triton.assembler)",
 }
 
 

@@ -240,8 +240,8 @@ def timing_fields(st: TuneState, stats: TimingStats, screened: bool) -> dict:
 def measure_tactic(st: TuneState, idx: int, screened: bool) -> bool:
     """One row for ``st.tactics[idx]``: launcher, correctness, timing; False when the CUDA context is gone."""
     t = st.tactics[idx]
-    row = {**st.base, "tactic": str(t.id), "tactic_label": t.label, "is_default_tactic": t.is_default,
-           "timestamp": _now()}
+    row = {**st.base, **st.backend.tactic_columns(t), "tactic": str(t.id), "tactic_label": t.label,
+           "is_default_tactic": t.is_default, "timestamp": _now()}
     stage = "run"
     try:
         try:

@@ -75,6 +75,11 @@ class Backend(ABC):
     #: the relative-L2 tolerance of the correctness check (None: measure.correctness.REL_L2_TOL)
     rel_l2_tol: Optional[float] = None
 
+    def tactic_columns(self, tactic: Tactic) -> dict:
+        """Columns of ``tactic``'s rows that differ from the run's (e.g. ``triton_ptxas`` where another ptxas
+        builds its kernels); none by default."""
+        return {}
+
     def supports(self, device: Any) -> Support:
         dev = torch.device(device)
         if dev.type not in self.device_types:

@@ -2,10 +2,11 @@
 spills and each K loop's size, as :mod:`.sass` counts them for the other kernels.  A ``-tNf`` GEMM is one kernel with
 two K loops (a block with a tail: two dots per step; a plain block: one); :mod:`.sass` counts one loop per kernel.
 
-``--ptxas PATH`` builds with that ptxas instead of the one the installed Triton calls for sm_90a (Triton's own
-``TRITON_PTXAS_PATH`` / ``TRITON_PTXAS_BLACKWELL_PATH``, set before the first build): the same PTX, another
-assembler.  Under Triton 3.9 (CUDA 13.4's ptxas) both K loops wait for every wgmma; with ptxas 12.8-13.2 they keep
-groups in flight (docs/evidence-s37.md)."""
+The build is the backend's: by the ptxas :func:`..backends.triton.assembler.tail_fused_ptxas` names (under Triton 3.9,
+whose CUDA 13.4 ptxas serialises these kernels' wgmmas, the CUDA 12.9 ptxas it ships for older targets).
+``--ptxas PATH`` builds with that ptxas instead (Triton's own ``TRITON_PTXAS_PATH`` / ``TRITON_PTXAS_BLACKWELL_PATH``,
+set before the first build): the same PTX, another assembler.  With ptxas 13.3-13.4 both K loops wait for every
+wgmma; with 12.8-13.2 they keep groups in flight (docs/evidence-s37.md)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import os
 from typing import Any, Optional, Sequence
 
 from ..backends.triton.configs import KernelConfig, even_k, parse_config, ps_n_fastest, ps_scale_words
-from ..environment import triton_ptxas
+from ..backends.triton.assembler import assembled_by, tail_fused_ptxas
 from .sass import (_on_cubin, bundled_tool, mma_sync, opcode, ptxas_advisories, resident_programs,
                    resource_usage)
 from .sass_text import kernel_source, loop_bodies
@@ -51,8 +52,9 @@ def compile_over(tactic: str, gemm: str, k: int = 3072, arch: int = 90) -> Any:
                  EVEN_K=even_k(k, kc.block_k, 1), DOT_F32=False, N_FASTEST=ps_n_fastest(kc.block_m), PDL=min(kc.pdl, 1),
                  SCALE_WORDS=ps_scale_words(2 * bn if gemm == "gemm1" else bn, kc.block_k, kc.num_warps),
                  TILE_MAJOR=kc.tile_major, **({"ACTIVATION": 1} if gemm == "gemm1" else {}))
-    return triton.compile(kernel_source(fn, ptrs, ints, const), target=GPUTarget("cuda", arch, 32),
-                          options=dict(num_warps=kc.num_warps, num_stages=kc.num_stages, **K.BUILD_OPTIONS))
+    with assembled_by(tail_fused_ptxas(arch)):
+        return triton.compile(kernel_source(fn, ptrs, ints, const), target=GPUTarget("cuda", arch, 32),
+                              options=dict(num_warps=kc.num_warps, num_stages=kc.num_stages, **K.BUILD_OPTIONS))
 
 
 def loops(compiled: Any) -> list[dict]:
@@ -70,12 +72,16 @@ def loops(compiled: Any) -> list[dict]:
 
 
 def summary(tactic: str, gemm: str, k: int = 3072) -> dict:
-    """Registers, stack bytes, programs per SM and the K loops of ``tactic``'s ``gemm`` build (sm_90a)."""
+    """Registers, stack bytes, programs per SM and the K loops of ``tactic``'s ``gemm`` build (sm_90a), with the
+    version of the ptxas that built it and its performance advisories."""
+    assembler = tail_fused_ptxas(90)
     c = compile_over(tactic, gemm, k)
     use = resource_usage(c)
-    return dict(ptxas=triton_ptxas(90)[0], registers=use["reg"], stack_bytes=use["stack"],
+    with assembled_by(assembler):
+        advisories = ptxas_advisories(c, 90)
+    return dict(ptxas=assembler.version, registers=use["reg"], stack_bytes=use["stack"],
                 shared_bytes=int(c.metadata.shared), resident_programs=resident_programs(c, parse_config(tactic).num_warps),
-                loops=loops(c), advisories=ptxas_advisories(c, 90))
+                loops=loops(c), advisories=advisories)
 
 
 def use_ptxas(path: str) -> None:

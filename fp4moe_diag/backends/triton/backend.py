@@ -21,7 +21,6 @@ from typing import Any, Callable, Optional
 import torch
 
 from ...problem.case import ActivationFormat, GatedActivation, MoECase, WeightFormat
-from ...environment import triton_ptxas
 from ...problem.inputs import MoEInputs
 from ..base import Backend, Support, Tactic, device_capability, launch_sequence
 from . import ps_layout
@@ -41,6 +40,7 @@ from .configs_stages import PS_G2S_DECODE_PDL_CONFIGS
 from .configs_unroll import PS_GU16_U2_CONFIGS, PS_GU16_U2_PDL_CONFIGS
 from .configs_warps import (PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS, PS_GU16_K128_CONFIGS,
                             PS_GU16_K128_PDL_CONFIGS, PS_GU16_PDL_CONFIGS, PS_GU16_T32F_M64_CONFIGS)
+from .assembler import tail_fused_ptxas
 from .defaults import measured_default
 from .loading import (interpret_enabled, kernels_interpreted, load_kernels, load_over_kernels,  # noqa: F401
                       triton_import_error)
@@ -189,9 +189,19 @@ class TritonMXFP4Backend(Backend):
             if decode:
                 configs += tuple(c for c in DECODE_CONFIGS if _split_fits(case, c))
         cc = device_capability("cuda") if compiled else None
-        ptxas = triton_ptxas(cc[0] * 10 + cc[1])[0] if cc else None  # -tNf: serialised from ptxas 13.3 (defaults)
+        ptxas = tail_fused_ptxas(cc[0] * 10 + cc[1]).version if cc else None  # the -tNf rules depend on it
         default = measured_default(case, configs, cc, release, ptxas)
         return [Tactic(id=kc, label=kc.label, is_default=kc == default, params=kc.params()) for kc in configs]
+
+    def tactic_columns(self, tactic: Tactic) -> dict:
+        """``triton_ptxas`` of a ``-tNf`` tactic where another ptxas than Triton's builds its kernels on this GPU
+        (:func:`.assembler.tail_fused_ptxas`)."""
+        kc = tactic.id
+        cc = device_capability("cuda")
+        if not (isinstance(kc, KernelConfig) and kc.tail_fused and cc) or interpret_enabled() or kernels_interpreted():
+            return {}
+        assembler = tail_fused_ptxas(cc[0] * 10 + cc[1])
+        return {"triton_ptxas": assembler.version} if assembler.path else {}
 
     def tactic_by_label(self, case: MoECase, label: str, prepared: Any = None) -> Tactic:
         """An offered tactic, one of :func:`label_only_configs` (measured slower, not offered), or an ablation of an

@@ -1,17 +1,19 @@
 """Launchers of :mod:`._kernels_over` (tactics ``-tNf``): one launch per GEMM over
 :func:`.grouping.fused_tail_grouping`'s blocks, the first ``n_over`` of ``block_m + over_m`` entries (an expert's
 last ``block_m`` pairs and its tail), the rest of ``block_m``.  As :mod:`.launch`'s ``gemm1_calls`` /
-``gemm2_calls`` for one split, no ``-fs``, no persistent grid: bare callables, nothing of ours when called."""
+``gemm2_calls`` for one split, no ``-fs``, no persistent grid: bare callables, nothing of ours when called, each
+kernel built beforehand by the ptxas :func:`.assembler.tail_fused_ptxas` names (on sm_90 where Triton's own
+serialises these kernels' wgmmas, an older one)."""
 
 from __future__ import annotations
 
-import functools
 from typing import Callable, Optional
 
 import torch
 import triton
 
 from ._kernels import BUILD_OPTIONS, INTERPRETED
+from .assembler import Assembler, bound_launch, tail_fused_ptxas
 from ._kernels_over import _moe_mxfp4_gemm1_ps_gu_over_kernel, _moe_mxfp4_gemm2_ps_over_kernel
 from .configs import even_k, ps_n_fastest, ps_scale_words
 from .configs_gu import ps_gu_chunk_dots
@@ -38,6 +40,14 @@ def _checked(block_m: int, over_m: int, n_over: int, sorted_pair_ids: torch.Tens
     return blocks
 
 
+def over_assembler(t: torch.Tensor) -> Assembler:
+    """The ptxas that builds the ``-tNf`` kernels for the GPU of ``t`` (none under the interpreter or off a GPU)."""
+    if INTERPRETED or t.device.type != "cuda":
+        return Assembler("", "")
+    major, minor = torch.cuda.get_device_capability(t.device)
+    return tail_fused_ptxas(major * 10 + minor)
+
+
 def gemm1_over_calls(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bias: Optional[torch.Tensor],
                      alpha: Optional[torch.Tensor], beta: Optional[torch.Tensor], limit: Optional[torch.Tensor],
                      out: torch.Tensor, sorted_pair_ids: torch.Tensor, block_expert_ids: torch.Tensor,
@@ -53,15 +63,15 @@ def gemm1_over_calls(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bi
     epi = [dummy if v is None else v for v in (bias, alpha, beta, limit)]
     n_fastest = ps_n_fastest(block_m)
     grid = _grid(blocks, triton.cdiv(inter, block_n), 1, n_fastest)
-    return [functools.partial(
-        _moe_mxfp4_gemm1_ps_gu_over_kernel[grid],
-        x, w, w_scale, *epi, out, sorted_pair_ids, block_expert_ids, num_pairs, top_k, inter, n_over,
-        x.stride(0), w.stride(0), w.stride(1), w_scale.stride(0), w_scale.stride(1),
-        0 if bias is None else bias.stride(0), out.stride(0),
+    args = (x, w, w_scale, *epi, out, sorted_pair_ids, block_expert_ids, num_pairs, top_k, inter, n_over,
+            x.stride(0), w.stride(0), w.stride(1), w_scale.stride(0), w_scale.stride(1),
+            0 if bias is None else bias.stride(0), out.stride(0))
+    return [bound_launch(_moe_mxfp4_gemm1_ps_gu_over_kernel, grid, args, dict(
         K=hidden, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, OVER_M=over_m, ACTIVATION=activation,
         HAS_BIAS=bias is not None, EVEN_K=even_k(hidden, block_k, 1), DOT_F32=INTERPRETED, N_FASTEST=n_fastest,
         SCALE_WORDS=ps_scale_words(2 * block_n, block_k, num_warps), **_pdl_args(pdl, True),
-        **_tile_major_args(tile_major, True), num_warps=num_warps, num_stages=num_stages, **BUILD_OPTIONS)]
+        **_tile_major_args(tile_major, True), num_warps=num_warps, num_stages=num_stages, **BUILD_OPTIONS),
+        over_assembler(x))]
 
 
 def gemm2_over_calls(a: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bias: Optional[torch.Tensor],
@@ -77,12 +87,12 @@ def gemm2_over_calls(a: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bi
     planes = out.unsqueeze(0) if out.dim() == 2 else out
     n_fastest = ps_n_fastest(block_m)
     grid = _grid(blocks, triton.cdiv(hidden, block_n), 1, n_fastest)
-    return [functools.partial(
-        _moe_mxfp4_gemm2_ps_over_kernel[grid],
-        a, w, w_scale, w_scale if bias is None else bias, topk_weights, planes, sorted_pair_ids, block_expert_ids,
-        num_pairs, hidden, n_over, a.stride(0), w.stride(0), w.stride(1), w_scale.stride(0), w_scale.stride(1),
-        0 if bias is None else bias.stride(0), planes.stride(1),
+    args = (a, w, w_scale, w_scale if bias is None else bias, topk_weights, planes, sorted_pair_ids,
+            block_expert_ids, num_pairs, hidden, n_over, a.stride(0), w.stride(0), w.stride(1), w_scale.stride(0),
+            w_scale.stride(1), 0 if bias is None else bias.stride(0), planes.stride(1))
+    return [bound_launch(_moe_mxfp4_gemm2_ps_over_kernel, grid, args, dict(
         K=inter, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, OVER_M=over_m, HAS_BIAS=bias is not None,
         EVEN_K=even_k(inter, block_k, 1), DOT_F32=INTERPRETED, N_FASTEST=n_fastest,
         SCALE_WORDS=ps_scale_words(block_n, block_k, num_warps), **_pdl_args(pdl, True),
-        **_tile_major_args(tile_major, True), num_warps=num_warps, num_stages=num_stages, **BUILD_OPTIONS)]
+        **_tile_major_args(tile_major, True), num_warps=num_warps, num_stages=num_stages, **BUILD_OPTIONS),
+        over_assembler(a))]
