@@ -22,6 +22,9 @@
 # and TRITON_PTXAS_BLACKWELL_PATH; PTXAS=/path: that one), between the two: its rows' triton_version reads
 # 3.9.0+ptxas12.8 (environment.triton_build). Triton 3.9 calls its CUDA 13.4 ptxas from sm_90 on, which serialises
 # the -tNf kernels' wgmmas; 3.6-3.8 call 12.8 there (session 37, docs/evidence-s37.md).
+# TNF_PTXAS=image (or a path) sets FP4MOE_TNF_PTXAS for the kit's sweeps: the ptxas our -tNf kernels are built with
+# (backends.triton.assembler). Triton 3.9's wheel ships a 12.9 ptxas for that, which the kit leaves out (8.6 MB); the
+# image Triton's 12.8 stands in (the same loops, waits and spills: docs/evidence-s37.md). Session 38.
 set -u
 PART=${PART:-decode}
 case "$PART" in decode|prefill) ;; *) echo "PART: expected decode or prefill, got $PART" >&2; exit 2 ;; esac
@@ -38,6 +41,10 @@ PTXAS=${PTXAS:-}
 [ "$PTXAS" = image ] && PTXAS=$(python3 -c "from triton.backends.nvidia.compiler import get_ptxas; print(get_ptxas(90).path)")
 [ -z "$PTXAS" ] || [ -x "$PTXAS" ] || { echo "PTXAS: expected 'image' or an executable ptxas, got $PTXAS" >&2; plan_finish; exit 2; }
 [ -z "$PTXAS" ] || say "ptxas for the second sweep: $PTXAS ($("$PTXAS" --version | tail -1))"
+TNF_PTXAS=${TNF_PTXAS:-}
+[ "$TNF_PTXAS" = image ] && TNF_PTXAS=$(python3 -c "from triton.backends.nvidia.compiler import get_ptxas; print(get_ptxas(90).path)")
+[ -z "$TNF_PTXAS" ] || [ -x "$TNF_PTXAS" ] || { echo "TNF_PTXAS: expected 'image' or an executable ptxas, got $TNF_PTXAS" >&2; plan_finish; exit 2; }
+[ -z "$TNF_PTXAS" ] || say "ptxas for the kit's -tNf kernels: $TNF_PTXAS ($("$TNF_PTXAS" --version | tail -1))"
 A="$SWEEP_ARGS --screen-top 6"
 case "$PART" in
   decode)
@@ -61,10 +68,10 @@ sweep() {  # $1: the Triton folder first on PYTHONPATH ('' for the image's), $2:
   say "sweep under triton $2 done"
 }
 if [ -n "$PTXAS" ]; then
-  sweep /tmp/tnew "$NEW" $(( ($(left 570)) / 3 ))
+  FP4MOE_TNF_PTXAS=$TNF_PTXAS sweep /tmp/tnew "$NEW" $(( ($(left 570)) / 3 ))
   TRITON_PTXAS_PATH=$PTXAS TRITON_PTXAS_BLACKWELL_PATH=$PTXAS sweep /tmp/tnew "$NEW-ptxas" $(( ($(left 570)) / 2 ))
 else
-  sweep /tmp/tnew "$NEW" $(( ($(left 570)) / 2 ))
+  FP4MOE_TNF_PTXAS=$TNF_PTXAS sweep /tmp/tnew "$NEW" $(( ($(left 570)) / 2 ))
 fi
 sweep "" "$OLD" $(left 575)
 plan_finish
