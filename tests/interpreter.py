@@ -28,6 +28,9 @@ HAS_TRITON = _has_triton()
 #: the ptxas each Triton release (major, minor) calls for sm_90, its wheel's own: 3.6 and 3.7 their CUDA 12.8 ``ptxas``,
 #: 3.9 its 13.4 ``ptxas-blackwell`` (``environment.triton_ptxas``; docs/evidence-s37.md)
 SM90_PTXAS = {(3, 6): "12.8", (3, 7): "12.8", (3, 9): "13.4"}
+#: the ptxas our backend builds its -tNf kernels with on sm_90 under each release (backends.triton.assembler): Triton's
+#: own where it does not serialise them, else the older one the release ships (3.9.0: 12.9)
+TNF_PTXAS = {(3, 6): "12.8", (3, 7): "12.8", (3, 9): "12.9"}
 
 #: CI's second Triton leg (``.ci/run`` sets ``FP4MOE_SECOND_TRITON=1`` when it runs the interpreter tests again under
 #: the GPU image's Triton 3.6.0): the heaviest interpreter scripts run every tactic family there but fewer tiles and

@@ -11,7 +11,8 @@ from fp4moe_diag.backends.triton.defaults import default_config
 from fp4moe_diag.backends.triton.defaults import MEASURED_DEFAULTS, MEASURED_DEFAULTS_TRITON39, measured_default
 from fp4moe_diag.problem.case import MoECase
 from fp4moe_diag.release import release_tuple
-from interpreter import SM90_PTXAS
+from fp4moe_diag.backends.triton.assembler import Assembler
+from interpreter import TNF_PTXAS
 
 RUNS = [f"data/runs/2026-12-05-nvidia-h200-s15{n}" for n in "bcd"]
 GPT_OSS = {"gpt-oss-20b": 32, "gpt-oss-120b": 128}  # experts; H = I = 3072 as the sweeps run them, top_k 4
@@ -39,11 +40,12 @@ def test_every_rule_names_tactics_the_backend_offers(compiled_sm90):
 
 
 def built_by(monkeypatch, version: str, ptxas: str = "") -> None:
-    """The backend as if the installed Triton were ``version`` calling ``ptxas`` for sm_90 (default: the one that
-    release ships; the rules of defaults.py are keyed by both)."""
+    """The backend as if the installed Triton were ``version``, its ``-tNf`` kernels built by ``ptxas`` on sm_90
+    (default: the one the backend takes under that release, :data:`interpreter.TNF_PTXAS`; 13.4: Triton 3.9's own,
+    as every run before session 38 built them); the rules of defaults.py are keyed by both."""
     monkeypatch.setattr(B.TritonMXFP4Backend, "versions", lambda self: {"triton": version})
-    shipped = SM90_PTXAS.get(release_tuple(version, 2), "")
-    monkeypatch.setattr(B, "triton_ptxas", lambda arch: (ptxas or shipped, bool(ptxas)))
+    shipped = TNF_PTXAS.get(release_tuple(version, 2), "")
+    monkeypatch.setattr(B, "tail_fused_ptxas", lambda arch: Assembler("", ptxas or shipped))
 
 
 def test_on_sm90_the_default_is_within_6_percent_of_the_measured_best_but_at_20b_ep2_t256(compiled_sm90, monkeypatch):
@@ -79,11 +81,14 @@ T32F = "m128n128k64w16s3-ps-gu-g2n256-t32f-pdl"
 def test_up_to_512_pairs_per_expert_the_default_runs_tails_in_the_last_block(compiled_sm90, monkeypatch):
     """Session 34's rule (Triton 3.6.0, the H100): at the five goal shapes with 128-512 pairs per expert, -t32f-pdl.
     In -s34h (the prefill headline) its ratio to the best ours timed in full, and that of the default the run had
-    (the rules before it); against -t32-pdltt in -s34g (both timed in full).  Under 3.9 the rules before it."""
+    (the rules before it); against -t32-pdltt in -s34g (both timed in full).  Under 3.9 with its 13.4 building the
+    -tNf kernels the rules before it; as the backend builds them there (12.9), the same rule."""
     b = B.TritonMXFP4Backend()
-    built_by(monkeypatch, "3.9.0")
+    built_by(monkeypatch, "3.9.0", "13.4")
     assert b.default_tactic(case("gpt-oss-20b", 1, 1024)).label == "m128n128k64w8s3-ps-g2n256-t64-pdl"
     assert b.default_tactic(case("gpt-oss-120b", 4, 4096)).label == "m128n128k64w16s3-ps-gu-g2n256-t64"
+    built_by(monkeypatch, "3.9.0")
+    assert {b.default_tactic(case(*k)).label for k in T32F_SHAPES} == {T32F}
     built_by(monkeypatch, "3.6.0")
     runs = {r: pd.read_parquet(f"data/runs/2026-12-07-nvidia-h100-{r}/results.parquet") for r in ("s34g", "s34h")}
     new, before, twin = {}, {}, {}
@@ -152,9 +157,10 @@ def test_under_triton_371_the_t32f_rule_takes_a_t32f_tile_within_5_percent_of_th
 def test_under_triton_39_the_t32f_tiles_lose_their_lead_so_its_rules_leave_them_out(compiled_sm90, monkeypatch):
     """-s36a (H100, Triton 3.9.0 then 3.6.0 in one call, the prefill tiles): the -t32f tile runs 1.19-1.25x slower under
     3.9.0 than under 3.6.0 at the six prefill shapes, the plain 16-warp -gu tile at most 1.05x; 3.9's best is a -t32f
-    tile only at 20b EP2 T=1024 (1.4 % ahead), so the 3.9 rules do not take it."""
+    tile only at 20b EP2 T=1024 (1.4 % ahead), so the 3.9 rules do not take it where 13.4 builds them (as it built
+    these rows; session 38's backend builds them with an older ptxas under 3.9: -s38a)."""
     b = B.TritonMXFP4Backend()
-    built_by(monkeypatch, "3.9.0")
+    built_by(monkeypatch, "3.9.0", "13.4")
     d = pd.read_parquet("data/runs/2026-12-07-nvidia-h100-s36a/results.parquet")
     d = d[(d["backend"] == "triton") & (d["status"] == "ok")]
     gu = "m128n128k64w16s3-ps-gu-g2n256-t64"
@@ -176,8 +182,8 @@ def test_under_triton_39_the_t32f_tiles_lose_their_lead_so_its_rules_leave_them_
 def test_a_ptxas_that_serialises_the_tnf_wgmmas_takes_the_t32f_rule_out(compiled_sm90, monkeypatch):
     """Triton 3.6.0 pointed at a ptxas from 13.3 on (TRITON_PTXAS_PATH, as images that pin the system CUDA's do):
     its -tNf builds wait for every wgmma (profiling.sass_over; C7512), the build that ran 1.20-1.27x slower in
-    -s36a, so the -t32f shapes get the rules after it; with 13.2 the rule holds.  Under 3.9 nothing changes: its rules
-    have no -t32f rule, and with an older ptxas it takes -t32f there (-s37a, the next test)."""
+    -s36a, so the -t32f shapes get the rules after it; with 13.2 the rule holds.  Under 3.9 the same: with 13.3 or
+    13.4 building the -tNf kernels no -t32f rule, with an older ptxas (the backend's 12.9) -t32f (-s37a, -s38a)."""
     b = B.TritonMXFP4Backend()
     for ptxas, want in (("13.2", T32F), ("13.3", None), ("13.4", None)):
         built_by(monkeypatch, "3.6.0", ptxas)
@@ -191,11 +197,11 @@ def test_a_ptxas_that_serialises_the_tnf_wgmmas_takes_the_t32f_rule_out(compiled
                            ("gpt-oss-20b", 2, 1024): "m128n128k64w8s3-ps-g2n256-t64-pdl",
                            ("gpt-oss-20b", 2, 4096): "m128n128k64w16s3-ps-gu-g2n256-t64-pdltt"}, (ptxas, got)
     built = {}
-    for ptxas in ("", "13.3", "12.9"):
+    for ptxas in ("", "13.4", "13.3", "12.9"):
         built_by(monkeypatch, "3.9.0", ptxas)
         built[ptxas] = {k: b.default_tactic(case(*k)).label for k in sorted(T32F_SHAPES)}
-    assert built[""] == built["13.3"] and not any("-t32f" in v for v in built[""].values())
-    assert set(built["12.9"].values()) == {T32F}
+    assert built["13.4"] == built["13.3"] and not any("-t32f" in v for v in built["13.4"].values())
+    assert set(built["12.9"].values()) == {T32F} and built[""] == built["12.9"]  # as the backend builds them: 12.9
 
 
 def test_under_triton_39_with_an_older_ptxas_the_t32f_rule_is_back(compiled_sm90, monkeypatch):
@@ -207,7 +213,7 @@ def test_under_triton_39_with_an_older_ptxas_the_t32f_rule_is_back(compiled_sm90
     d = d[(d["backend"] == "triton") & (d["status"] == "ok")]
     b = B.TritonMXFP4Backend()
     got, t32f = {}, {}
-    for release, ptxas in (("3.9.0+ptxas12.8", "12.8"), ("3.9.0", "")):
+    for release, ptxas in (("3.9.0+ptxas12.8", "12.8"), ("3.9.0", "13.4")):
         built_by(monkeypatch, "3.9.0", ptxas)
         for (model, ep, tokens), g in d[d["triton_version"] == release].groupby(["model", "ep_size", "num_tokens"]):
             full = g[g["timing_pass"] != "screen"].set_index("tactic_label")["time_median_us"]
@@ -266,8 +272,9 @@ def test_under_triton_39_the_default_is_within_8_percent_of_its_best(compiled_sm
     -t32f: 1.054x at most): the default chosen for 3.9 is at most 1.08x the best 3.9.0 tactic at every shape (H100 120b
     EP4 T=1, 4 us: 1.08x), and at 120b EP4 T=16 it is the 3.9 rule's tile, within 1 % (the 3.6 rule's g2sk2-pdl tile:
     1.07x on the H200, 1.15x on the H100).  -s24a also timed the -rN twins: at 20b EP1 T=1 the default's -r168 twin is
-    0.91x of it (1.10x), level or slower at the other T <= 4 shapes (120b EP4 T=4: 1.15x), so the rule stays."""
-    built_by(monkeypatch, "3.9.0")
+    0.91x of it (1.10x), level or slower at the other T <= 4 shapes (120b EP4 T=4: 1.15x), so the rule stays.  These
+    runs' -tNf kernels were built by 3.9.0's 13.4 (before session 38), so the default is that build's."""
+    built_by(monkeypatch, "3.9.0", "13.4")
     d = pd.read_parquet(f"{run}/results.parquet")
     d = d[(d["backend"] == "triton") & (d["status"] == "ok") & (d["triton_version"] == "3.9.0")]
     b = B.TritonMXFP4Backend()
@@ -311,10 +318,10 @@ def test_under_triton_39_the_64_row_default_is_its_capped_twin(compiled_sm90, mo
 def test_at_prefill_the_default_is_the_pdltt_twin_its_pdlt_twin_beats_the_plain_tile(compiled_sm90, monkeypatch):
     """T >= 4096 under Triton 3.6 (the H200's): the tail tile's -pdltt twin (at T=4096 -t32f-pdl from session 34); its
     -pdlt twin, next in the rule, faster than the plain tile at the four 20b shapes of -s29b (their finalists,
-    alternating rounds) and within 1 % of the best ours there; under 3.9 the plain tile."""
+    alternating rounds) and within 1 % of the best ours there; under 3.9 with 13.4 building -tNf the plain tile."""
     plain = "m128n128k64w16s3-ps-gu-g2n256-t64"
     b = B.TritonMXFP4Backend()
-    built_by(monkeypatch, "3.9.0")
+    built_by(monkeypatch, "3.9.0", "13.4")
     assert b.default_tactic(case("gpt-oss-20b", 2, 4096)).label == plain
     built_by(monkeypatch, "3.6.0")
     d = pd.read_parquet("data/runs/2026-12-06-nvidia-h200-s29b/results.parquet")
@@ -352,3 +359,30 @@ def test_the_pdltt_default_against_its_pdlt_twin_on_the_h200(compiled_sm90, monk
     assert ratios == {("gpt-oss-120b", 4, 4096): 0.995, ("gpt-oss-20b", 1, 4096): 0.998,
                       ("gpt-oss-20b", 1, 16384): 0.99, ("gpt-oss-20b", 2, 4096): 1.007,
                       ("gpt-oss-20b", 2, 16384): 0.994}
+
+
+def test_under_triton_39_the_backends_own_tnf_build_keeps_the_t32f_lead(compiled_sm90, monkeypatch):
+    """-s38a (H100, one call; session 38): the prefill tiles under Triton 3.9.0 with the backend's -tNf build (the
+    image Triton's ptxas 12.8 standing in for 3.9.0's own 12.9, which the kit leaves out), then 3.6.0.  The -t32f
+    rows record that ptxas, the others 3.9.0's 13.4; the -t32f tiles run 1.00-1.07x of their 3.6.0 time (-s36a, the
+    same tiles built by 13.4: 1.19-1.27x); a -t32f tile is 3.9.0's best at the five -t32f shapes, and the default under
+    3.9 as the backend builds it is within 1.2 % of 3.9's best at the six prefill shapes."""
+    d = pd.read_parquet("data/runs/2026-12-07-nvidia-h100-s38a/results.parquet")
+    d = d[(d["backend"] == "triton") & (d["status"] == "ok")]
+    new = d[d["triton_version"] == "3.9.0"]
+    tnf = new["tactic_label"].str.contains("-t32f")
+    assert set(new.loc[tnf, "triton_ptxas"]) == {"12.8"} and set(new.loc[~tnf, "triton_ptxas"]) == {"13.4"}
+    r = d[d["tactic_label"].str.contains("-t32f")].pivot_table(index=["model", "ep_size", "num_tokens", "tactic_label"],
+                                                               columns="triton_version", values="time_median_us")
+    ratio = r["3.9.0"] / r["3.6.0"]
+    assert len(ratio) == 24 and 0.99 <= ratio.min() and ratio.max() <= 1.07, ratio.describe()
+    built_by(monkeypatch, "3.9.0")
+    b = B.TritonMXFP4Backend()
+    worst = {}
+    for (model, ep, tokens), g in new.groupby(["model", "ep_size", "num_tokens"]):
+        full = g[g["timing_pass"] != "screen"].set_index("tactic_label")["time_median_us"]
+        worst[(model, int(ep), int(tokens))] = round(full[b.default_tactic(case(model, int(ep), int(tokens))).label]
+                                                     / full.min(), 3)
+    assert len(worst) == 6 and max(worst.values()) <= 1.013, worst
+    best = new[new["is_best"].astype(bool)].set_index(["model", "ep_size", "num_tokens"])["tactic_label"]
+    assert {k for k, v in best.items() if "-t32f" in v} == T32F_SHAPES

@@ -132,13 +132,13 @@ def test_the_tactics_match_the_reference_and_the_same_tile_without_tails(interp_
 @needs_sass_tools()
 @pytest.mark.parametrize("gemm", ["gemm1", "gemm2"])
 def test_the_offered_tile_builds_for_sm90a_with_two_k_loops(gemm: str):
-    """sm_90a, K = 3072, the installed Triton and the ptxas it calls: 128 registers, one program of 16 warps an SM, two
-    K loops (8 wgmma a step with the tail's dot, 4 without); spills: none in the one-dot loop, at most 2 in the other
-    (Triton 3.6.0: gemm2 2; 3.7.1: 2 each; 3.9.0: none).  The wgmma waits follow the ptxas, not the release: with
-    ptxas 12.8-13.2 (Triton 3.6-3.8's for sm_90) some groups stay in flight (3.6.0: at most 7 and 3; 3.7.1: 3 and
-    1); from 13.3 (Triton 3.9 calls its 13.4 from sm_90 on) both loops wait for every wgmma (0), ptxas' advisory C7512
-    "serialized due to insufficient register resources": what makes both -tNf kernels 1.20-1.27x slower under 3.9.0
-    than under 3.6.0 on the H100 (-s36a)."""
+    """sm_90a, K = 3072, the installed Triton and the ptxas the backend builds these kernels with (assembler: 3.6,
+    3.7: Triton's 12.8; 3.9.0: its 12.9, not the 13.4 it calls for sm_90): 128 registers, one program of 16 warps an
+    SM, two K loops (8 wgmma a step with the tail's dot, 4 without); spills: none in the one-dot loop, at most 2 in the
+    other (Triton 3.6.0: gemm2 2; 3.7.1: 2 each; 3.9.0 by 12.9: 2 each).  The wgmma waits follow the ptxas, not the
+    release: with ptxas 12.8-13.2 some groups stay in flight (3.6.0: at most 7 and 3; 3.7.1 and 3.9.0: 3 and 1); from
+    13.3 both loops wait for every wgmma (0), ptxas' advisory C7512 "serialized due to insufficient register
+    resources": what made both -tNf kernels 1.20-1.27x slower under 3.9.0 than under 3.6.0 on the H100 (-s36a)."""
     from fp4moe_diag.backends.triton.defaults import SERIALISING_PTXAS
     from fp4moe_diag.profiling.sass_over import summary
     from fp4moe_diag.release import release_tuple
@@ -184,13 +184,13 @@ def test_an_older_ptxas_under_the_installed_triton_keeps_wgmma_groups_in_flight(
 @pytest.mark.parametrize("gemm", ["gemm1", "gemm2"])
 def test_the_64_token_tile_keeps_groups_in_flight_under_every_ptxas(gemm: str):
     """Session 37's m64 twin of the offered -t32f tile: half the accumulator, so every ptxas (13.4 too) keeps wgmma
-    groups in flight without an advisory or a spill in its loops, one program of 16 warps an SM (3.9.0: 128 registers,
-    3.6.0: 110 in gemm1)."""
+    groups in flight without an advisory, one program of 16 warps an SM (3.9.0: 128 registers, 3.6.0: 110 in gemm1);
+    no spill in the one-dot loop, at most 2 in the other (3.9.0's gemm2 as the backend builds it, by its 12.9)."""
     from fp4moe_diag.profiling.sass_over import summary
 
     s = summary("m64n128k64w16s3-ps-gu-g2n256-t32f-pdl", gemm)
     assert s["registers"] <= 128 and (s["resident_programs"], s["advisories"]) == (1, []), s
-    assert [lp["wgmma"] for lp in s["loops"]] == [8, 4] and [lp["spills"] for lp in s["loops"]] == [0, 0]
+    assert [lp["wgmma"] for lp in s["loops"]] == [8, 4] and s["loops"][0]["spills"] <= 2 and s["loops"][1]["spills"] == 0
     assert all(lp["waits"] and min(lp["waits"]) >= 1 for lp in s["loops"]), (s["ptxas"], s["loops"])
 
 
