@@ -133,10 +133,10 @@ def prebuild(kernel: Any, grid: Any, args: tuple, kwargs: dict, assembler: Assem
 
     with assembled_by(assembler):
         compiled = kernel.warmup(*args, grid=grid, **kwargs)
-    want = ptx_get_version(assembler.version)
-    got = ptx_isa(compiled.asm["ptx"])
-    if got != f"{want // 10}.{want % 10}":
-        raise RuntimeError(f"{getattr(kernel, '__name__', kernel)}: built with PTX ISA {got}, expected {want // 10}.{want % 10} "
+    isa = ptx_get_version(assembler.version)
+    want, got = f"{isa // 10}.{isa % 10}", ptx_isa(compiled.asm["ptx"])
+    if got != want:
+        raise RuntimeError(f"{getattr(kernel, '__name__', kernel)}: built with PTX ISA {got}, expected {want} "
                            f"(ptxas {assembler.version} at {assembler.path})")
 
 

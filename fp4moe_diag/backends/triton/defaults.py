@@ -23,9 +23,10 @@ from .configs_regcap import triton_release
 
 #: ptxas from 13.3 on (13.3 and 13.4 built here) serialises the ``-tNf`` kernels' wgmmas (``C7512 ... serialized due to
 #: insufficient register resources``; 12.8-13.2 keep groups in flight: ``docs/evidence-s37.md``), which made them
-#: 1.20-1.27x slower (Triton 3.9.0 with its 13.4, ``-s36a``): where the ptxas Triton calls is one of them, no rule takes
-#: a ``-tNf`` tile.  Triton 3.6 / 3.7 call 12.8 for sm_90 unless ``TRITON_PTXAS_PATH`` points elsewhere, as images
-#: that pin the system CUDA's ptxas do.
+#: 1.20-1.27x slower (Triton 3.9.0 with its 13.4, ``-s36a``): where the ptxas that builds them is one of them, no rule
+#: takes a ``-tNf`` tile.  Triton 3.6 / 3.7 call 12.8 for sm_90 unless ``TRITON_PTXAS_PATH`` points elsewhere, as
+#: images that pin the system CUDA's ptxas do; under 3.9 the backend builds them with the 12.9 it ships
+#: (:mod:`.assembler`).
 SERIALISING_PTXAS = (13, 3)
 
 #: (max pairs, max avg pairs per expert, tactic labels in order of preference); the first rule that holds applies
@@ -85,11 +86,12 @@ MEASURED_DEFAULTS_TRITON39: tuple[tuple[float, float, tuple[str, ...]], ...] = M
 )
 
 
-#: Triton 3.9 pointed at a ptxas older than 13.3 (``TRITON_PTXAS_BLACKWELL_PATH``; the rows read ``3.9.0+ptxas12.8``):
-#: its rules with session 34's ``-t32f`` rule back, before the 20b T=1024 one.  Measured on the H200 (``-s37a``: 3.9.0
-#: with the image Triton's ptxas 12.8, beside 3.9.0 as shipped and 3.6.0 in one call): a ``-t32f`` tile is that build's
-#: best at the five shapes with 128-512 pairs an expert, the rule's label within 1.012x of it, where the rules without
-#: it take 1.07-1.21x.
+#: Triton 3.9 with our ``-tNf`` kernels built by a ptxas older than 13.3 (as the backend builds them there since
+#: session 38: its 12.9, :mod:`.assembler`; or Triton pointed at one, ``TRITON_PTXAS_BLACKWELL_PATH``, rows
+#: ``3.9.0+ptxas12.8``): its rules with session 34's ``-t32f`` rule back, before the 20b T=1024 one.  Measured on the
+#: H200 (``-s37a``: 3.9.0 with the image Triton's ptxas 12.8, beside 3.9.0 as shipped and 3.6.0 in one call): a
+#: ``-t32f`` tile is that build's best at the five shapes with 128-512 pairs an expert, the rule's label within 1.012x
+#: of it, where the rules without it take 1.07-1.21x; on the H100 (``-s38a``, the backend's own build) within 1.012x.
 MEASURED_DEFAULTS_TRITON39_OLDER_PTXAS: tuple[tuple[float, float, tuple[str, ...]], ...] = (
     MEASURED_DEFAULTS_TRITON39[:6] + MEASURED_DEFAULTS[5:6] + MEASURED_DEFAULTS_TRITON39[6:])
 
@@ -97,10 +99,10 @@ MEASURED_DEFAULTS_TRITON39_OLDER_PTXAS: tuple[tuple[float, float, tuple[str, ...
 def measured_default(case: Any, offered: Sequence[KernelConfig], capability: Optional[tuple[int, int]],
                      triton_version: Optional[str] = None, ptxas: Optional[str] = None) -> KernelConfig:
     """The default tactic of ``case`` (a MoECase) among ``offered`` (what :meth:`TritonBackend.tactics` offers there)
-    on a GPU of compute ``capability`` (None: no GPU), built by ``triton_version`` with ``ptxas`` (the version of the
-    one Triton calls there; None: not known): on SM90 the first label of the first rule that holds and is offered
-    (:data:`MEASURED_DEFAULTS`; from Triton 3.9 on :data:`MEASURED_DEFAULTS_TRITON39`; without the ``-tNf`` rule
-    where the ptxas is :data:`SERIALISING_PTXAS` or later), else :func:`default_config`."""
+    on a GPU of compute ``capability`` (None: no GPU), built by ``triton_version``, its ``-tNf`` kernels by ``ptxas``
+    (:func:`.assembler.tail_fused_ptxas`' version; None: not known): on SM90 the first label of the first rule that
+    holds and is offered (:data:`MEASURED_DEFAULTS`; from Triton 3.9 on :data:`MEASURED_DEFAULTS_TRITON39`; without
+    the ``-tNf`` rule where the ptxas is :data:`SERIALISING_PTXAS` or later), else :func:`default_config`."""
     if capability is None or capability[0] != 9:
         return default_config(case)
     pairs = case.num_tokens * case.top_k
