@@ -19,7 +19,8 @@ from .context import slug
 
 
 def _ptxas(r: pd.Series) -> str:
-    """`` (ptxas 13.4)`` where the run records the ptxas Triton called, else ''."""
+    """`` (ptxas 13.4)`` where the run records the ptxas that built its Triton kernels (``12.9, 13.4``: our ``-tNf``
+    kernels by another, ``backends.triton.assembler``), else ''."""
     v = r.get("triton_ptxas", "")
     return f" (ptxas {v})" if isinstance(v, str) and v else ""
 
