@@ -42,17 +42,25 @@ def flashinfer_build_name(module_path: str) -> str:
     return name
 
 
+def triton_bin_dir() -> str:
+    """The folder of the CUDA tools (ptxas, nvdisasm, cuobjdump) the installed Triton's wheel ships, resolved; ''
+    without Triton."""
+    try:
+        import triton  # noqa: PLC0415
+    except ImportError:
+        return ""
+    return os.path.realpath(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin"))
+
+
 def triton_ptxas_tool(arch: int) -> tuple[str, str, bool]:
     """(path, version, overridden) of the ptxas that the installed Triton calls for ``sm_<arch>``; ``overridden``:
     ``TRITON_PTXAS_PATH`` / ``TRITON_PTXAS_BLACKWELL_PATH`` points Triton at a ptxas other than the one its wheel ships
     for that target.  ``("", "", False)`` without Triton's NVIDIA backend."""
     try:
-        import triton  # noqa: PLC0415
         from triton.backends.nvidia import compiler  # noqa: PLC0415
 
         tool = compiler.get_ptxas(int(arch))
-        bundled = os.path.realpath(os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin"))
-        return tool.path, str(tool.version), os.path.dirname(os.path.realpath(tool.path)) != bundled
+        return tool.path, str(tool.version), os.path.dirname(os.path.realpath(tool.path)) != triton_bin_dir()
     except Exception:  # noqa: BLE001
         return "", "", False
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from ... import settings
-from ...environment import triton_ptxas_tool
+from ...environment import triton_bin_dir, triton_ptxas_tool
 from .configs_regcap import triton_release
 from .defaults import SERIALISING_PTXAS
 
@@ -41,19 +41,22 @@ class Assembler:
 
 
 def ptxas_version(path: str) -> str:
-    """``X.Y`` of the ptxas at ``path`` (its ``--version``); a ValueError naming ``path`` when it is none."""
-    return _version(os.path.realpath(path)) if os.path.isfile(path) else _version(path)
+    """``X.Y`` of the ptxas at ``path`` (its ``--version``, run once per file); a ValueError naming ``path`` when it
+    is none."""
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise ValueError(f"{settings.TNF_PTXAS}: expected an executable ptxas, got {path!r}")
+    version = _release(os.path.realpath(path))
+    if not version:
+        raise ValueError(f"{settings.TNF_PTXAS}: {path!r} printed no 'release X.Y' for --version")
+    return version
 
 
 @functools.lru_cache(maxsize=None)
-def _version(path: str) -> str:
-    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-        raise ValueError(f"{settings.TNF_PTXAS}: expected an executable ptxas, got {path!r}")
+def _release(path: str) -> str:
+    """``X.Y`` from the ``--version`` text of the executable at ``path`` ('' when it prints none)."""
     out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60).stdout
     m = re.search(r"release (\d+\.\d+)", out)
-    if m is None:
-        raise ValueError(f"{settings.TNF_PTXAS}: {path!r} printed no 'release X.Y' for --version")
-    return m.group(1)
+    return m.group(1) if m else ""
 
 
 def check_setting() -> None:
@@ -65,12 +68,9 @@ def check_setting() -> None:
 
 def _legacy_ptxas() -> str:
     """The ``ptxas`` Triton ships for targets below sm_90 ('' when this install has none)."""
-    try:
-        import triton  # noqa: PLC0415
-    except ImportError:
-        return ""
-    path = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
-    return path if os.path.isfile(path) and os.access(path, os.X_OK) else ""
+    folder = triton_bin_dir()
+    path = os.path.join(folder, "ptxas")
+    return path if folder and os.path.isfile(path) and os.access(path, os.X_OK) else ""
 
 
 def tail_fused_ptxas(arch: int) -> Assembler:
@@ -142,7 +142,6 @@ def prebuild(kernel: Any, grid: Any, args: tuple, kwargs: dict, assembler: Assem
 
 def bound_launch(kernel: Any, grid: Any, args: tuple, kwargs: dict, assembler: Assembler) -> Callable[[], None]:
     """The launch of ``kernel[grid](*args, **kwargs)`` as a bare callable, built first under ``assembler``
-    (:func:`prebuild`; under the interpreter nothing is built)."""
-    if assembler.path:
-        prebuild(kernel, grid, args, kwargs, assembler)
+    (:func:`prebuild`; with Triton's own ptxas, or under the interpreter, nothing is built here)."""
+    prebuild(kernel, grid, args, kwargs, assembler)
     return functools.partial(kernel[grid], *args, **kwargs)
