@@ -37,14 +37,15 @@ NEW=$(PYTHONPATH=/tmp/tnew:$PYTHONPATH python3 -c "import triton; print(triton._
   || { echo "KIT: the kit's triton does not import here" >&2; plan_finish; exit 3; }
 OLD=$(python3 -c "import triton; print(triton.__version__)")
 say "image triton $OLD, kit triton $NEW"
-PTXAS=${PTXAS:-}
-[ "$PTXAS" = image ] && PTXAS=$(python3 -c "from triton.backends.nvidia.compiler import get_ptxas; print(get_ptxas(90).path)")
-[ -z "$PTXAS" ] || [ -x "$PTXAS" ] || { echo "PTXAS: expected 'image' or an executable ptxas, got $PTXAS" >&2; plan_finish; exit 2; }
-[ -z "$PTXAS" ] || say "ptxas for the second sweep: $PTXAS ($("$PTXAS" --version | tail -1))"
-TNF_PTXAS=${TNF_PTXAS:-}
-[ "$TNF_PTXAS" = image ] && TNF_PTXAS=$(python3 -c "from triton.backends.nvidia.compiler import get_ptxas; print(get_ptxas(90).path)")
-[ -z "$TNF_PTXAS" ] || [ -x "$TNF_PTXAS" ] || { echo "TNF_PTXAS: expected 'image' or an executable ptxas, got $TNF_PTXAS" >&2; plan_finish; exit 2; }
-[ -z "$TNF_PTXAS" ] || say "ptxas for the kit's -tNf kernels: $TNF_PTXAS ($("$TNF_PTXAS" --version | tail -1))"
+ptxas_of() {  # $1: the variable's name, $2: its value ('', 'image' or a path), $3: what it is for; prints the path
+  local p=$2
+  [ "$p" = image ] && p=$(python3 -c "from triton.backends.nvidia.compiler import get_ptxas; print(get_ptxas(90).path)")
+  [ -z "$p" ] || [ -x "$p" ] || { echo "$1: expected 'image' or an executable ptxas, got $p" >&2; return 2; }
+  [ -z "$p" ] || say "ptxas for $3: $p ($("$p" --version | tail -1))" >&2
+  echo "$p"
+}
+PTXAS=$(ptxas_of PTXAS "${PTXAS:-}" "the second sweep") || { plan_finish; exit 2; }
+TNF_PTXAS=$(ptxas_of TNF_PTXAS "${TNF_PTXAS:-}" "the kit's -tNf kernels") || { plan_finish; exit 2; }
 A="$SWEEP_ARGS --screen-top 6"
 case "$PART" in
   decode)
