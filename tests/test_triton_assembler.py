@@ -17,7 +17,8 @@ import torch
 from fp4moe_diag import settings
 from fp4moe_diag.backends.base import Backend, Tactic
 from fp4moe_diag.backends.triton import assembler
-from fp4moe_diag.backends.triton.assembler import Assembler, assembled_by, ptx_isa, tail_fused_ptxas
+from fp4moe_diag.backends.triton.assembler import (Assembler, assembled_by, launch_assembler, ptx_isa,
+                                                  tail_fused_ptxas)
 from fp4moe_diag.measure.options import MeasureOptions
 from fp4moe_diag.problem.case import MoECase
 from fp4moe_diag.problem.reference import reference_moe
@@ -65,6 +66,16 @@ def test_the_older_ptxas_builds_the_tnf_kernels_where_tritons_serialises(triton_
     monkeypatch.setenv(settings.TNF_PTXAS, own)  # the setting wins on sm_90, whatever its release
     assert tail_fused_ptxas(90) == Assembler(own, "13.1")
     assert tail_fused_ptxas(100) == Assembler("", "13.4")
+
+
+def test_launches_and_rows_ask_the_same_question(triton_choice):
+    """:func:`launch_assembler` (the ``-tNf`` launchers and the rows' ``triton_ptxas`` both ask it): none off a GPU or
+    under the interpreter, else :func:`tail_fused_ptxas` of the capability."""
+    legacy = triton_choice["legacy"]
+    assert launch_assembler((9, 0), interpreted=False) == Assembler(legacy, "12.9")
+    assert launch_assembler((9, 0), interpreted=True) == Assembler("", "")
+    assert launch_assembler(None, interpreted=False) == Assembler("", "")
+    assert launch_assembler((10, 0), interpreted=False) == Assembler("", "13.4")
 
 
 def test_the_setting_is_refused_when_it_names_no_ptxas(triton_choice, tmp_path, monkeypatch):

@@ -39,7 +39,7 @@ from ..backends.triton.configs import (ABLATIONS, KernelConfig, even_k, k_main, 
 from ..backends.triton.configs_gu import ps_gu_chunk_dots
 from ..backends.triton.configs_tail import launch_pdl
 from ..backends.triton.tiling import SM90_LIMITS, residency, residency_cap  # noqa: F401 (SM90_LIMITS: re-exported)
-from ..environment import triton_ptxas
+from ..environment import triton_bin_dir, triton_ptxas
 from .sass_text import kernel_source, loop_bodies
 
 _GEMMS = {
@@ -223,10 +223,9 @@ def ptxas_advisories(compiled, arch: int) -> list[str]:
 
 def bundled_tool(name: str) -> str:
     """The path of a CUDA tool Triton bundles (``ptxas``, ``nvdisasm``, ``cuobjdump``); a ValueError when absent."""
-    import triton
-
-    path = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name)
-    if not os.path.exists(path):
+    folder = triton_bin_dir()
+    path = os.path.join(folder, name)
+    if not (folder and os.path.exists(path)):
         raise ValueError(f"{name}: not found at {path} (this Triton install bundles no CUDA tools)")
     return path
 

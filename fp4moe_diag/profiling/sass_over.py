@@ -16,7 +16,7 @@ import os
 from typing import Any, Optional, Sequence
 
 from ..backends.triton.configs import KernelConfig, even_k, parse_config, ps_n_fastest, ps_scale_words
-from ..backends.triton.assembler import assembled_by, tail_fused_ptxas
+from ..backends.triton.assembler import assembled_by, ptxas_version, tail_fused_ptxas
 from .sass import (_on_cubin, bundled_tool, mma_sync, opcode, ptxas_advisories, resident_programs,
                    resource_usage)
 from .sass_text import kernel_source, loop_bodies
@@ -87,8 +87,7 @@ def summary(tactic: str, gemm: str, k: int = 3072) -> dict:
 def use_ptxas(path: str) -> None:
     """Make this process's Triton build with the ptxas at ``path`` (both of Triton's ptxas variables); a ValueError
     when it is no executable file.  Call it before the first build: Triton caches the ptxas version it reads."""
-    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-        raise ValueError(f"ptxas: expected an executable ptxas, got {path!r}")
+    ptxas_version(path, "ptxas")
     os.environ["TRITON_PTXAS_PATH"] = os.environ["TRITON_PTXAS_BLACKWELL_PATH"] = os.path.abspath(path)
 
 

@@ -21,7 +21,7 @@ import os
 import re
 import subprocess
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 from ... import settings
 from ...environment import triton_bin_dir, triton_ptxas_tool
@@ -40,14 +40,14 @@ class Assembler:
     version: str
 
 
-def ptxas_version(path: str) -> str:
-    """``X.Y`` of the ptxas at ``path`` (its ``--version``, run once per file); a ValueError naming ``path`` when it
-    is none."""
+def ptxas_version(path: str, what: str = settings.TNF_PTXAS) -> str:
+    """``X.Y`` of the ptxas at ``path`` (its ``--version``, run once per file); a ValueError naming ``what`` (the
+    setting or argument that gave ``path``) and ``path`` when it is none."""
     if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-        raise ValueError(f"{settings.TNF_PTXAS}: expected an executable ptxas, got {path!r}")
+        raise ValueError(f"{what}: expected an executable ptxas, got {path!r}")
     version = _release(os.path.realpath(path))
     if not version:
-        raise ValueError(f"{settings.TNF_PTXAS}: {path!r} printed no 'release X.Y' for --version")
+        raise ValueError(f"{what}: {path!r} printed no 'release X.Y' for --version")
     return version
 
 
@@ -92,6 +92,15 @@ def tail_fused_ptxas(arch: int) -> Assembler:
         if triton_release(legacy_version) < SERIALISING_PTXAS:
             return Assembler(legacy, legacy_version)
     return Assembler("", version)
+
+
+def launch_assembler(capability: Optional[tuple[int, int]], interpreted: bool) -> Assembler:
+    """The ptxas that builds the ``-tNf`` kernels of a launch on a GPU of compute ``capability`` (``None``: not on a
+    GPU): :func:`tail_fused_ptxas`, or none (``Assembler("", "")``) off a GPU or under the interpreter.  The launchers
+    and the rows' ``triton_ptxas`` both ask here, so that a row records the ptxas that built its kernels."""
+    if interpreted or not capability:
+        return Assembler("", "")
+    return tail_fused_ptxas(capability[0] * 10 + capability[1])
 
 
 @contextlib.contextmanager

@@ -40,7 +40,7 @@ from .configs_stages import PS_G2S_DECODE_PDL_CONFIGS
 from .configs_unroll import PS_GU16_U2_CONFIGS, PS_GU16_U2_PDL_CONFIGS
 from .configs_warps import (PS_DECODE8_CONFIGS, PS_DECODE8_PDL_CONFIGS, PS_GU16_CONFIGS, PS_GU16_K128_CONFIGS,
                             PS_GU16_K128_PDL_CONFIGS, PS_GU16_PDL_CONFIGS, PS_GU16_T32F_M64_CONFIGS)
-from .assembler import tail_fused_ptxas
+from .assembler import launch_assembler, tail_fused_ptxas
 from .defaults import measured_default
 from .loading import (interpret_enabled, kernels_interpreted, load_kernels, load_over_kernels,  # noqa: F401
                       triton_import_error)
@@ -197,10 +197,9 @@ class TritonMXFP4Backend(Backend):
         """``triton_ptxas`` of a ``-tNf`` tactic where another ptxas than Triton's builds its kernels on this GPU
         (:func:`.assembler.tail_fused_ptxas`)."""
         kc = tactic.id
-        cc = device_capability("cuda")
-        if not (isinstance(kc, KernelConfig) and kc.tail_fused and cc) or interpret_enabled() or kernels_interpreted():
+        if not (isinstance(kc, KernelConfig) and kc.tail_fused):
             return {}
-        assembler = tail_fused_ptxas(cc[0] * 10 + cc[1])
+        assembler = launch_assembler(device_capability("cuda"), interpret_enabled() or bool(kernels_interpreted()))
         return {"triton_ptxas": assembler.version} if assembler.path else {}
 
     def tactic_by_label(self, case: MoECase, label: str, prepared: Any = None) -> Tactic:

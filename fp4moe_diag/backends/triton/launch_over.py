@@ -13,7 +13,7 @@ import torch
 import triton
 
 from ._kernels import BUILD_OPTIONS, INTERPRETED
-from .assembler import Assembler, bound_launch, tail_fused_ptxas
+from .assembler import Assembler, bound_launch, launch_assembler
 from ._kernels_over import _moe_mxfp4_gemm1_ps_gu_over_kernel, _moe_mxfp4_gemm2_ps_over_kernel
 from .configs import even_k, ps_n_fastest, ps_scale_words
 from .configs_gu import ps_gu_chunk_dots
@@ -42,10 +42,8 @@ def _checked(block_m: int, over_m: int, n_over: int, sorted_pair_ids: torch.Tens
 
 def over_assembler(t: torch.Tensor) -> Assembler:
     """The ptxas that builds the ``-tNf`` kernels for the GPU of ``t`` (none under the interpreter or off a GPU)."""
-    if INTERPRETED or t.device.type != "cuda":
-        return Assembler("", "")
-    major, minor = torch.cuda.get_device_capability(t.device)
-    return tail_fused_ptxas(major * 10 + minor)
+    on_gpu = t.device.type == "cuda"
+    return launch_assembler(torch.cuda.get_device_capability(t.device) if on_gpu else None, INTERPRETED)
 
 
 def gemm1_over_calls(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, bias: Optional[torch.Tensor],
