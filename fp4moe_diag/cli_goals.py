@@ -1,7 +1,8 @@
 """``python -m fp4moe_diag goals RUN_DIR [RUN_DIR ...]``: where each goal of issue #25 stands, per shape, with the
 measured reason (:mod:`fp4moe_diag.analysis.goals`).  Folders with results give the timings; every folder's
 ``ncu_*.csv`` profiles and ``ablate*.csv`` ablations (``profiling.ablate``) give the reasons, ``duel-*.csv`` duels
-(``profiling.duel``) goal 1's finer verdict (a folder may hold only those)."""
+(``profiling.duel``) goal 1's finer verdict, ``read-floor*.csv`` (``profiling.read_floor``) goals 2-3 the fastest
+one-kernel read of the call's weight bytes (a folder may hold only those)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from . import cli_args as A
 
 
 def _has_profiles(d: Path) -> bool:
-    return any(any(d.glob(g)) for g in ("ncu_*.csv", "ablate*.csv", "duel-*.csv", "energy-*.csv"))
+    return any(any(d.glob(g)) for g in ("ncu_*.csv", "ablate*.csv", "duel-*.csv", "energy-*.csv", "read-floor*.csv"))
 
 
 def check_goal_args(args: argparse.Namespace) -> list[Path]:
@@ -37,7 +38,8 @@ def check_goal_args(args: argparse.Namespace) -> list[Path]:
             raise ValueError(f"argument runs: {d} does not exist or is not a directory")
         if not is_run_folder(d) and not _has_profiles(d):
             raise ValueError(f"argument runs: {d} has no results (results.parquet / results.csv / parts/), no "
-                             "ncu_*.csv profiles, no ablate*.csv ablations, no duel-*.csv duels and no energy-*.csv")
+                             "ncu_*.csv profiles, no ablate*.csv ablations, no duel-*.csv duels, no energy-*.csv and "
+                             "no read-floor*.csv")
     timed = [d for d in args.runs if is_run_folder(d)]
     if not timed:
         raise ValueError("argument runs: none of the folders has results (only profiles); pass a run folder too")
@@ -45,19 +47,22 @@ def check_goal_args(args: argparse.Namespace) -> list[Path]:
 
 
 def evidence_command(duels: list[str], profiles: list[str], gpu_names: pd.Series,
-                     conditions: Sequence[str] = ()) -> str:
-    """The one device call that measures what the goals still lack: ``tools/device/plans/evidence.sh`` with the duels,
-    the profiles and the traced duels (``conditions``: goal-1 shapes not met whose pair no duel traced),
+                     conditions: Sequence[str] = (), floor_bytes: Sequence[int] = ()) -> str:
+    """The one device call that measures what the goals still lack: ``tools/device/plans/evidence.sh`` with the read
+    floors of ``floor_bytes`` (goals 2-3 not met without one), the duels, the profiles and the traced duels
+    (``conditions``: goal-1 shapes not met whose pair no duel traced),
     ``ONLY_ON`` the runs' GPU (its model, e.g. H200), or a comment where nothing is left.  A ValueError where ours'
     rows come from several GPUs (each GPU's lists are its own)."""
     gpus = sorted(set(gpu_names.dropna().astype(str)) - {"", "cpu"})
     if len(gpus) != 1:
         raise ValueError(f"argument --plan: expected the runs of one GPU, got ours' rows from {gpus or 'none'}; pass "
                          "the run folders of one GPU")
-    if not duels and not profiles and not conditions:
+    if not duels and not profiles and not conditions and not floor_bytes:
         return (f"# {gpus[0]}: nothing left to measure: every missed shape has a profile of ours' tactic, every "
-                "undecided goal-1 shape a duel and every goal-1 shape not met a traced duel")
-    lists = (("duel", "DUELS", duels), ("conditions", "CONDITIONS", conditions), ("profile", "PROFILES", profiles))
+                "undecided goal-1 shape a duel, every goal-1 shape not met a traced duel and every goal 2-3 shape "
+                "not met a read floor")
+    lists = (("floor", "FLOOR_BYTES", [",".join(str(b) for b in floor_bytes)] if floor_bytes else []),
+             ("duel", "DUELS", duels), ("conditions", "CONDITIONS", conditions), ("profile", "PROFILES", profiles))
     parts = " ".join(p for p, _, items in lists if items)
     only_on = gpus[0].removeprefix("NVIDIA ").split()[0]
     return (f'ONLY_ON={only_on} PARTS="{parts}"' + "".join(f' {var}="{" ".join(items)}"' for _, var, items in lists
@@ -72,6 +77,7 @@ def cmd_goals(args: argparse.Namespace) -> int:
     from .analysis.goals import goal_report
     from .analysis.traced_duels import untraced
     from .analysis.goals_markdown import goals_markdown
+    from .analysis.read_floors import read_floors, unfloored
     from .run_folder import load_run
 
     timed = check_goal_args(args)
@@ -89,7 +95,7 @@ def cmd_goals(args: argparse.Namespace) -> int:
                                 per_folder("gpu_name"))
     report = goal_report(df, profiles, ours=args.ours, w4a8=args.w4a8, launch_us=args.launch_us,
                          ablations=read_ablations(args.runs), duels=read_duels(args.runs),
-                         energy=read_energy(args.runs))
+                         energy=read_energy(args.runs), floors=read_floors(args.runs))
     if args.csv:
         report.table.to_csv(args.csv, index=False)
     if not (args.duels or args.unprofiled or args.plan):
@@ -102,7 +108,8 @@ def cmd_goals(args: argparse.Namespace) -> int:
         # goal-1 shapes not met whose pair no duel traced: CONDITIONS (its first way is the plain duel, so such a shape
         # leaves DUELS)
         traced = untraced(report.table, read_duels(args.runs))
-        print(evidence_command([d for d in duels if d not in traced], profiles, df.loc[mine, "gpu_name"], traced))
+        print(evidence_command([d for d in duels if d not in traced], profiles, df.loc[mine, "gpu_name"], traced,
+                               unfloored(report.table, read_floors(args.runs))))
     else:
         print("\n".join(duels if args.duels else profiles))
     return 0

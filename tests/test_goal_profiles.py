@@ -188,7 +188,9 @@ def test_plan_prints_the_one_evidence_call_the_committed_h200_runs_still_need(ca
     # plain duel), the other undecided shapes stay in DUELS (session 26)
     traced = [d for d in duels if d.startswith("gpt-oss-20b|2|4096|")]
     assert len(traced) == 1
-    assert lists["--plan"] == (f'ONLY_ON=H200 PARTS="duel conditions profile" '
+    # and the read floors of the eight goal 2-3 shapes not met (none read in session 15)
+    floors = "15077376,45232128,60309504,75386880,180928512,407089152,422166528,482476032"
+    assert lists["--plan"] == (f'ONLY_ON=H200 PARTS="floor duel conditions profile" FLOOR_BYTES="{floors}" '
                                f'DUELS="{" ".join(d for d in duels if d not in traced)}" CONDITIONS="{traced[0]}" '
                                f'PROFILES="{" ".join(profiles)}" bash tools/device/plans/evidence.sh')
 
@@ -202,6 +204,9 @@ def test_plan_says_when_nothing_is_left_and_refuses_runs_of_several_gpus():
                                                        'bash tools/device/plans/evidence.sh')
     assert evidence_command(["d"], [], h100, ["c"]) == ('ONLY_ON=H100 PARTS="duel conditions" DUELS="d" CONDITIONS="c" '
                                                         'bash tools/device/plans/evidence.sh')
+    assert evidence_command([], ["m|1|4|t"], h100, (), [15077376, 60309504]) == (
+        'ONLY_ON=H100 PARTS="floor profile" FLOOR_BYTES="15077376,60309504" PROFILES="m|1|4|t" '
+        'bash tools/device/plans/evidence.sh')
     two = pd.Series(["NVIDIA H100 80GB HBM3", "NVIDIA H200"])
     with pytest.raises(ValueError, match=r"^argument --plan: expected the runs of one GPU"):
         evidence_command(["d"], [], two)

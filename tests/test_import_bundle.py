@@ -146,18 +146,21 @@ def test_a_call_without_a_sweep_keeps_its_duels_and_ablations_with_the_environme
                                              "gpt-oss-20b,tactic,NVIDIA H100 80GB HBM3,3.6.0,abc\n")
     (snap / "r" / "energy-20b-ep2-t4096.csv").write_text("model,energy_ratio,gpu_name,triton_version,git_commit\n"
                                                          "gpt-oss-20b,0.979,NVIDIA H100 80GB HBM3,3.6.0,abc\n")
+    (snap / "r" / "read-floor-goals.csv").write_text("nbytes,kernel,gpu_name,triton_version,git_commit\n"
+                                                     "15077376,torch-sum,NVIDIA H100 80GB HBM3,3.6.0,abc\n")
     tgz = pack_r(snap, tmp_path)
     runs = tmp_path / "runs"
     cp = importer(str(tgz), "z", "--runs-root", str(runs))
     assert cp.returncode == 0, cp.stderr
     assert sorted(p.name for p in (runs / "z").iterdir()) == ["PROVENANCE.md", "ablate-x.csv", "duel-20b-t16384.csv",
-                                                              "energy-20b-ep2-t4096.csv"]
+                                                              "energy-20b-ep2-t4096.csv", "read-floor-goals.csv"]
     prov = (runs / "z" / "PROVENANCE.md").read_text()
     assert "- gpu_name: NVIDIA H100 80GB HBM3\n- triton_version: 3.6.0\n- git_commit: abc\n" in prov
     assert "SM clock" not in prov  # no rows: no clock line
     assert "Duels (`python -m fp4moe_diag.profiling.duel`: two tactics timed in alternating rounds): " \
            "duel-20b-t16384.csv." in prov and "Ablations (" in prov
     assert "Energy per call (`python -m fp4moe_diag.profiling.energy`" in prov and "energy-20b-ep2-t4096.csv." in prov
+    assert "Read floors (`python -m fp4moe_diag.profiling.read_floor`" in prov and "read-floor-goals.csv." in prov
     assert "Files: " not in prov  # no results to name: the CSVs are named above
 
 

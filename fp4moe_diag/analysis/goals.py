@@ -33,7 +33,9 @@ from typing import Optional
 import pandas as pd
 
 from .ablations import ablation_note, ablation_table
-from .duels import apply_duels, clocks_apart
+from .read_floors import floor_note, floor_table
+from .duels import apply_duels
+from .goal_notes import clocks_apart_note, prefill_note
 from .energy import energy_note
 from .traced_duels import traced_note
 from .builds import TRITON_BACKENDS, backend_label
@@ -82,6 +84,7 @@ GOAL_COLUMNS = {
     "ours_backend": "ours (triton; goal 5: triton_w4a8)", "ours_tactic": "its best tactic", "ours_us": "its time",
     "ours_run": "the run folder of the timing", "peer_backend": "the fastest bf16 peer (goal 5: cutlass_humming)",
     "peer_tactic": "its best tactic", "peer_us": "its time", "peer_run": "its run folder",
+    "weight_bytes": "the weight bytes of ours' call (goals 2-3 look their read floor up by it)",
     "ours_rel_l2_bf16_ref": "ours' accuracy (rel_l2 vs the fp32 reference of the bf16 activations)",
     "bf16_rel_l2_bf16_ref": "goal 5: the bf16 path's (triton) accuracy, for comparison",
     "note": "how the value was made, or why not compared", "reason": "the measured reason (Nsight Compute)",
@@ -156,6 +159,7 @@ def _row(goal: int, key: tuple, measured: float, target: float, unit: str, x: fl
                   f"{side}_us": math.nan if s is None else s["best_us"],
                   f"{side}_run": None if s is None else s["run_id"]})
     r["ours_rel_l2_bf16_ref"] = math.nan if ours is None else as_float(ours.get("rel_l2_bf16_ref"))
+    r["weight_bytes"] = math.nan if ours is None else as_float(ours.get("weight_bytes"))
     for side, s in (("ours", ours), ("peer", peer)):
         r[f"{side}_cupti"] = None if s is None else cupti_text(*(s.get(c) for c in CUPTI_COLUMNS))
         r[f"{side}_clock_mhz"] = math.nan if s is None else as_float(s.get("best_sm_clock_mhz"))
@@ -198,31 +202,6 @@ def _bf16_goals(key: tuple, o: pd.Series, p: Optional[pd.Series], launch_us: flo
         out.append(_row(4, key, 100 * frac, 100 * PREFILL_GOAL_FRAC, "%", PREFILL_GOAL_FRAC / frac, o, p,
                         prefill_note(o) if frac == frac else "not compared: the row lacks frac_flops_roofline"))
     return out
-
-
-def clocks_apart_note(o: pd.Series, p: pd.Series) -> str:
-    """Goal 1's note where ours' and the peer's best rows read SM clocks apart (:func:`.duels.clocks_apart`):
-    the medians compare clocks too (a duel decides; :func:`.duels.undecided` lists the shape), else ``""``."""
-    mine, theirs = as_float(o.get("best_sm_clock_mhz")), as_float(p.get("best_sm_clock_mhz"))
-    if not clocks_apart(mine, theirs):
-        return ""
-    return f"medians at {mine:.0f} / {theirs:.0f} MHz: not like for like in clocks"
-
-
-def prefill_note(o: pd.Series) -> str:
-    """Goal 4's note: ours' TFLOP/s of the ceiling's, and where the run measured them, the SM clocks of both and the
-    sustained ceiling (:class:`..measure.ceilings.Ceilings`): the verdict takes the first ceiling, as the issue
-    states it; the clocks say whether ours and the ceiling's GEMMs ran at the same one."""
-    ach, ceil = as_float(o.get("achieved_TFLOPs")), as_float(o.get("ceiling_bf16_TFLOPs"))
-    mine = as_float(o.get("best_sm_clock_mhz"))
-    at, held, held_at = (as_float(o.get(c)) for c in BF16_CLOCK_COLUMNS)
-    note = f"{ach:.0f} of {ceil:.0f} TFLOP/s"
-    if mine == mine and at == at:
-        note += f"; ours ran at {mine:.0f} MHz, the ceiling's GEMMs at {at:.0f}"
-    if held == held:
-        clock = f" at {held_at:.0f} MHz" if held_at == held_at else ""
-        note += f"; sustained ceiling {held:.0f} TFLOP/s{clock}: ours {100 * ach / held:.1f} % of it"
-    return note
 
 
 def applicable(model: str, ep: int, t: int) -> list[int]:
@@ -350,7 +329,7 @@ def _kernels_of(r: pd.Series, side: str, m: ProfileMatch) -> pd.DataFrame:
 def goal_report(df: pd.DataFrame, profiles: Optional[pd.DataFrame] = None, ours: str = "triton",
                 w4a8: str = "triton_w4a8", launch_us: float = LAUNCH_US,
                 ablations: Optional[pd.DataFrame] = None, duels: Optional[pd.DataFrame] = None,
-                energy: Optional[pd.DataFrame] = None) -> GoalReport:
+                energy: Optional[pd.DataFrame] = None, floors: Optional[pd.DataFrame] = None) -> GoalReport:
     """:func:`goal_rows` with the measured reason of each row from ``profiles`` (:func:`.goal_profiles.read_profiles`)
     and the profiled kernels of ours and the peer per shape.  Goal 1 and 5 name the kernel role where ours loses
     most time to the peer (when both are profiled); goals 2-4 ours' slowest kernel.  ``ablations``
@@ -359,8 +338,10 @@ def goal_report(df: pd.DataFrame, profiles: Optional[pd.DataFrame] = None, ours:
     (:func:`.duels.apply_duels`).  ``energy`` (:func:`.energy.read_energy`): goal 1's reason also gives ours against
     the peer under a sustained load where that was read (:func:`.energy.energy_note`; never the verdict), and the
     kernels of a duel traced on the same replays, role by role (:func:`.traced_duels.traced_note`; never the
-    verdict either)."""
+    verdict either).  ``floors`` (:func:`.read_floors.read_floors`): goals 2 and 3 also give the fastest one-kernel
+    read of ours' weight bytes on that GPU (:func:`.read_floors.floor_note`)."""
     t = goal_rows(df, ours, w4a8, launch_us)
+    floor = floor_table(floors) if floors is not None else floor_table(pd.DataFrame())
     if duels is not None and not duels.empty:
         t = apply_duels(t, duels)
     profiles = pd.DataFrame() if profiles is None else profiles
@@ -376,6 +357,10 @@ def goal_report(df: pd.DataFrame, profiles: Optional[pd.DataFrame] = None, ours:
             at = (r["gpu_name"], r["model"], int(r["ep_size"]), int(r["num_tokens"]), str(r["ours_backend"]),
                   r["peer_backend"])
             note = "; ".join(s for s in (note, energy_note(energy, *at), traced_note(duels, *at)) if s)
+        if r["goal"] in (2, 3):
+            bound = r["target"] / SMALL_T_FACTOR if r["goal"] == 3 else math.nan
+            note = "; ".join(s for s in (note, floor_note(floor, r["gpu_name"], r["weight_bytes"], r["ours_us"],
+                                                          bound)) if s)
         reasons.append(f"{why}; {note}" if note else why)
         ours_p.append(None if mo is None else mo.label())
         matches.append(None if mo is None else mo.match)

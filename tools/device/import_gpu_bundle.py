@@ -9,7 +9,8 @@ notebooks/HTML, and writes PROVENANCE.md (GPU, driver, torch, flashinfer, triton
 A ``partial.tgz`` (``SNAPSHOT_S`` in gpu_session.sh: what a call that ran past its time limit left) holds the
 run folders as they were (``r/<name>/parts/*.parquet``, one atomic file per finished case) beside the bundle so
 far; their finished cases are imported and PROVENANCE.md says the run is partial.  ``r/ablate-*.csv``
-(``profiling.ablate``'s tables), ``r/duel-*.csv`` (``profiling.duel``'s) and ``r/gpu-*.csv`` (the GPU's clocks, power
+(``profiling.ablate``'s tables), ``r/duel-*.csv`` (``profiling.duel``'s), ``r/read-floor-*.csv``
+(``profiling.read_floor``'s) and ``r/gpu-*.csv`` (the GPU's clocks, power
 and temperature at each plan's start and end, ``plan_lib.sh``) are copied beside the results.  ``--only`` takes some of what ``r/`` holds (a call on a
 warm machine finds the earlier calls' folders there too).  ``--profiles profiles.tgz`` (``evidence.sh PARTS=profile``,
 ``warps.sh``: ``p/<n>-<backend>-<model>-ep<E>-t<T>/``) places each profile beside the run as ``goals`` reads it: the
@@ -165,7 +166,9 @@ def place_profiles(args: argparse.Namespace, tmp: Path, folder: Path) -> tuple[l
 def provenance(args: argparse.Namespace, df: pd.DataFrame | None, complete: list[str], partial: list[str],
                csvs: dict[str, list[Path]], folder: Path, profiles: tuple[list[str], list[str]] = ([], [])) -> str:
     ablations, duels, energies, states = csvs["ablate"], csvs["duel"], csvs["energy"], csvs["gpu"]
-    lines = [f"# Run {args.run_id}", ""] + environment_lines(df, [folder / f.name for f in ablations + duels + energies])
+    floors = csvs["read-floor"]
+    lines = [f"# Run {args.run_id}", ""] + environment_lines(df, [folder / f.name
+                                                                  for f in ablations + duels + energies + floors])
     lines += ["", "Produced on the lent GPU machine" + (f" by:\n\n```\n{args.command}\n```" if args.command
                                                          else " by `tools/device/gpu_session.sh`."), ""]
     if complete:
@@ -183,6 +186,9 @@ def provenance(args: argparse.Namespace, df: pd.DataFrame | None, complete: list
     if energies:
         lines += ["Energy per call (`python -m fp4moe_diag.profiling.energy`: two tactics in alternating blocks of "
                   "back-to-back replays, NVML's energy counter): " + ", ".join(f.name for f in energies) + ".", ""]
+    if floors:
+        lines += ["Read floors (`python -m fp4moe_diag.profiling.read_floor`: the fastest one-kernel read of each size, "
+                  "read by `goals`): " + ", ".join(f.name for f in floors) + ".", ""]
     if states:
         lines += ["The GPU's state at each plan's start and end (nvidia-smi: SM and memory clocks, their maxima, power, "
                   "temperature, clock event reasons): " + ", ".join(f.name for f in states) + ".", ""]
@@ -221,7 +227,7 @@ def assemble(args: argparse.Namespace, tmp: Path, folder: Path) -> None:
     if (b / "reports").exists():
         shutil.copytree(b / "reports", folder / "reports", dirs_exist_ok=True)
     csvs = {k: [p for p in taken if p.is_file() and p.name.startswith(f"{k}-") and p.suffix == ".csv"]
-            for k in ("ablate", "duel", "energy", "gpu")}
+            for k in ("ablate", "duel", "energy", "gpu", "read-floor")}
     for f in sum(csvs.values(), []):
         shutil.copy2(f, folder / f.name)
     profiles = place_profiles(args, tmp / "profiles", folder) if args.profiles is not None else ([], [])

@@ -20,12 +20,16 @@
 #      CONDITIONS (what `goals RUNS --plan` names there), else DUELS.
 # KIT (a .carry/triton-X.Y.Z-cp312.tar.xz, tools/device/triton_kit.sh): every step under that Triton release instead of
 # the image's, its outputs named -tritonX.Y.Z (the Triton releases' question, tritons.sh, per kernel).
+#   5. (PARTS=floor) the read floor (profiling.read_floor): the fastest one-kernel read of each goal 2-3 shape's weight
+#      bytes (FLOOR_BYTES, default the eight of gpt-oss-20b EP1 / EP2 and 120b EP4 at T <= 64 with the seed's routing),
+#      and of 2 GiB; /tmp/r/read-floor-goals.csv, which goals reads beside the runs. About 40 s.
 # PARTS (default "sweep ablate profile") picks the steps. About 7 minutes. $OUT/runs.tgz: the sweep's run folder and the ablation CSVs (one run: import_gpu_bundle.py);
 # $OUT/profiles.tgz: the profiles (import_gpu_bundle.py --profiles: beside the run, kernels.csv as ncu_<name>.csv).
 set -u
 PARTS=${PARTS:-sweep ablate profile}
-for p in $PARTS; do case $p in sweep|ablate|profile|duel|energy|conditions) ;; *)
-  echo "PARTS: expected sweep, ablate, profile, duel, energy or conditions, got $p" >&2; exit 2 ;; esac; done
+for p in $PARTS; do case $p in sweep|ablate|profile|duel|energy|conditions|floor) ;; *)
+  echo "PARTS: expected sweep, ablate, profile, duel, energy, conditions or floor, got $p" >&2; exit 2 ;; esac; done
+FLOOR_BYTES=${FLOOR_BYTES:-15077376,45232128,60309504,75386880,180928512,407089152,422166528,482476032}
 has() { case " $PARTS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 . "$(dirname "$0")/plan_lib.sh"
 export TRITON_CACHE_DIR=/tmp/tc
@@ -34,6 +38,9 @@ plan_start evidence  # ONLY_ON stops it here on another card, before the kit is 
 use_kit
 ncu_env
 mkdir -p /tmp/p
+has floor && timeout $(left 120) python3 -m fp4moe_diag.profiling.read_floor --bytes "$FLOOR_BYTES" \
+  --out /tmp/r/read-floor-goals$TV.csv 2>&1 | tail -12
+has floor && say "read floor done"
 has sweep && timeout $(left 170) python3 -m fp4moe_diag sweep --backends triton,triton_kernels \
   --models gpt-oss-20b:1,gpt-oss-120b:4:4096 --tokens 256 $SWEEP_ARGS --screen-top 8 \
   --tactics 'triton=^m(16|32|64)n[0-9]+k[0-9]+w[0-9]+s[0-9]-ps' --tactics 'triton_kernels=^tk-' \

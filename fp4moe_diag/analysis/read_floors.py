@@ -1,0 +1,57 @@
+"""Read floors (``profiling.read_floor``'s ``read-floor*.csv``): the fastest one-kernel read of a call's weight bytes on
+a GPU, and the phrase goals 2 and 3 give it (how much of a shape's distance to its bound no single kernel reading
+those bytes could close, and how much is ours)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+
+#: the columns :func:`floor_table` keeps, per GPU and size
+FLOOR_COLUMNS = ("gpu_name", "nbytes", "kernel", "read_bytes", "time_median_us", "time_spread", "GBps", "source")
+
+
+def read_floors(folders: Iterable[Path]) -> pd.DataFrame:
+    """Every ``read-floor*.csv`` of ``folders`` as one frame, with ``source`` (folder/file); empty when there is none."""
+    frames = [pd.read_csv(f).assign(source=f"{Path(d).name}/{f.name}") for d in folders
+              for f in sorted(Path(d).glob("read-floor*.csv"))]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(FLOOR_COLUMNS))
+
+
+def floor_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """The floor per (GPU, size): the row with the shortest median of every kernel and file that read it."""
+    if rows.empty:
+        return pd.DataFrame(columns=list(FLOOR_COLUMNS))
+    rows = rows.assign(gpu_name=rows["gpu_name"].fillna("").astype(str), nbytes=rows["nbytes"].astype("int64"))
+    best = rows.loc[rows.groupby(["gpu_name", "nbytes"])["time_median_us"].idxmin()]
+    return best[[c for c in FLOOR_COLUMNS if c in best]].reset_index(drop=True)
+
+
+def floor_note(table: pd.DataFrame, gpu_name: str, weight_bytes: float, ours_us: float, bound_us: float) -> str:
+    """Where ``table`` (:func:`floor_table`) holds a floor for exactly ``weight_bytes`` on ``gpu_name``: that floor,
+    ours against it and, where ``bound_us`` is finite (goal 3), the bound against it; else ''."""
+    if table.empty or not weight_bytes == weight_bytes or weight_bytes <= 0:
+        return ""
+    hit = table[(table["gpu_name"] == str(gpu_name)) & (table["nbytes"] == int(weight_bytes))]
+    if hit.empty:
+        return ""
+    f = hit.iloc[0]
+    text = (f"one kernel reads these {weight_bytes / 1e6:.1f} MB in {f['time_median_us']:.1f} us at best "
+            f"({f['GBps'] / 1e3:.2f} TB/s, {f['kernel']}; {f['source']}): ours {ours_us / f['time_median_us']:.2f}x "
+            f"of that")
+    if math.isfinite(bound_us):
+        text += f", the bound {bound_us / f['time_median_us']:.2f}x"
+    return text
+
+
+def unfloored(goals: pd.DataFrame, floors: pd.DataFrame) -> list[int]:
+    """The weight bytes of goal 2 and 3 rows not met (:func:`.goals.goal_report`'s table) that ``floors``
+    (:func:`read_floors`) hold no floor for on their GPU, in order: what ``evidence.sh PARTS=floor`` should read."""
+    have = set(zip(*(floor_table(floors)[c] for c in ("gpu_name", "nbytes"))))
+    rows = goals[goals["goal"].isin([2, 3]) & (goals["status"] == "not met")]
+    out = [int(r.weight_bytes) for r in rows.itertuples() if r.weight_bytes == r.weight_bytes and r.weight_bytes > 0
+           and (str(r.gpu_name), int(r.weight_bytes)) not in have]
+    return sorted(set(out))
