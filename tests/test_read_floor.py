@@ -25,7 +25,8 @@ def test_sizes_parse_in_decimal_and_binary_units_and_bad_ones_name_the_argument(
 
 
 def test_configs_are_whole_steps_of_whole_chunks():
-    assert len(CONFIGS) == 18 and len({c.label for c in CONFIGS}) == 18
+    assert len(CONFIGS) == 24 and len({c.label for c in CONFIGS}) == 24
+    assert min(c.chunk_bytes for c in CONFIGS) == 8 * 1024 and all(c.chunk_bytes % c.block_bytes == 0 for c in CONFIGS)
     assert ReadConfig(128 * 1024, 16 * 1024, 8, 3).label == "c128k-b16k-w8s3"
     assert ReadConfig(512, 128, 1, 1).label == "c512-b128-w1s1"
     with pytest.raises(ValueError, match=r"^block_bytes: expected a divisor of chunk_bytes=512"):
