@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from fp4moe_diag.analysis.goals import goal_report
+from fp4moe_diag.analysis.goals_markdown import goals_markdown
 from fp4moe_diag.analysis.read_floors import floor_note, floor_table, read_floors, unfloored
 from fp4moe_diag.profiling.read_floor import CONFIGS, ReadConfig, floors, main, parse_bytes
 from frames import GPU
@@ -105,6 +106,14 @@ def test_the_floor_of_a_size_is_its_fastest_read_and_goals_2_3_say_it(tmp_path):
     assert "one kernel reads these 40.0 MB in 12.5 us" in goal(rep.table, 3, 1)["reason"]
     assert "one kernel reads" not in goal(rep.table, 2, 64)["reason"]  # 300 MB: no floor read
     assert goal(rep.table, 3, 1)["weight_bytes"] == 40_000_000
+    assert goal(rep.table, 3, 1)["floor_us"] == 12.5 and pd.isna(goal(rep.table, 2, 64)["floor_us"])
+    head = [ln for ln in goals_markdown(rep).splitlines() if ln.startswith("### Goal 3")]
+    assert head == ["### Goal 3: T <= 4 within 1.3x of weight bytes / read ceiling + one launch -- met at 1 of 1 shapes"]
+    # a floor above what the goal allows (1.3 x 13 us = 16.9 us): the header says no single-kernel read meets it
+    slow = goal_report(frame(), None, floors=read.assign(time_median_us=read["time_median_us"] + 7.5))
+    assert goal(slow.table, 3, 1)["floor_us"] == 20.0
+    assert [ln for ln in goals_markdown(slow).splitlines() if ln.startswith("### Goal 3")][0].endswith(
+        "met at 1 of 1 shapes; at 1 one kernel that only reads the weights takes longer than the goal allows (read floor)")
 
 
 def test_the_plan_asks_for_the_floors_of_goal_2_3_shapes_not_met_that_have_none():

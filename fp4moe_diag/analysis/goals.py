@@ -33,7 +33,7 @@ from typing import Optional
 import pandas as pd
 
 from .ablations import ablation_note, ablation_table
-from .read_floors import floor_note, floor_table
+from .read_floors import floor_note, floor_table, floor_us
 from .duels import apply_duels
 from .goal_notes import clocks_apart_note, prefill_note
 from .energy import energy_note
@@ -85,6 +85,7 @@ GOAL_COLUMNS = {
     "ours_run": "the run folder of the timing", "peer_backend": "the fastest bf16 peer (goal 5: cutlass_humming)",
     "peer_tactic": "its best tactic", "peer_us": "its time", "peer_run": "its run folder",
     "weight_bytes": "the weight bytes of ours' call (goals 2-3 look their read floor up by it)",
+    "floor_us": "goals 2-3: the fastest one-kernel read of those bytes on that GPU (``profiling.read_floor``), or NaN",
     "ours_rel_l2_bf16_ref": "ours' accuracy (rel_l2 vs the fp32 reference of the bf16 activations)",
     "bf16_rel_l2_bf16_ref": "goal 5: the bf16 path's (triton) accuracy, for comparison",
     "note": "how the value was made, or why not compared", "reason": "the measured reason (Nsight Compute)",
@@ -347,6 +348,8 @@ def goal_report(df: pd.DataFrame, profiles: Optional[pd.DataFrame] = None, ours:
     profiles = pd.DataFrame() if profiles is None else profiles
     shares = ablation_table(ablations) if ablations is not None and not ablations.empty else pd.DataFrame()
     cache: dict = {}
+    t["floor_us"] = [floor_us(floor, r.gpu_name, r.weight_bytes) if r.goal in (2, 3) else math.nan
+                     for r in t.itertuples()]
     reasons, ours_p, peer_p, matches, peer_m, kernels, seen = [], [], [], [], [], [], set()
     for _, r in t.iterrows():
         mo, mp = _profile(profiles, r, "ours", cache), _profile(profiles, r, "peer", cache)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Optional
 
 import pandas as pd
 
@@ -30,15 +30,26 @@ def floor_table(rows: pd.DataFrame) -> pd.DataFrame:
     return best[[c for c in FLOOR_COLUMNS if c in best]].reset_index(drop=True)
 
 
+def _floor_row(table: pd.DataFrame, gpu_name: str, weight_bytes: float) -> Optional[pd.Series]:
+    """The row of ``table`` (:func:`floor_table`) for exactly ``weight_bytes`` on ``gpu_name``, or None."""
+    if table.empty or not weight_bytes == weight_bytes or weight_bytes <= 0:
+        return None
+    hit = table[(table["gpu_name"] == str(gpu_name)) & (table["nbytes"] == int(weight_bytes))]
+    return None if hit.empty else hit.iloc[0]
+
+
+def floor_us(table: pd.DataFrame, gpu_name: str, weight_bytes: float) -> float:
+    """The floor (us) of exactly ``weight_bytes`` on ``gpu_name``; NaN where ``table`` has none."""
+    f = _floor_row(table, gpu_name, weight_bytes)
+    return math.nan if f is None else float(f["time_median_us"])
+
+
 def floor_note(table: pd.DataFrame, gpu_name: str, weight_bytes: float, ours_us: float, bound_us: float) -> str:
     """Where ``table`` (:func:`floor_table`) holds a floor for exactly ``weight_bytes`` on ``gpu_name``: that floor,
     ours against it and, where ``bound_us`` is finite (goal 3), the bound against it; else ''."""
-    if table.empty or not weight_bytes == weight_bytes or weight_bytes <= 0:
+    f = _floor_row(table, gpu_name, weight_bytes)
+    if f is None:
         return ""
-    hit = table[(table["gpu_name"] == str(gpu_name)) & (table["nbytes"] == int(weight_bytes))]
-    if hit.empty:
-        return ""
-    f = hit.iloc[0]
     text = (f"one kernel reads these {weight_bytes / 1e6:.1f} MB in {f['time_median_us']:.1f} us at best "
             f"({f['GBps'] / 1e3:.2f} TB/s, {f['kernel']}; {f['source']}): ours {ours_us / f['time_median_us']:.2f}x "
             f"of that")
