@@ -133,13 +133,13 @@ def floor_rows(nbytes: int, device: Any, configs: Sequence[ReadConfig] = CONFIGS
 
 
 def floors(rows: Any) -> Any:
-    """The floor per size: the fastest row of each ``nbytes`` (a DataFrame of :data:`COLUMNS` rows), with its kernel."""
+    """The floor per size: the fastest row of each ``nbytes`` (rows of :data:`COLUMNS`), with its kernel
+    (:func:`..analysis.read_floors.floor_table`, what ``goals`` reads)."""
     import pandas as pd
 
-    df = pd.DataFrame(rows)
-    best = df.loc[df.groupby(["gpu_name", "nbytes"])["time_median_us"].idxmin()]
-    return best[["gpu_name", "nbytes", "kernel", "read_bytes", "time_median_us", "time_spread", "GBps"]].reset_index(
-        drop=True)
+    from ..analysis.read_floors import floor_table
+
+    return floor_table(pd.DataFrame(rows))
 
 
 def _parser() -> argparse.ArgumentParser:
