@@ -93,8 +93,9 @@ def cmd_goals(args: argparse.Namespace) -> int:
 
     profiles = with_folder_gpus(with_folder_releases(read_profiles(args.runs), per_folder("triton_version")),
                                 per_folder("gpu_name"))
+    duel_rows = read_duels(args.runs)
     report = goal_report(df, profiles, ours=args.ours, w4a8=args.w4a8, launch_us=args.launch_us,
-                         ablations=read_ablations(args.runs), duels=read_duels(args.runs),
+                         ablations=read_ablations(args.runs), duels=duel_rows,
                          energy=read_energy(args.runs), floors=read_floors(args.runs))
     if args.csv:
         report.table.to_csv(args.csv, index=False)
@@ -107,9 +108,9 @@ def cmd_goals(args: argparse.Namespace) -> int:
     if args.plan:
         # goal-1 shapes not met whose pair no duel traced: CONDITIONS (its first way is the plain duel, so such a shape
         # leaves DUELS)
-        traced = untraced(report.table, read_duels(args.runs))
+        traced = untraced(report.table, duel_rows)
         print(evidence_command([d for d in duels if d not in traced], profiles, df.loc[mine, "gpu_name"], traced,
-                               unfloored(report.table, read_floors(args.runs))))
+                               unfloored(report.table)))
     else:
         print("\n".join(duels if args.duels else profiles))
     return 0

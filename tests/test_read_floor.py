@@ -117,7 +117,9 @@ def test_the_floor_of_a_size_is_its_fastest_read_and_goals_2_3_say_it(tmp_path):
 
 
 def test_the_plan_asks_for_the_floors_of_goal_2_3_shapes_not_met_that_have_none():
-    t = goal_report(frame(), None).table  # goal 2 at T=64 (300 MB) not met, goal 3 at T=1 (40 MB) met
-    assert unfloored(t, pd.DataFrame()) == [300_000_000]
-    assert unfloored(t, _floor_rows().assign(nbytes=300_000_000)) == []
-    assert unfloored(t, _floor_rows("NVIDIA H100 80GB HBM3").assign(nbytes=300_000_000)) == [300_000_000]
+    def plan(floors):  # goal 2 at T=64 (300 MB) not met, goal 3 at T=1 (40 MB) met
+        return unfloored(goal_report(frame(), None, floors=floors).table)
+
+    assert plan(None) == [300_000_000]
+    assert plan(_floor_rows().assign(nbytes=300_000_000, source="f")) == []
+    assert plan(_floor_rows("NVIDIA H100 80GB HBM3").assign(nbytes=300_000_000, source="f")) == [300_000_000]

@@ -342,7 +342,7 @@ def goal_report(df: pd.DataFrame, profiles: Optional[pd.DataFrame] = None, ours:
     verdict either).  ``floors`` (:func:`.read_floors.read_floors`): goals 2 and 3 also give the fastest one-kernel
     read of ours' weight bytes on that GPU (:func:`.read_floors.floor_note`)."""
     t = goal_rows(df, ours, w4a8, launch_us)
-    floor = floor_table(floors) if floors is not None else floor_table(pd.DataFrame())
+    floor = floor_table(pd.DataFrame() if floors is None else floors)
     if duels is not None and not duels.empty:
         t = apply_duels(t, duels)
     profiles = pd.DataFrame() if profiles is None else profiles

@@ -58,11 +58,9 @@ def floor_note(table: pd.DataFrame, gpu_name: str, weight_bytes: float, ours_us:
     return text
 
 
-def unfloored(goals: pd.DataFrame, floors: pd.DataFrame) -> list[int]:
-    """The weight bytes of goal 2 and 3 rows not met (:func:`.goals.goal_report`'s table) that ``floors``
-    (:func:`read_floors`) hold no floor for on their GPU, in order: what ``evidence.sh PARTS=floor`` should read."""
-    have = set(zip(*(floor_table(floors)[c] for c in ("gpu_name", "nbytes"))))
-    rows = goals[goals["goal"].isin([2, 3]) & (goals["status"] == "not met")]
-    out = [int(r.weight_bytes) for r in rows.itertuples() if r.weight_bytes == r.weight_bytes and r.weight_bytes > 0
-           and (str(r.gpu_name), int(r.weight_bytes)) not in have]
-    return sorted(set(out))
+def unfloored(goals: pd.DataFrame) -> list[int]:
+    """The weight bytes of goal 2 and 3 rows not met in :func:`.goals.goal_report`'s table that have no ``floor_us``
+    (no floor of exactly those bytes on their GPU), in order: what ``evidence.sh PARTS=floor`` should read."""
+    rows = goals[goals["goal"].isin([2, 3]) & (goals["status"] == "not met") & goals["floor_us"].isna()
+                 & (goals["weight_bytes"] > 0)]
+    return sorted({int(b) for b in rows["weight_bytes"]})

@@ -18,11 +18,11 @@
 #      each pair four ways (plan_lib's conditions: plain, traced by CUPTI, traced with the GPU idle before each call,
 #      idle; duel-NAME-c1..4.csv): which kernel loses the time, and whether the conditions turn a verdict. Its pairs:
 #      CONDITIONS (what `goals RUNS --plan` names there), else DUELS.
-# KIT (a .carry/triton-X.Y.Z-cp312.tar.xz, tools/device/triton_kit.sh): every step under that Triton release instead of
-# the image's, its outputs named -tritonX.Y.Z (the Triton releases' question, tritons.sh, per kernel).
 #   5. (PARTS=floor) the read floor (profiling.read_floor): the fastest one-kernel read of each goal 2-3 shape's weight
 #      bytes (FLOOR_BYTES, default the eight of gpt-oss-20b EP1 / EP2 and 120b EP4 at T <= 64 with the seed's routing),
-#      and of 2 GiB; /tmp/r/read-floor-goals.csv, which goals reads beside the runs. About 40 s.
+#      and of 2 GiB; /tmp/r/read-floor-goals.csv, which goals reads beside the runs. About 20 s (H100, -s39a).
+# KIT (a .carry/triton-X.Y.Z-cp312.tar.xz, tools/device/triton_kit.sh): every step under that Triton release instead of
+# the image's, its outputs named -tritonX.Y.Z (the Triton releases' question, tritons.sh, per kernel).
 # PARTS (default "sweep ablate profile") picks the steps. About 7 minutes. $OUT/runs.tgz: the sweep's run folder and the ablation CSVs (one run: import_gpu_bundle.py);
 # $OUT/profiles.tgz: the profiles (import_gpu_bundle.py --profiles: beside the run, kernels.csv as ncu_<name>.csv).
 set -u
