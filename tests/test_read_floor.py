@@ -10,7 +10,7 @@ import pytest
 from fp4moe_diag.analysis.goals import goal_report
 from fp4moe_diag.analysis.goals_markdown import goals_markdown
 from fp4moe_diag.analysis.read_floors import floor_note, floor_table, read_floors, unfloored
-from fp4moe_diag.profiling.read_floor import CONFIGS, ReadConfig, floors, main, parse_bytes
+from fp4moe_diag.profiling.read_floor import CONFIGS, ReadConfig, chain_bytes, floors, main, parse_bytes
 from frames import GPU
 from interpreter import interpreted_results
 from test_goals import frame, goal
@@ -54,6 +54,8 @@ from fp4moe_diag.backends.triton.loading import kernels_interpreted
 cfgs = (ReadConfig(512, 128, 1, 1), ReadConfig(1024, 256, 2, 3))
 rows = floor_rows(5000, "cpu", configs=cfgs, repeats=2, warmup=0)
 out = {"rows": [{k: r[k] for k in ("nbytes", "kernel", "read_bytes", "time_method")} for r in rows]}
+chained = floor_rows(3000, "cpu", configs=cfgs[:1], repeats=2, warmup=0, chain=True)
+out["chained"] = [[r["kernel"], r["read_bytes"]] for r in chained]
 words = torch.arange(1024, dtype=torch.int32)
 try:
     checked_launch(words[:1000], cfgs[0])
@@ -78,6 +80,13 @@ def test_the_kernel_reads_every_word_once_and_each_config_reads_whole_chunks(int
         {"nbytes": 5000, "kernel": "c1k-b256-w2s3", "read_bytes": 5120, "time_method": "wall-clock"},
         {"nbytes": 5000, "kernel": "torch-sum", "read_bytes": 5000, "time_method": "wall-clock"}]
     assert interp["partial"] == "words: expected whole chunks of 128 words, got 1000"
+
+
+def test_chain_reads_split_the_bytes_two_to_one_in_whole_chunks(interp):
+    # 3000 bytes: gemm1's 2/3 (2000) -> 4 chunks of 512, the rest (952) -> 2; each read checked against torch's sum
+    assert interp["chained"] == [["c512-b128-w1s1", 3072], ["chain-c512-b128-w1s1", 3072], ["torch-sum", 3000]]
+    assert chain_bytes(60_309_504, 32 * 1024) == (40_206_336, 20_119_552)  # 20b EP1 T=1, 32 KB programs
+    assert chain_bytes(3 * 2**20, 2**20) == (2 * 2**20, 2**20)  # exact thirds: nothing added
 
 
 def _floor_rows(gpu: str = GPU) -> pd.DataFrame:
@@ -114,6 +123,26 @@ def test_the_floor_of_a_size_is_its_fastest_read_and_goals_2_3_say_it(tmp_path):
     assert goal(slow.table, 3, 1)["floor_us"] == 20.0
     assert [ln for ln in goals_markdown(slow).splitlines() if ln.startswith("### Goal 3")][0].endswith(
         "met at 1 of 1 shapes; at 1 one kernel that only reads the weights takes longer than the goal allows (read floor)")
+
+
+
+def test_the_chain_floor_is_kept_apart_from_the_one_kernel_floor_and_goals_2_3_say_both():
+    rows = pd.concat([_floor_rows(), pd.DataFrame([dict(gpu_name=GPU, nbytes=40_000_000, kernel=k, read_bytes=40_000_000,
+                                                        time_median_us=us, time_spread=0.01, GBps=40_000_000 / us / 1e3)
+                                                   for k, us in (("chain-c32k-b8k-w4s1", 17.5),
+                                                                 ("chain-c128k-b16k-w8s1", 19.0))])])
+    table = floor_table(rows.assign(source="f/read-floor-goals.csv"))
+    assert table[["kernel", "time_median_us", "chain_us", "chain_kernel"]].values.tolist() == [
+        ["c128k-b16k-w8s1", 12.5, 17.5, "chain-c32k-b8k-w4s1"]]  # a chain is never the one-kernel floor
+    assert floor_note(table, GPU, 40_000_000, 21.0, 13.0).endswith(
+        "ours 1.68x of that, the bound 1.04x; two dependent kernels (gemm1's 2/3, then gemm2's 1/3) read them in "
+        "17.5 us at best: ours 1.20x of that, the bound 0.74x")
+    assert pd.isna(floor_table(_floor_rows())["chain_us"].iloc[0])  # no --chain rows: no chain floor
+    rep = goal_report(frame(), None, floors=rows.assign(source="f"))
+    assert goal(rep.table, 3, 1)["chain_us"] == 17.5 and goal(rep.table, 3, 1)["floor_us"] == 12.5
+    # 1.3 x 13 us = 16.9 us allowed: the one-kernel floor fits under it, the two-kernel one does not
+    assert [ln for ln in goals_markdown(rep).splitlines() if ln.startswith("### Goal 3")][0].endswith(
+        "met at 1 of 1 shapes; at 1 two dependent kernels that only read them (gemm1's share, then gemm2's) do")
 
 
 def test_the_plan_asks_for_the_floors_of_goal_2_3_shapes_not_met_that_have_none():

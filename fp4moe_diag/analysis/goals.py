@@ -86,6 +86,7 @@ GOAL_COLUMNS = {
     "peer_tactic": "its best tactic", "peer_us": "its time", "peer_run": "its run folder",
     "weight_bytes": "the weight bytes of ours' call (goals 2-3 look their read floor up by it)",
     "floor_us": "goals 2-3: the fastest one-kernel read of those bytes on that GPU (``profiling.read_floor``), or NaN",
+    "chain_us": "goals 2-3: the fastest read of those bytes by two dependent kernels (gemm1's 2/3, then 1/3), or NaN",
     "ours_rel_l2_bf16_ref": "ours' accuracy (rel_l2 vs the fp32 reference of the bf16 activations)",
     "bf16_rel_l2_bf16_ref": "goal 5: the bf16 path's (triton) accuracy, for comparison",
     "note": "how the value was made, or why not compared", "reason": "the measured reason (Nsight Compute)",
@@ -348,8 +349,9 @@ def goal_report(df: pd.DataFrame, profiles: Optional[pd.DataFrame] = None, ours:
     profiles = pd.DataFrame() if profiles is None else profiles
     shares = ablation_table(ablations) if ablations is not None and not ablations.empty else pd.DataFrame()
     cache: dict = {}
-    t["floor_us"] = [floor_us(floor, r.gpu_name, r.weight_bytes) if r.goal in (2, 3) else math.nan
-                     for r in t.itertuples()]
+    for col, of in (("floor_us", "time_median_us"), ("chain_us", "chain_us")):
+        t[col] = [floor_us(floor, r.gpu_name, r.weight_bytes, of) if r.goal in (2, 3) else math.nan
+                  for r in t.itertuples()]
     reasons, ours_p, peer_p, matches, peer_m, kernels, seen = [], [], [], [], [], [], set()
     for _, r in t.iterrows():
         mo, mp = _profile(profiles, r, "ours", cache), _profile(profiles, r, "peer", cache)

@@ -1,6 +1,8 @@
 """Read floors (``profiling.read_floor``'s ``read-floor*.csv``): the fastest one-kernel read of a call's weight bytes on
 a GPU, and the phrase goals 2 and 3 give it (how much of a shape's distance to its bound no single kernel reading
-those bytes could close, and how much is ours)."""
+those bytes could close, and how much is ours).  ``read_floor --chain``'s rows (:data:`CHAIN_PREFIX`) are the same
+bytes read by two dependent kernels, gemm1's share then gemm2's: each floor row carries the fastest of them as
+``chain_us``."""
 
 from __future__ import annotations
 
@@ -11,7 +13,10 @@ from typing import Iterable, Optional
 import pandas as pd
 
 #: the columns :func:`floor_table` keeps, per GPU and size
-FLOOR_COLUMNS = ("gpu_name", "nbytes", "kernel", "read_bytes", "time_median_us", "time_spread", "GBps", "source")
+FLOOR_COLUMNS = ("gpu_name", "nbytes", "kernel", "read_bytes", "time_median_us", "time_spread", "GBps", "source",
+                 "chain_us", "chain_kernel")
+#: the kernel label prefix of ``read_floor --chain``'s rows: two dependent reads (gemm1's 2/3 of the bytes, then 1/3)
+CHAIN_PREFIX = "chain-"
 
 
 def read_floors(folders: Iterable[Path]) -> pd.DataFrame:
@@ -21,12 +26,22 @@ def read_floors(folders: Iterable[Path]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(FLOOR_COLUMNS))
 
 
+def _fastest(rows: pd.DataFrame) -> pd.DataFrame:
+    return rows.loc[rows.groupby(["gpu_name", "nbytes"])["time_median_us"].idxmin()]
+
+
 def floor_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """The floor per (GPU, size): the row with the shortest median of every kernel and file that read it."""
+    """The floor per (GPU, size): the one-kernel row with the shortest median of every kernel and file that read it,
+    and as ``chain_us`` / ``chain_kernel`` the shortest two-read chain (NaN / None where none was timed)."""
     if rows.empty:
         return pd.DataFrame(columns=list(FLOOR_COLUMNS))
     rows = rows.assign(gpu_name=rows["gpu_name"].fillna("").astype(str), nbytes=rows["nbytes"].astype("int64"))
-    best = rows.loc[rows.groupby(["gpu_name", "nbytes"])["time_median_us"].idxmin()]
+    chained = rows["kernel"].astype(str).str.startswith(CHAIN_PREFIX)
+    best = _fastest(rows[~chained])
+    chain = _fastest(rows[chained]) if chained.any() else rows.iloc[:0]
+    chain = chain[["gpu_name", "nbytes", "time_median_us", "kernel"]].rename(
+        columns={"time_median_us": "chain_us", "kernel": "chain_kernel"})
+    best = best.merge(chain, on=["gpu_name", "nbytes"], how="left")
     return best[[c for c in FLOOR_COLUMNS if c in best]].reset_index(drop=True)
 
 
@@ -38,10 +53,11 @@ def _floor_row(table: pd.DataFrame, gpu_name: str, weight_bytes: float) -> Optio
     return None if hit.empty else hit.iloc[0]
 
 
-def floor_us(table: pd.DataFrame, gpu_name: str, weight_bytes: float) -> float:
-    """The floor (us) of exactly ``weight_bytes`` on ``gpu_name``; NaN where ``table`` has none."""
+def floor_us(table: pd.DataFrame, gpu_name: str, weight_bytes: float, column: str = "time_median_us") -> float:
+    """The floor (us) of exactly ``weight_bytes`` on ``gpu_name`` (``column="chain_us"``: its two-read chain's); NaN
+    where ``table`` has none."""
     f = _floor_row(table, gpu_name, weight_bytes)
-    return math.nan if f is None else float(f["time_median_us"])
+    return math.nan if f is None or column not in f else float(f[column])
 
 
 def floor_note(table: pd.DataFrame, gpu_name: str, weight_bytes: float, ours_us: float, bound_us: float) -> str:
@@ -55,6 +71,11 @@ def floor_note(table: pd.DataFrame, gpu_name: str, weight_bytes: float, ours_us:
             f"of that")
     if math.isfinite(bound_us):
         text += f", the bound {bound_us / f['time_median_us']:.2f}x"
+    chain = f.get("chain_us", math.nan)
+    if isinstance(chain, float) and math.isfinite(chain):
+        text += (f"; two dependent kernels (gemm1's 2/3, then gemm2's 1/3) read them in {chain:.1f} us at best: ours "
+                 f"{ours_us / chain:.2f}x of that" + (f", the bound {bound_us / chain:.2f}x" if math.isfinite(bound_us)
+                                                      else ""))
     return text
 
 

@@ -14,7 +14,13 @@ bytes, ``block`` bytes a step, all of a step's loads in flight) and torch's floa
 are timed; a config reads its size rounded up to whole chunks (``read_bytes``), so the fastest row is a floor for
 reading at least N bytes.  Before its timing each Triton config's sums are checked against torch's (every word read
 once).  ``--ceiling-bytes`` (default 2 GiB) adds one large size: the same kernels there should reach the read
-ceiling, which says that the small sizes' floors are the memory's ramp, not the kernel."""
+ceiling, which says that the small sizes' floors are the memory's ramp, not the kernel.
+
+A MoE call is two dependent GEMMs: gemm2 reads gemm1's whole output row of an expert, so its weights cannot all be in
+flight before gemm1's last ones.  ``--chain`` (what ``evidence.sh PARTS=floor`` passes) also times each config as two
+launches back to back (``chain-<config>``), the first reading :data:`CHAIN_SPLIT`'s share of the bytes (gemm1's
+``[2I, H]`` against gemm2's ``[H, I]``: 2 to 1 where I = H, as in gpt-oss), the second the rest: the floor of a call
+that reads its weights in two dependent kernels, ramp and drain twice."""
 
 from __future__ import annotations
 
@@ -27,6 +33,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 import torch
+
+from ..analysis.read_floors import CHAIN_PREFIX
 
 KB = 1024
 
@@ -63,6 +71,9 @@ def _size(v: int) -> str:
 CONFIGS = tuple(ReadConfig(c * KB, b * KB, w, s) for c in (8, 16, 32, 128, 512)
                 for b, w in ((8, 4), (16, 8), (32, 8)) if b <= c for s in (1, 3))
 TORCH_LABEL = "torch-sum"
+#: ``--chain``: the first of the two dependent reads' share of the bytes (gemm1's 2 of 3); their label prefix is
+#: :data:`..analysis.read_floors.CHAIN_PREFIX`
+CHAIN_SPLIT = (2, 3)
 COLUMNS = ("gpu_name", "nbytes", "kernel", "read_bytes", "time_median_us", "time_p10_us", "time_p90_us",
            "time_spread", "GBps", "time_method", "sm_clock_mhz", "triton_version", "git_commit")
 _UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "KIB": 2**10, "MIB": 2**20, "GIB": 2**30}
@@ -106,24 +117,48 @@ def checked_launch(words: torch.Tensor, cfg: ReadConfig) -> Callable[[], None]:
     return launch
 
 
+def _chunks(nbytes: int, chunk_bytes: int) -> int:
+    """``nbytes`` rounded up to whole chunks."""
+    return -(-nbytes // chunk_bytes) * chunk_bytes
+
+
+def chain_bytes(nbytes: int, chunk_bytes: int) -> tuple[int, int]:
+    """The bytes of ``--chain``'s two reads of ``nbytes``: :data:`CHAIN_SPLIT`'s share of it, then the rest, each
+    rounded up to whole chunks."""
+    first = _chunks(nbytes * CHAIN_SPLIT[0] // CHAIN_SPLIT[1], chunk_bytes)
+    return first, _chunks(max(nbytes - first, 1), chunk_bytes)
+
+
+def _timed(nbytes: int, words: torch.Tensor, configs: Sequence[ReadConfig], chain: bool) -> list[tuple]:
+    """(label, bytes read, the bare callable) of each read of ``nbytes`` from ``words``: every config, its two-read
+    chain where ``chain``, then torch's sum."""
+    out = []
+    for c in configs:
+        n = _chunks(nbytes, c.chunk_bytes)
+        out.append((c.label, n, checked_launch(words[: n // 4], c)))
+        if chain:
+            a, b = chain_bytes(nbytes, c.chunk_bytes)
+            first, second = checked_launch(words[: a // 4], c), checked_launch(words[a // 4: (a + b) // 4], c)
+            out.append((CHAIN_PREFIX + c.label, a + b, lambda f=first, s=second: (f(), s())))
+    n = _chunks(nbytes, 4)
+    out.append((TORCH_LABEL, n, words[: n // 4].view(torch.float32).sum))
+    return out
+
+
 def floor_rows(nbytes: int, device: Any, configs: Sequence[ReadConfig] = CONFIGS, repeats: int = 30,
-               warmup: int = 5) -> list[dict]:
-    """One row per config (and torch's sum) reading at least ``nbytes`` on ``device``."""
+               warmup: int = 5, chain: bool = False) -> list[dict]:
+    """One row per config (with ``chain`` also its two dependent reads, :data:`CHAIN_PREFIX`) and torch's sum,
+    reading at least ``nbytes`` on ``device``."""
     from ..measure.timing import time_fn
 
     dev = _device(device)
     if nbytes < 1:
         raise ValueError(f"nbytes: expected >= 1, got {nbytes!r}")
     biggest = max(c.chunk_bytes for c in configs)
-    padded = -(-nbytes // biggest) * biggest
-    buf = torch.empty(padded // 4, dtype=torch.float32, device=dev).uniform_()
-    words = buf.view(torch.int32)
-    timed = [(c.label, -(-nbytes // c.chunk_bytes) * c.chunk_bytes, c) for c in configs]
-    timed.append((TORCH_LABEL, -(-nbytes // 4) * 4, None))
+    words = torch.empty(_chunks(nbytes, biggest) // 4 + 2 * biggest // 4, dtype=torch.float32, device=dev)
+    words = words.uniform_().view(torch.int32)
     rows = []
-    for label, read_bytes, cfg in timed:
-        part = buf[: read_bytes // 4]
-        fn = part.sum if cfg is None else checked_launch(words[: read_bytes // 4], cfg)
+    for label, read_bytes, fn in _timed(nbytes, words, configs, chain):
         st = time_fn(fn, dev, warmup=warmup, repeats=repeats, flush_l2=dev.type == "cuda",
                      cuda_graph=dev.type == "cuda")
         rows.append(dict(nbytes=nbytes, kernel=label, read_bytes=read_bytes, time_median_us=st.median_us,
@@ -150,6 +185,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--repeats", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--chain", action="store_true", help="also time each config as two dependent reads (2/3, then "
+                    "1/3 of the bytes: gemm1's and gemm2's weights)")
     ap.add_argument("--out", type=Path, required=True, help="the CSV of every row (written after each size)")
     return ap
 
@@ -173,7 +210,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     tags = {k: env.get(k, "") for k in ("gpu_name", "triton_version", "git_commit")}
     rows: list[dict] = []
     for n in sizes:
-        rows += [tags | r for r in floor_rows(n, args.device, repeats=args.repeats, warmup=args.warmup)]
+        rows += [tags | r for r in floor_rows(n, args.device, repeats=args.repeats, warmup=args.warmup,
+                                                     chain=args.chain)]
         write_rows(rows, COLUMNS, args.out)  # after every size: a cut-off run keeps what it finished
     print(floors(rows).to_string(index=False))
     print(json.dumps({"out": str(args.out), "rows": len(rows)}))

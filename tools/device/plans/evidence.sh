@@ -20,7 +20,8 @@
 #      CONDITIONS (what `goals RUNS --plan` names there), else DUELS.
 #   5. (PARTS=floor) the read floor (profiling.read_floor): the fastest one-kernel read of each goal 2-3 shape's weight
 #      bytes (FLOOR_BYTES, default the eight of gpt-oss-20b EP1 / EP2 and 120b EP4 at T <= 64 with the seed's routing),
-#      and of 2 GiB; /tmp/r/read-floor-goals.csv, which goals reads beside the runs. About 20 s (H100, -s39a).
+#      and of 2 GiB, and (--chain) as two dependent reads, gemm1's 2/3 then gemm2's 1/3; /tmp/r/read-floor-goals.csv,
+#      which goals reads beside the runs. About 20 s without the chains (H100, -s39a).
 # KIT (a .carry/triton-X.Y.Z-cp312.tar.xz, tools/device/triton_kit.sh): every step under that Triton release instead of
 # the image's, its outputs named -tritonX.Y.Z (the Triton releases' question, tritons.sh, per kernel).
 # PARTS (default "sweep ablate profile") picks the steps. About 7 minutes. $OUT/runs.tgz: the sweep's run folder and the ablation CSVs (one run: import_gpu_bundle.py);
@@ -38,7 +39,7 @@ plan_start evidence  # ONLY_ON stops it here on another card, before the kit is 
 use_kit
 ncu_env
 mkdir -p /tmp/p
-has floor && timeout $(left 120) python3 -m fp4moe_diag.profiling.read_floor --bytes "$FLOOR_BYTES" \
+has floor && timeout $(left 120) python3 -m fp4moe_diag.profiling.read_floor --bytes "$FLOOR_BYTES" --chain \
   --out /tmp/r/read-floor-goals$TV.csv 2>&1 | tail -12
 has floor && say "read floor done"
 has sweep && timeout $(left 170) python3 -m fp4moe_diag sweep --backends triton,triton_kernels \
