@@ -60,22 +60,26 @@ def floor_us(table: pd.DataFrame, gpu_name: str, weight_bytes: float, column: st
     return math.nan if f is None or column not in f else float(f[column])
 
 
+def _against(floor: float, ours_us: float, bound_us: float) -> str:
+    """Ours against a floor of ``floor`` us and, where ``bound_us`` is finite (goal 3), the bound against it."""
+    return f"ours {ours_us / floor:.2f}x of that" + (f", the bound {bound_us / floor:.2f}x" if math.isfinite(bound_us)
+                                                      else "")
+
+
 def floor_note(table: pd.DataFrame, gpu_name: str, weight_bytes: float, ours_us: float, bound_us: float) -> str:
     """Where ``table`` (:func:`floor_table`) holds a floor for exactly ``weight_bytes`` on ``gpu_name``: that floor,
-    ours against it and, where ``bound_us`` is finite (goal 3), the bound against it; else ''."""
+    ours against it and, where ``bound_us`` is finite (goal 3), the bound against it, then the same for its two-read
+    chain where one was timed; else ''."""
     f = _floor_row(table, gpu_name, weight_bytes)
     if f is None:
         return ""
-    text = (f"one kernel reads these {weight_bytes / 1e6:.1f} MB in {f['time_median_us']:.1f} us at best "
-            f"({f['GBps'] / 1e3:.2f} TB/s, {f['kernel']}; {f['source']}): ours {ours_us / f['time_median_us']:.2f}x "
-            f"of that")
-    if math.isfinite(bound_us):
-        text += f", the bound {bound_us / f['time_median_us']:.2f}x"
+    one = f["time_median_us"]
+    text = (f"one kernel reads these {weight_bytes / 1e6:.1f} MB in {one:.1f} us at best ({f['GBps'] / 1e3:.2f} TB/s, "
+            f"{f['kernel']}; {f['source']}): {_against(one, ours_us, bound_us)}")
     chain = f.get("chain_us", math.nan)
     if isinstance(chain, float) and math.isfinite(chain):
-        text += (f"; two dependent kernels (gemm1's 2/3, then gemm2's 1/3) read them in {chain:.1f} us at best: ours "
-                 f"{ours_us / chain:.2f}x of that" + (f", the bound {bound_us / chain:.2f}x" if math.isfinite(bound_us)
-                                                      else ""))
+        text += (f"; two dependent kernels (gemm1's 2/3, then gemm2's 1/3) read them in {chain:.1f} us at best: "
+                 f"{_against(chain, ours_us, bound_us)}")
     return text
 
 
